@@ -1,0 +1,45 @@
+"""Backends share one Runner interface; `make_runner` picks the best one available and says which."""
+from __future__ import annotations
+
+import importlib.util
+
+from .base import Runner
+
+BACKENDS = ("ort", "trt")
+
+
+def tensorrt_available() -> bool:
+    # find_spec alone is not enough: the PyPI stub package installs a `tensorrt` module that fails on import.
+    if importlib.util.find_spec("tensorrt") is None:
+        return False
+    try:
+        import tensorrt  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def available_backends() -> list[str]:
+    return ["trt", "ort"] if tensorrt_available() else ["ort"]
+
+
+def make_runner(model_path, backend: str = "auto", verbose: bool = True, **options) -> Runner:
+    """A Runner for `model_path` on `backend` ('auto', 'ort' or 'trt'). 'auto' prefers ONNX Runtime for
+    ONNX files (the reference) and TensorRT for .engine files."""
+    model_path = str(model_path)
+    if backend == "auto":
+        backend = "trt" if model_path.endswith((".engine", ".plan")) else "ort"
+    if backend == "ort":
+        from .ort import OrtRunner
+
+        runner = OrtRunner(model_path, **options)
+    elif backend == "trt":
+        if not tensorrt_available():
+            raise RuntimeError("backend 'trt' needs TensorRT, which does not import here; run notebook 00_env_setup "
+                               "(or setup_kaggle_env.sh) to find and load it, or use backend='ort'")
+        from .trt import TrtRunner
+
+        runner = TrtRunner(model_path, **options)
+    else:
+        raise ValueError(f"unknown backend {backend!r}; choose from {('auto',) + BACKENDS}")
+    return runner

@@ -1,0 +1,59 @@
+"""The main job: model + photos → decode cache → variants → stored results → report."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .dataset import Dataset
+from .decode_cache import DecodeCache, build_decode_cache
+from .preprocess import get_preprocess
+from .results import ResultsStore
+from .workspace import workspace_dir
+
+
+@dataclass
+class JobResult:
+    model_path: Path
+    cache: DecodeCache
+    store: ResultsStore
+    variants: list[str]
+    report: dict = field(default_factory=dict)
+
+    @property
+    def table(self):
+        return self.report.get("table")
+
+
+def run_job(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, backend: str = "auto",
+            batch_size: int = 32, progress: bool = True, report_dir=None) -> JobResult:
+    """Evaluate FP32 on `dataset` and write the report."""
+    from .pipeline import evaluate
+    from .report import write_report
+
+    workspace = workspace_dir(workspace)
+    cache = build_decode_cache(dataset, get_preprocess(preprocess), workspace, progress=progress)
+    store = ResultsStore.for_eval_set(dataset, cache.preprocess, workspace)
+    evaluate(model_path, cache, "fp32", backend=backend, batch_size=batch_size, store=store, progress=progress)
+    variants = ["fp32"]
+    report = write_report(store, Path(report_dir or workspace / "reports" / store.folder.name), variants,
+                          reference="fp32", decode_cache=cache)
+    return JobResult(Path(model_path), cache, store, variants, report)
+
+
+def run_demo(workspace=None, model: str = "efficientnet-lite0", progress: bool = True, **options) -> JobResult:
+    """The bundled default: EfficientNet-Lite0 on the demo photos, whole pipeline, report written."""
+    from .demo import DEMO_PREPROCESS, demo_dataset, export_demo_model
+
+    model_path = export_demo_model(model, workspace)
+    return run_job(model_path, demo_dataset(), DEMO_PREPROCESS, workspace, progress=progress, **options)
+
+
+def print_summary(job: JobResult) -> None:
+    table = job.table
+    print()
+    print(job.report["md"].read_text())
+    if "fp32" in table.index and table.loc["fp32", "labelled"]:
+        row = table.loc["fp32"]
+        print(f"FP32 top-1 on {int(row.labelled)} labelled demo photos: {100 * row.top1:.1f}% "
+              f"(95% CI {100 * row.top1_low:.1f}–{100 * row.top1_high:.1f}%)")
+    print(f"report: {job.report['png']}  {job.report['md']}  {job.report['csv']}")

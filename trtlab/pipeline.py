@@ -1,0 +1,93 @@
+"""Evaluation: decode cache → Runner → results store. The one place that runs inference for the dashboards."""
+from __future__ import annotations
+
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .backends import make_runner
+from .decode_cache import DecodeCache
+from .model import inspect_classifier
+from .preprocess import normalize_batch
+from .results import ResultsStore, VariantResult, top5_from_logits
+
+
+def evaluate(
+    model_path: str | os.PathLike,
+    cache: DecodeCache,
+    variant: str = "fp32",
+    recipe: dict | None = None,
+    backend: str = "auto",
+    batch_size: int = 32,
+    store: ResultsStore | None = None,
+    workspace=None,
+    force: bool = False,
+    progress: bool = True,
+    runner_options: dict | None = None,
+) -> VariantResult:
+    """Run `model_path` over every decoded image of `cache` and store per-image top-5 and logits as `variant`.
+
+    A variant already stored for the same model file and recipe is reused (force=True re-runs it).
+    """
+    from tqdm.auto import tqdm
+
+    info = inspect_classifier(model_path)
+    if info.image_size != (cache.preprocess.crop, cache.preprocess.crop):
+        raise ValueError(f"{Path(model_path).name} takes {info.image_size[0]}×{info.image_size[1]} images but the "
+                         f"decode cache holds {cache.preprocess.crop}×{cache.preprocess.crop} crops; "
+                         f"use a preprocessing with crop={info.image_size[0]}")
+    store = store or ResultsStore.for_eval_set(cache.dataset, cache.preprocess, workspace)
+    recipe = dict(recipe or {"precision": "fp32"})
+    if not force and variant in store:
+        stored = store.load(variant)
+        if stored.record.get("model_sha256") == info.sha256 and stored.record.get("recipe") == recipe:
+            if progress:
+                print(f"[trtlab] {variant}: reusing stored results ({len(stored)} images) from {store.folder}")
+            return stored
+    indices = cache.valid_indices
+    if len(indices) == 0:
+        raise ValueError(f"no decodable images in dataset {cache.dataset.name!r}; see {cache.folder}/failures.json")
+    runner = make_runner(model_path, backend=backend, **(runner_options or {}))
+    logits_chunks = []
+    started = time.time()
+    with runner:
+        description = runner.describe()
+        if progress:
+            versions = ", ".join(f"{k}={v}" for k, v in description.items() if k not in ("runner",))
+            print(f"[trtlab] {variant}: running {Path(model_path).name} on {versions}")
+        bar = tqdm(total=len(indices), desc=f"infer {variant}", unit="img", disable=not progress)
+        for _, crops in cache.iter_batches(indices, batch_size):
+            logits_chunks.append(runner.infer(normalize_batch(crops, cache.preprocess)).astype(np.float32))
+            bar.update(len(crops))
+        bar.close()
+    logits = np.concatenate(logits_chunks)
+    if logits.ndim != 2:
+        raise ValueError(f"{Path(model_path).name} output has shape {list(logits.shape)}; expected N×classes logits")
+    top5_indices, top5_probs = top5_from_logits(logits)
+    ids = cache.dataset.image_ids()
+    result = VariantResult(
+        variant=variant,
+        image_ids=[ids[i] for i in indices],
+        labels=cache.dataset.labels[indices],
+        top5_indices=top5_indices,
+        top5_probs=top5_probs,
+        logits=logits.astype(np.float16),
+        record={
+            "model": str(model_path),
+            "model_sha256": info.sha256,
+            "recipe": recipe,
+            "backend": description,
+            "dataset": {"name": cache.dataset.name, "fingerprint": cache.dataset.fingerprint(),
+                        "decode_cache": cache.key, "skipped_images": cache.failure_list()},
+            "preprocess": cache.preprocess.to_dict(),
+            "batch_size": batch_size,
+            "seconds": round(time.time() - started, 3),
+            "host": {"python": platform.python_version(), "machine": platform.machine(),
+                     "numpy": np.__version__},
+        },
+    )
+    store.save(result)
+    return result

@@ -1,0 +1,104 @@
+"""Reports from the results store: a table (CSV + Markdown) and a PNG. Reads stored results only."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .metrics import variant_table
+from .results import ResultsStore
+from .workspace import atomic_path, atomic_write_text
+
+
+def plot_summary(store: ResultsStore, variants=None, reference=None, decode_cache=None):
+    """Figure: accuracy with 95% intervals and agreement/cosine per variant; with a decode cache, also the photos
+    with their stored top-1 predictions of the reference variant."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from .classes import class_name
+
+    results = store.load_all(variants)
+    table = variant_table(results, reference)
+    names = list(table.index)
+    show_photos = decode_cache is not None
+    fig = plt.figure(figsize=(13, 8.5 if show_photos else 4.2), constrained_layout=True)
+    grid = fig.add_gridspec(3 if show_photos else 1, 8)
+    ax_acc = fig.add_subplot(grid[0, :4])
+    ax_agree = fig.add_subplot(grid[0, 4:])
+    x = np.arange(len(names))
+    if table["labelled"].max() > 0:
+        for offset, metric in ((-0.18, "top1"), (0.18, "top5")):
+            values = table[metric].to_numpy(float)
+            err = np.vstack([values - table[f"{metric}_low"].to_numpy(float),
+                             table[f"{metric}_high"].to_numpy(float) - values])
+            ax_acc.bar(x + offset, values * 100, 0.36, yerr=err * 100, capsize=3, label=metric.replace("top", "top-"))
+        ax_acc.set_ylim(0, 105)
+        ax_acc.legend(loc="lower right")
+        ax_acc.set_title(f"Accuracy on {int(table['labelled'].max())} labelled images (95% Wilson CI)")
+    else:
+        ax_acc.text(0.5, 0.5, "no labelled images:\nconsistency metrics only", ha="center", va="center")
+        ax_acc.set_title("Accuracy")
+    ax_acc.set_xticks(x, names, rotation=20, ha="right")
+    ax_acc.set_ylabel("%")
+    ref = table.attrs["reference"]
+    ax_agree.bar(x - 0.18, table["top1_agreement"] * 100, 0.36, label="top-1 agreement")
+    ax_agree.bar(x + 0.18, table["cosine_mean"] * 100, 0.36, label="mean logit cosine ×100")
+    ax_agree.set_xticks(x, names, rotation=20, ha="right")
+    ax_agree.set_ylim(0, 105)
+    ax_agree.set_title(f"Consistency with {ref}")
+    ax_agree.legend(loc="lower right")
+    if show_photos:
+        reference_result = results[ref]
+        ids = decode_cache.dataset.image_ids()
+        position = {image_id: i for i, image_id in enumerate(ids)}
+        count = min(16, len(reference_result))
+        for k in range(count):
+            ax = fig.add_subplot(grid[1 + k // 8, k % 8])
+            ax.imshow(decode_cache.crops[position[reference_result.image_ids[k]]])
+            label = int(reference_result.labels[k])
+            predicted = int(reference_result.top1[k])
+            ok = label < 0 or predicted == label
+            ax.set_title(f"{class_name(predicted)[:16]}\n{reference_result.top5_probs[k, 0]:.0%}"
+                         + ("" if label < 0 else f" (true: {class_name(label)[:12]})" if not ok else ""),
+                         fontsize=7, color="black" if ok else "red")
+            ax.axis("off")
+    fig.suptitle(f"trtlab report: {store.folder.name}")
+    return fig, table
+
+
+def write_report(store: ResultsStore, out_dir, variants=None, reference=None, decode_cache=None) -> dict:
+    """Write report.png, report.csv and report.md into out_dir (atomically); returns their paths."""
+    import matplotlib.pyplot as plt
+
+    out_dir = Path(out_dir)
+    fig, table = plot_summary(store, variants, reference, decode_cache)
+    png = out_dir / "report.png"
+    with atomic_path(png, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+    csv = out_dir / "report.csv"
+    atomic_write_text(csv, table.to_csv(float_format="%.6g"))
+    md = out_dir / "report.md"
+    atomic_write_text(md, render_markdown(table, store))
+    return {"png": png, "csv": csv, "md": md, "table": table}
+
+
+def _pct(value) -> str:
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.2f}%"
+
+
+def render_markdown(table, store: ResultsStore) -> str:
+    lines = [f"# trtlab report — {store.folder.name}", "",
+             f"Reference for agreement: **{table.attrs['reference']}**", "",
+             "| variant | backend | images | top-1 (95% CI) | top-5 | top-1 agreement | top-5 overlap | cosine mean / worst |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, row in table.iterrows():
+        acc = (f"{_pct(row.top1)} ({_pct(row.top1_low)}–{_pct(row.top1_high)})" if row.labelled else "unlabelled")
+        lines.append(f"| {name} | {row.backend} | {row.images} | {acc} | {_pct(row.top5) if row.labelled else '—'} | "
+                     f"{_pct(row.top1_agreement)} | {_pct(row.top5_overlap)} | "
+                     f"{row.cosine_mean:.4f} / {row.cosine_worst:.4f} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,120 @@
+"""The results store: per variant, per image top-5 indices/probabilities and float16 logits, plus a run record.
+
+Inference writes here once; metrics, dashboards and reports only read. One folder per evaluation set
+(dataset name + fingerprint + preprocessing), one `<variant>.npz` + `<variant>.json` pair per variant, each
+written atomically.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .workspace import atomic_path, atomic_write_json, hash_json, workspace_dir
+
+
+@dataclass
+class VariantResult:
+    variant: str
+    image_ids: list[str]
+    labels: np.ndarray  # int64, -1 = unlabelled
+    top5_indices: np.ndarray  # (N, 5) int32
+    top5_probs: np.ndarray  # (N, 5) float32
+    logits: np.ndarray  # (N, classes) float16
+    record: dict = field(default_factory=dict)
+
+    @property
+    def top1(self) -> np.ndarray:
+        return self.top5_indices[:, 0]
+
+    def __len__(self) -> int:
+        return len(self.image_ids)
+
+    def align(self, other: "VariantResult") -> tuple[np.ndarray, np.ndarray]:
+        """Row indices into self and other for the images both hold (same id), in self's order."""
+        position = {image_id: i for i, image_id in enumerate(other.image_ids)}
+        mine = [i for i, image_id in enumerate(self.image_ids) if image_id in position]
+        return np.asarray(mine, np.int64), np.asarray([position[self.image_ids[i]] for i in mine], np.int64)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits.astype(np.float32) - logits.max(axis=1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def top5_from_logits(logits: np.ndarray, k: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    probs = softmax(logits)
+    k = min(k, logits.shape[1])
+    part = np.argpartition(-probs, k - 1, axis=1)[:, :k]
+    order = np.argsort(-np.take_along_axis(probs, part, axis=1), axis=1, kind="stable")
+    indices = np.take_along_axis(part, order, axis=1)
+    return indices.astype(np.int32), np.take_along_axis(probs, indices, axis=1).astype(np.float32)
+
+
+_VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,80}$")
+
+
+class ResultsStore:
+    """Results of every variant evaluated on one evaluation set."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+
+    @classmethod
+    def for_eval_set(cls, dataset, preprocess, workspace=None) -> "ResultsStore":
+        key = hash_json({"dataset": dataset.fingerprint(), "pre": preprocess.to_dict()}, 12)
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", dataset.name)[:40]
+        return cls(workspace_dir(workspace) / "results" / f"{name}-{key}")
+
+    def variants(self) -> list[str]:
+        """Stored variants, oldest first."""
+        if not self.folder.is_dir():
+            return []
+        found = [p for p in self.folder.glob("*.json") if p.with_suffix(".npz").exists()]
+        return [p.stem for p in sorted(found, key=lambda p: (p.stat().st_mtime, p.stem))]
+
+    def __contains__(self, variant: str) -> bool:
+        return (self.folder / f"{variant}.npz").exists() and (self.folder / f"{variant}.json").exists()
+
+    def save(self, result: VariantResult) -> Path:
+        if not _VARIANT_NAME.match(result.variant):
+            raise ValueError(f"variant name {result.variant!r} must be 1-80 letters, digits or _.+-")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        record = dict(result.record)
+        record.setdefault("date", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+        record["variant"] = result.variant
+        record["images"] = len(result)
+        npz_path = self.folder / f"{result.variant}.npz"
+        with atomic_path(npz_path, suffix=".npz") as tmp:
+            with open(tmp, "wb") as fh:  # a file handle keeps numpy from appending another .npz
+                np.savez(
+                    fh,
+                    image_ids=np.asarray(result.image_ids, dtype=str),
+                    labels=np.asarray(result.labels, np.int64),
+                    top5_indices=np.asarray(result.top5_indices, np.int32),
+                    top5_probs=np.asarray(result.top5_probs, np.float32),
+                    logits=np.asarray(result.logits, np.float16),
+                )
+        # The record is written last: a variant counts as stored only when both files exist.
+        atomic_write_json(self.folder / f"{result.variant}.json", record)
+        return npz_path
+
+    def load(self, variant: str) -> VariantResult:
+        if variant not in self:
+            known = ", ".join(self.variants()) or "none"
+            raise KeyError(f"no stored results for variant {variant!r} in {self.folder} (stored: {known}); "
+                           f"evaluate it first")
+        with np.load(self.folder / f"{variant}.npz") as data:
+            arrays = {k: data[k] for k in data.files}
+        record = json.loads((self.folder / f"{variant}.json").read_text())
+        return VariantResult(variant, arrays["image_ids"].tolist(), arrays["labels"], arrays["top5_indices"],
+                             arrays["top5_probs"], arrays["logits"], record)
+
+    def load_all(self, variants=None) -> dict[str, VariantResult]:
+        return {v: self.load(v) for v in (variants or self.variants())}
