@@ -24,10 +24,22 @@ def _cmd_eval(args) -> int:
     return 0
 
 
-def _cmd_doctor(args, rest) -> int:
-    from .trt_env import doctor_main
+# Stage commands live beside their stage and parse their own arguments: (module, function(argv) -> exit code).
+STAGE_COMMANDS = {
+    "doctor": ("trtlab.trt_env", "doctor_main", "GPU / CUDA / TensorRT / ONNX Runtime report"),
+    "prep": ("trtlab.imagenet", "prep_main", "prepare ImageNet val: labels, classes, split, decode cache"),
+    "calibrate": ("trtlab.variants", "calibrate_main", "calibrate + quantize INT8 variants and evaluate them"),
+    "build": ("trtlab.backends.trt", "build_main", "build TensorRT engines (needs TensorRT)"),
+    "dashboard": ("trtlab.dashboard", "dashboard_main", "write the accuracy/consistency HTML report"),
+    "debug": ("trtlab.layer_debug", "debug_main", "per-layer error, sensitivity and automatic guard search"),
+}
 
-    return doctor_main(rest)
+
+def _run_stage_command(name: str, argv: list[str]) -> int:
+    import importlib
+
+    module, function, _ = STAGE_COMMANDS[name]
+    return getattr(importlib.import_module(module), function)(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,14 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--labels", default=None, help="optional CSV file,label")
     ev.add_argument("--preset", default="tf-lite", help="preprocessing preset: tf-lite or torchvision")
     common(ev)
-    sub.add_parser("doctor", help="GPU / CUDA / TensorRT / ONNX Runtime report", add_help=False)
+    for name, (_, _, help_text) in STAGE_COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "doctor":
-        return _cmd_doctor(None, argv[1:])
+    if argv and argv[0] in STAGE_COMMANDS:
+        return _run_stage_command(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     return {"demo": _cmd_demo, "eval": _cmd_eval}[args.command](args)
 
