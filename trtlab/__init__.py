@@ -1,0 +1,39 @@
+"""trtlab: a notebook-first workbench for TensorRT INT8 work.
+
+Data flows one way: dataset → preprocess + decode cache → calibrate → quantize / build → run → metrics → plots.
+Names below are imported lazily so `import trtlab` is fast and works without TensorRT, torch or a GPU.
+"""
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "workspace_dir": "workspace",
+    "Preprocess": "preprocess", "get_preprocess": "preprocess", "PRESETS": "preprocess",
+    "Dataset": "dataset",
+    "build_decode_cache": "decode_cache", "DecodeCache": "decode_cache",
+    "make_split": "split", "Split": "split",
+    "inspect_classifier": "model",
+    "make_runner": "backends", "available_backends": "backends",
+    "ResultsStore": "results", "VariantResult": "results",
+    "accuracy": "metrics", "agreement": "metrics", "per_class_accuracy": "metrics", "variant_table": "metrics",
+    "evaluate": "pipeline",
+    "write_report": "report", "plot_summary": "report",
+    "run_demo": "job", "run_job": "job", "print_summary": "job",
+    "demo_dataset": "demo", "export_demo_model": "demo",
+    "class_names": "classes",
+    "Recipe": "variants", "build_variant": "variants", "compare": "variants",
+    "resolve_guards": "guards",
+}
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module 'trtlab' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_EXPORTS))

@@ -1,0 +1,133 @@
+"""Foundation: demo model export, classifier input checks, evaluation into the results store, metrics, report."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from trtlab.metrics import accuracy, agreement, variant_table, wilson_interval
+from trtlab.model import ModelInputError, inspect_classifier
+from trtlab.pipeline import evaluate
+from trtlab.preprocess import normalize_batch
+from trtlab.results import ResultsStore
+
+
+def test_exported_onnx_matches_pytorch_top1_on_demo_photos(demo_model, demo_cache):
+    torch = pytest.importorskip("torch")
+    from trtlab.backends.ort import OrtRunner
+    from trtlab.demo import load_torch_model
+
+    info = inspect_classifier(demo_model)
+    assert info.input_shape[1:] == (3, 224, 224) and info.dynamic_batch and info.opset >= 17
+    batch = normalize_batch(demo_cache.crops[demo_cache.valid_indices], demo_cache.preprocess)
+    with torch.no_grad():
+        torch_logits = load_torch_model().eval()(torch.from_numpy(batch)).numpy()
+    with OrtRunner(demo_model) as runner:
+        onnx_logits = runner.infer(batch)
+    assert len(batch) == 26
+    np.testing.assert_array_equal(onnx_logits.argmax(1), torch_logits.argmax(1))
+    assert np.abs(onnx_logits - torch_logits).max() < 1e-3
+
+
+def _model_with_input(shape, tmp_path, name="image"):
+    node = helper.make_node("Identity", [name], ["out"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, shape)])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    return path
+
+
+@pytest.mark.parametrize("shape, hint", [
+    (["N", 224, 224, 3], "channels-last"),
+    (["N", 3, 224], "N×3×H×W"),
+    (["N", 1, 28, 28], "N×3×H×W"),
+    (["N", 3, "H", "W"], "fixed numbers"),
+])
+def test_non_nchw_input_is_refused_naming_input_and_shape(tmp_path, shape, hint):
+    path = _model_with_input(shape, tmp_path, name="pixels")
+    with pytest.raises(ModelInputError) as err:
+        inspect_classifier(path)
+    message = str(err.value)
+    assert "'pixels'" in message and str(shape).replace("'", "") in message.replace("'", "") and hint in message
+
+
+def test_evaluate_stores_results_and_reuses_them(demo_model, demo_cache, session_workspace, capsys):
+    store = ResultsStore(session_workspace / "results-test-eval")
+    first = evaluate(demo_model, demo_cache, "fp32", store=store, batch_size=8, progress=False)
+    assert store.variants() == ["fp32"]
+    record = json.loads((store.folder / "fp32.json").read_text())
+    assert record["model_sha256"] == inspect_classifier(demo_model).sha256
+    assert record["backend"]["backend"] == "ort" and record["backend"]["onnxruntime"]
+    assert record["dataset"]["fingerprint"] == demo_cache.dataset.fingerprint()
+    loaded = store.load("fp32")
+    assert loaded.logits.dtype == np.float16 and loaded.top5_indices.shape == (26, 5)
+    np.testing.assert_array_equal(loaded.top1, first.top1)
+    # top-5 probabilities are sorted and come from the stored logits
+    assert (np.diff(loaded.top5_probs, axis=1) <= 1e-6).all()
+    np.testing.assert_array_equal(loaded.top1, loaded.logits.astype(np.float32).argmax(1))
+    # The real model on the real photos: most labelled photos are right (FP32 reference is ~90%).
+    acc = accuracy(loaded)
+    assert acc["labelled"] == 21 and acc["top1"] > 0.75 and acc["top1_low"] < acc["top1"] < acc["top1_high"]
+    capsys.readouterr()
+    again = evaluate(demo_model, demo_cache, "fp32", store=store, progress=True)
+    assert "reusing stored results" in capsys.readouterr().out
+    np.testing.assert_array_equal(again.logits, loaded.logits)
+
+
+def test_metrics_on_hand_made_results():
+    from trtlab.results import VariantResult
+
+    logits_a = np.array([[3, 1, 0, 0, 0, 0], [0, 3, 1, 0, 0, 0], [0, 0, 3, 1, 0, 0], [1, 0, 0, 3, 0, 0]], np.float32)
+    logits_b = logits_a.copy()
+    logits_b[3] = [3, 0, 0, 1, 0, 0]  # image 3 flips from class 3 to class 0
+    from trtlab.results import top5_from_logits
+
+    def result(name, logits):
+        idx, prob = top5_from_logits(logits)
+        return VariantResult(name, ["a", "b", "c", "d"], np.array([0, 1, 5, -1]), idx, prob, logits.astype(np.float16))
+
+    a, b = result("a", logits_a), result("b", logits_b)
+    acc = accuracy(a)
+    assert acc["labelled"] == 3 and acc["top1"] == pytest.approx(2 / 3) and acc["top5"] == pytest.approx(2 / 3)
+    agree = agreement(b, a)
+    assert agree["top1_agreement"] == pytest.approx(0.75)
+    cos_d = np.dot(logits_a[3], logits_b[3]) / (np.linalg.norm(logits_a[3]) * np.linalg.norm(logits_b[3]))
+    assert agree["cosine_worst"] == pytest.approx(cos_d, abs=1e-3)
+    table = variant_table({"a": a, "b": b}, reference="a")
+    assert table.loc["b", "top1_agreement"] == pytest.approx(0.75)
+    # Wilson interval, textbook value: 8/10 → (0.490, 0.943)
+    low, high = wilson_interval(8, 10)
+    assert low == pytest.approx(0.4902, abs=1e-3) and high == pytest.approx(0.9433, abs=1e-3)
+
+
+def test_results_store_rejects_unsafe_variant_names(tmp_path):
+    from trtlab.results import VariantResult
+
+    store = ResultsStore(tmp_path)
+    bad = VariantResult("../escape", ["x"], np.array([0]), np.zeros((1, 5), np.int32), np.zeros((1, 5), np.float32),
+                        np.zeros((1, 10), np.float16))
+    with pytest.raises(ValueError, match="variant name"):
+        store.save(bad)
+
+
+def test_kaggle_input_is_never_a_write_target():
+    from trtlab.workspace import atomic_write_text, workspace_dir
+
+    with pytest.raises(PermissionError, match="read-only"):
+        workspace_dir("/kaggle/input/my-dataset/out")
+    with pytest.raises(PermissionError, match="/kaggle/working"):
+        atomic_write_text("/kaggle/input/x/labels.csv", "nope")
+
+
+def test_demo_job_writes_report(session_workspace, demo_model):
+    from trtlab.job import run_demo
+
+    job = run_demo(session_workspace, progress=False)
+    assert job.report["png"].stat().st_size > 20_000
+    table = job.table
+    assert table.loc["fp32", "labelled"] == 21 and table.loc["fp32", "top1"] > 0.75
+    assert "fp32" in job.report["md"].read_text()
