@@ -24,7 +24,7 @@ _EXPORTS = {
     "run_demo": "job", "run_job": "job", "print_summary": "job",
     "demo_dataset": "demo", "export_demo_model": "demo",
     "class_names": "classes",
-    "Recipe": "variants", "build_variant": "variants", "compare": "variants",
+    "Recipe": "variants", "build_variant": "variants", "compare": "ab", "ab_widgets": "ab",
     "resolve_guards": "guards",
 }
 

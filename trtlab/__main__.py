@@ -28,7 +28,7 @@ def _cmd_eval(args) -> int:
 STAGE_COMMANDS = {
     "doctor": ("trtlab.trt_env", "doctor_main", "GPU / CUDA / TensorRT / ONNX Runtime report"),
     "prep": ("trtlab.imagenet", "prep_main", "prepare ImageNet val: labels, classes, split, decode cache"),
-    "calibrate": ("trtlab.variants", "calibrate_main", "calibrate + quantize INT8 variants and evaluate them"),
+    "calibrate": ("trtlab.ab", "calibrate_main", "calibrate + quantize INT8 variants and evaluate them"),
     "build": ("trtlab.backends.trt", "build_main", "build TensorRT engines (needs TensorRT)"),
     "dashboard": ("trtlab.dashboard", "dashboard_main", "write the accuracy/consistency HTML report"),
     "debug": ("trtlab.layer_debug", "debug_main", "per-layer error, sensitivity and automatic guard search"),

@@ -107,3 +107,14 @@ def _check_exported(path) -> None:
 
     model = onnx.load(str(path))
     onnx.checker.check_model(model)
+
+
+def demo_split(dataset: Dataset | None = None):
+    """Calibrate on the scikit-image/matplotlib photos, evaluate on the 20 labelled foolbox ImageNet photos:
+    disjoint sets, and the evaluation set is entirely labelled."""
+    from .split import Split
+
+    dataset = dataset or demo_dataset()
+    from_foolbox = np.array(["foolbox" in p for p in dataset.paths])
+    return Split(np.flatnonzero(~from_foolbox), np.flatnonzero(from_foolbox), seed=0,
+                 dataset_fingerprint=dataset.fingerprint(), method="demo: non-foolbox photos calibrate")

@@ -40,12 +40,29 @@ def run_job(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, 
     return JobResult(Path(model_path), cache, store, variants, report)
 
 
-def run_demo(workspace=None, model: str = "efficientnet-lite0", progress: bool = True, **options) -> JobResult:
-    """The bundled default: EfficientNet-Lite0 on the demo photos, whole pipeline, report written."""
-    from .demo import DEMO_PREPROCESS, demo_dataset, export_demo_model
+DEMO_ALGORITHMS = ("minmax", "entropy", "percentile")
 
+
+def run_demo(workspace=None, model: str = "efficientnet-lite0", progress: bool = True, backend: str = "auto",
+             batch_size: int = 32, algorithms=DEMO_ALGORITHMS) -> JobResult:
+    """The bundled default: EfficientNet-Lite0 on the demo photos, whole pipeline — decode cache, calibration on
+    the calibration photos with each algorithm, Q/DQ INT8 variants, evaluation of FP32 and INT8 on the labelled
+    evaluation photos, results store, report."""
+    from .ab import compare
+    from .demo import DEMO_PREPROCESS, demo_dataset, demo_split, export_demo_model
+    from .report import write_report
+    from .variants import Recipe
+
+    workspace = workspace_dir(workspace)
     model_path = export_demo_model(model, workspace)
-    return run_job(model_path, demo_dataset(), DEMO_PREPROCESS, workspace, progress=progress, **options)
+    dataset = demo_dataset()
+    recipes = [Recipe(precision="int8", algorithm=a) for a in algorithms]
+    result = compare(model_path, dataset, recipes, DEMO_PREPROCESS, split=demo_split(dataset), workspace=workspace,
+                     backend=backend, batch_size=batch_size, progress=progress)
+    variants = list(result.table.index)
+    report = write_report(result.store, workspace / "reports" / result.store.folder.name, variants,
+                          reference="fp32", decode_cache=result.cache)
+    return JobResult(Path(model_path), result.cache, result.store, variants, report)
 
 
 def print_summary(job: JobResult) -> None:
@@ -54,6 +71,9 @@ def print_summary(job: JobResult) -> None:
     print(job.report["md"].read_text())
     if "fp32" in table.index and table.loc["fp32", "labelled"]:
         row = table.loc["fp32"]
-        print(f"FP32 top-1 on {int(row.labelled)} labelled demo photos: {100 * row.top1:.1f}% "
+        print(f"FP32 top-1 on {int(row.labelled)} labelled photos: {100 * row.top1:.1f}% "
               f"(95% CI {100 * row.top1_low:.1f}–{100 * row.top1_high:.1f}%)")
+    for name, row in table.drop(index="fp32", errors="ignore").iterrows():
+        print(f"{name}: top-1 {100 * row.top1:.1f}%, top-1 agreement with fp32 {100 * row.top1_agreement:.1f}%, "
+              f"mean logit cosine {row.cosine_mean:.4f}")
     print(f"report: {job.report['png']}  {job.report['md']}  {job.report['csv']}")

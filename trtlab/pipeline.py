@@ -27,10 +27,13 @@ def evaluate(
     force: bool = False,
     progress: bool = True,
     runner_options: dict | None = None,
+    indices=None,
+    record_extra: dict | None = None,
 ) -> VariantResult:
     """Run `model_path` over every decoded image of `cache` and store per-image top-5 and logits as `variant`.
 
-    A variant already stored for the same model file and recipe is reused (force=True re-runs it).
+    `indices` restricts evaluation to those images of the cache (e.g. the evaluation half of a split). A variant
+    already stored for the same model file, recipe and images is reused (force=True re-runs it).
     """
     from tqdm.auto import tqdm
 
@@ -41,13 +44,16 @@ def evaluate(
                          f"use a preprocessing with crop={info.image_size[0]}")
     store = store or ResultsStore.for_eval_set(cache.dataset, cache.preprocess, workspace)
     recipe = dict(recipe or {"precision": "fp32"})
+    valid = cache.valid_indices
+    indices = valid if indices is None else np.asarray(indices, np.int64)[np.isin(indices, valid)]
+    ids = cache.dataset.image_ids()
     if not force and variant in store:
         stored = store.load(variant)
-        if stored.record.get("model_sha256") == info.sha256 and stored.record.get("recipe") == recipe:
+        if (stored.record.get("model_sha256") == info.sha256 and stored.record.get("recipe") == recipe
+                and stored.image_ids == [ids[i] for i in indices]):
             if progress:
                 print(f"[trtlab] {variant}: reusing stored results ({len(stored)} images) from {store.folder}")
             return stored
-    indices = cache.valid_indices
     if len(indices) == 0:
         raise ValueError(f"no decodable images in dataset {cache.dataset.name!r}; see {cache.folder}/failures.json")
     runner = make_runner(model_path, backend=backend, **(runner_options or {}))
@@ -67,7 +73,6 @@ def evaluate(
     if logits.ndim != 2:
         raise ValueError(f"{Path(model_path).name} output has shape {list(logits.shape)}; expected N×classes logits")
     top5_indices, top5_probs = top5_from_logits(logits)
-    ids = cache.dataset.image_ids()
     result = VariantResult(
         variant=variant,
         image_ids=[ids[i] for i in indices],
@@ -87,6 +92,7 @@ def evaluate(
             "seconds": round(time.time() - started, 3),
             "host": {"python": platform.python_version(), "machine": platform.machine(),
                      "numpy": np.__version__},
+            **(record_extra or {}),
         },
     )
     store.save(result)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -20,14 +20,49 @@ class Split:
     seed: int
     dataset_fingerprint: str
     method: str
+    params: dict = field(default_factory=dict)  # the make_split arguments, so a saved split can be re-checked
 
     def calibration_set(self, dataset: Dataset) -> Dataset:
         self._check(dataset)
         return dataset.subset(self.calibration, name=f"{dataset.name}-calib")
 
-    def evaluation_set(self, dataset: Dataset) -> Dataset:
+    def evaluation_set(self, dataset: Dataset, per_class: int | None = None) -> Dataset:
+        """The evaluation images, or with `per_class` a quick subset of them (see evaluation_subset)."""
         self._check(dataset)
-        return dataset.subset(self.evaluation, name=f"{dataset.name}-eval")
+        if per_class is None:
+            return dataset.subset(self.evaluation, name=f"{dataset.name}-eval")
+        return dataset.subset(self.evaluation_subset(dataset, per_class), name=f"{dataset.name}-eval{per_class}pc")
+
+    def evaluation_subset(self, dataset: Dataset, per_class: int) -> np.ndarray:
+        """Indices of at most `per_class` evaluation images of each labelled class, for quick runs.
+
+        Seeded by the split's seed and nested: the 5-per-class subset is part of the 10-per-class one, so a quick
+        result is always a subset of a fuller one. Unlabelled evaluation images are left out (no accuracy).
+        """
+        self._check(dataset)
+        if per_class < 1:
+            raise ValueError(f"per_class={per_class} must be at least 1")
+        labels = dataset.labels[self.evaluation]
+        chosen = []
+        for label in np.unique(labels[labels >= 0]):
+            members = self.evaluation[labels == label]
+            # One fixed permutation per class (seed, label): taking its first N makes subsets nested.
+            order = np.random.default_rng([self.seed, int(label)]).permutation(len(members))
+            chosen.extend(members[order[:per_class]].tolist())
+        return np.asarray(sorted(chosen), np.int64)
+
+    def describe(self, dataset: Dataset | None = None) -> dict:
+        """Sizes (and, given the dataset, per-class counts) of both sets."""
+        info = {"calibration": len(self.calibration), "evaluation": len(self.evaluation), "seed": self.seed,
+                "method": self.method, **self.params}
+        if dataset is not None:
+            for name, indices in (("calibration", self.calibration), ("evaluation", self.evaluation)):
+                labels = dataset.labels[indices]
+                counts = np.bincount(labels[labels >= 0]) if (labels >= 0).any() else np.zeros(0, np.int64)
+                counts = counts[counts > 0]
+                info[f"{name}_classes"] = int(len(counts))
+                info[f"{name}_per_class"] = (int(counts.min()), int(counts.max())) if len(counts) else (0, 0)
+        return info
 
     def _check(self, dataset: Dataset) -> None:
         if dataset.fingerprint() != self.dataset_fingerprint:
@@ -37,14 +72,14 @@ class Split:
     def save(self, path: str | os.PathLike) -> Path:
         return atomic_write_json(path, {
             "calibration": self.calibration.tolist(), "evaluation": self.evaluation.tolist(), "seed": self.seed,
-            "dataset_fingerprint": self.dataset_fingerprint, "method": self.method,
+            "dataset_fingerprint": self.dataset_fingerprint, "method": self.method, "params": self.params,
         })
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Split":
         raw = json.loads(Path(path).read_text())
         return cls(np.asarray(raw["calibration"], np.int64), np.asarray(raw["evaluation"], np.int64), raw["seed"],
-                   raw["dataset_fingerprint"], raw["method"])
+                   raw["dataset_fingerprint"], raw["method"], raw.get("params", {}))
 
 
 def make_split(dataset: Dataset, calibration_size: int | None = None, calibration_per_class: int | None = None,
@@ -94,4 +129,6 @@ def make_split(dataset: Dataset, calibration_size: int | None = None, calibratio
     if evaluation_size is not None and len(evaluation) > evaluation_size:
         evaluation = np.sort(rng.choice(evaluation, evaluation_size, replace=False))
     method = "stratified" if (labels >= 0).any() else "random"
-    return Split(calibration, evaluation, seed, dataset.fingerprint(), method)
+    params = {"calibration_size": calibration_size, "calibration_per_class": calibration_per_class,
+              "evaluation_per_class": evaluation_per_class, "evaluation_size": evaluation_size}
+    return Split(calibration, evaluation, seed, dataset.fingerprint(), method, params)

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Find TensorRT (pip installs, tar trees under /kaggle/input or --root PATH, system library folders), copy the
+# real libraries into a writable folder (default /kaggle/working/trtlab/lib, ./runs/lib off Kaggle), create real
+# .so.MAJOR/.so copies, write env.sh and install the matching Python bindings wheel from the tree, offline.
+# Read-only inputs are never written.
+#
+#   bash setup_kaggle_env.sh [--root PATH]... [--dest DIR] [--no-bindings] [--bindings-target DIR] [--force]
+#   source /kaggle/working/trtlab/env.sh        # printed at the end; then start python / trtexec
+#
+# In a running notebook kernel, sourcing env.sh changes nothing for that kernel: use trtlab.trt_env.load().
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PYTHON="${PYTHON:-python3}"
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+  echo "setup_kaggle_env.sh: $PYTHON not found: set PYTHON=/path/to/python3" >&2
+  exit 2
+fi
+# The module file runs on its own (standard library only), so a half-installed trtlab cannot break the setup.
+exec "$PYTHON" "$HERE/trtlab/trt_env.py" setup "$@"

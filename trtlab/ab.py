@@ -1,0 +1,171 @@
+"""Calibration A/B: build and evaluate variants against FP32 on a saved calibration/evaluation split.
+
+`compare(...)` is what notebook 03 and `python -m trtlab calibrate` call; `ab_widgets(...)` wraps it in
+ipywidgets whose callbacks are the plain functions below (testable without a browser).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .dataset import Dataset
+from .decode_cache import DecodeCache, build_decode_cache
+from .preprocess import get_preprocess
+from .results import ResultsStore
+from .split import Split, make_split
+from .variants import BuiltVariant, Recipe, build_variant, evaluate_variant
+from .workspace import hash_json, workspace_dir
+
+GUARD_CHOICES = ("first_layer", "last_layer", "softmax")
+
+
+@dataclass
+class ABResult:
+    table: object  # pandas DataFrame, one row per variant
+    store: ResultsStore
+    cache: DecodeCache
+    split: Split
+    variants: dict[str, BuiltVariant] = field(default_factory=dict)
+
+    def plot(self):
+        from .report import plot_summary
+
+        fig, _ = plot_summary(self.store, list(self.table.index), reference="fp32")
+        return fig
+
+
+def saved_split(dataset: Dataset, calibration_images: int, seed: int = 0, workspace=None) -> Split:
+    """The split for (dataset, calibration size, seed), made once and saved in the workspace so every notebook
+    uses the same calibration and evaluation images."""
+    key = hash_json({"fp": dataset.fingerprint(), "n": calibration_images, "seed": seed}, 12)
+    path = workspace_dir(workspace) / "splits" / f"{dataset.name}-{key}.json"
+    if path.exists():
+        return Split.load(path)
+    split = make_split(dataset, calibration_size=min(calibration_images, len(dataset) - 1), seed=seed)
+    split.save(path)
+    return split
+
+
+def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: Split | None = None,
+            calibration_images: int | None = None, workspace=None, backend: str = "auto", batch_size: int = 32,
+            progress: bool = True, force: bool = False) -> ABResult:
+    """Build each recipe's variant (calibrating on the split's calibration images), evaluate it and FP32 on the
+    evaluation images, and return the comparison table (read back from the results store)."""
+    from .metrics import variant_table
+
+    recipes = [r if isinstance(r, Recipe) else Recipe(**r) for r in recipes]
+    if not any(r.precision == "fp32" for r in recipes):
+        recipes = [Recipe(precision="fp32")] + recipes
+    spec = get_preprocess(preprocess)
+    cache = build_decode_cache(dataset, spec, workspace, progress=progress)
+    if split is None:
+        wanted = calibration_images or max(r.calibration_images for r in recipes)
+        split = saved_split(dataset, wanted, workspace=workspace)
+    eval_set = split.evaluation_set(dataset)
+    store = ResultsStore.for_eval_set(eval_set, spec, workspace)
+    built: dict[str, BuiltVariant] = {}
+    for recipe in recipes:
+        variant = build_variant(model_path, recipe, cache, split.calibration, workspace, force=force,
+                                progress=progress)
+        evaluate_variant(variant, cache, split.evaluation, store, backend=backend, batch_size=batch_size,
+                         progress=progress, force=force)
+        built[variant.name] = variant
+    table = variant_table(store.load_all(list(built)), reference="fp32")
+    return ABResult(table, store, cache, split, built)
+
+
+# -- widget callbacks (plain functions) -------------------------------------------------------------------------
+def recipes_from_selection(algorithms, calibration_images: int, calibration_batch: int, guards=(),
+                           node_guards: str = "", guard_precision: str = "fp32", percentile: float = 99.99):
+    """Widget state → recipes: one INT8 recipe per chosen algorithm, all with the same guards."""
+    if not algorithms:
+        raise ValueError("choose at least one calibration algorithm")
+    guard_list = list(guards) + [f"node:{n.strip()}" for n in node_guards.split(",") if n.strip()]
+    if guard_precision == "fp16":
+        guard_list = [f"{g}=fp16" for g in guard_list]
+    return [Recipe(precision="int8", algorithm=a, calibration_images=int(calibration_images),
+                   calibration_batch=int(calibration_batch), guards=tuple(guard_list), percentile=float(percentile))
+            for a in algorithms]
+
+
+def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, split: Split | None = None,
+               max_calibration_images: int | None = None):
+    """ipywidgets panel: algorithms, calibration size, batch size, guards, Run → A/B table + plot."""
+    import ipywidgets as w
+    from IPython.display import display
+
+    limit = max_calibration_images or max(1, len(dataset) - 1)
+    algorithms = w.SelectMultiple(options=["minmax", "entropy", "percentile"], value=("minmax", "entropy"),
+                                  description="algorithms")
+    size = w.IntSlider(value=min(64, limit), min=1, max=limit, description="calib images")
+    batch = w.Dropdown(options=[1, 4, 8, 16, 32], value=8, description="calib batch")
+    percentile = w.FloatText(value=99.99, description="percentile")
+    guard_boxes = [w.Checkbox(value=False, description=g) for g in GUARD_CHOICES]
+    nodes = w.Text(value="", description="node guards", placeholder="node names, comma separated")
+    precision = w.ToggleButtons(options=["fp32", "fp16"], value="fp32", description="guarded in")
+    run = w.Button(description="Run A/B", button_style="primary")
+    out = w.Output()
+
+    def on_run(_=None):
+        out.clear_output()
+        with out:
+            recipes = recipes_from_selection(algorithms.value, size.value, batch.value,
+                                             [b.description for b in guard_boxes if b.value], nodes.value,
+                                             precision.value, percentile.value)
+            result = compare(model_path, dataset, recipes, preprocess, split=split, workspace=workspace,
+                             calibration_images=size.value)
+            display(result.table)
+            display(result.plot())
+
+    run.on_click(on_run)
+    panel = w.VBox([w.HBox([algorithms, w.VBox([size, batch, percentile])]), w.HBox(guard_boxes),
+                    w.HBox([nodes, precision]), run, out])
+    panel.run_callback = on_run  # lets tests and scripts press "Run" without a browser
+    return panel
+
+
+# -- CLI ----------------------------------------------------------------------------------------------------------
+def calibrate_main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m trtlab calibrate",
+                                     description="calibrate INT8 variants and compare them with FP32")
+    parser.add_argument("--model", help="ONNX classifier (default: the demo EfficientNet-Lite0)")
+    parser.add_argument("--data", help="image folder (default: the demo photos)")
+    parser.add_argument("--labels", help="optional labels CSV (file,label)")
+    parser.add_argument("--preset", default="tf-lite")
+    parser.add_argument("--algorithms", default="minmax,entropy,percentile")
+    parser.add_argument("--percentile", type=float, default=99.99)
+    parser.add_argument("--calibration-images", type=int, default=64)
+    parser.add_argument("--calibration-batch", type=int, default=8)
+    parser.add_argument("--guards", default="", help="comma separated: first_layer,last_layer,softmax,node:NAME,"
+                                                      "op:TYPE; add =fp16 to run a guard in FP16")
+    parser.add_argument("--workspace")
+    parser.add_argument("--force", action="store_true", help="rebuild and re-evaluate even if cached")
+    args = parser.parse_args(argv)
+    from .demo import DEMO_PREPROCESS, demo_dataset, demo_split, export_demo_model
+
+    split = None
+    if args.model is None:
+        model, preset = export_demo_model(workspace=args.workspace), DEMO_PREPROCESS
+    else:
+        model, preset = Path(args.model), args.preset
+    if args.data is None:
+        dataset = demo_dataset()
+        split = demo_split(dataset)
+    else:
+        dataset = Dataset.from_folder(args.data, labels_csv=args.labels)
+    guards = tuple(g.strip() for g in args.guards.split(",") if g.strip())
+    recipes = [Recipe(precision="int8", algorithm=a.strip(), percentile=args.percentile,
+                      calibration_images=args.calibration_images, calibration_batch=args.calibration_batch,
+                      guards=guards) for a in args.algorithms.split(",") if a.strip()]
+    result = compare(model, dataset, recipes, preset, split=split, workspace=args.workspace, force=args.force,
+                     calibration_images=args.calibration_images)
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(result.table.round(4))
+    return 0
