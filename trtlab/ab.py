@@ -117,13 +117,16 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
                                              precision.value, percentile.value)
             result = compare(model_path, dataset, recipes, preprocess, split=split, workspace=workspace,
                              calibration_images=size.value)
+            panel.last_result = result
             display(result.table)
             display(result.plot())
+        return result
 
     run.on_click(on_run)
     panel = w.VBox([w.HBox([algorithms, w.VBox([size, batch, percentile])]), w.HBox(guard_boxes),
                     w.HBox([nodes, precision]), run, out])
     panel.run_callback = on_run  # lets tests and scripts press "Run" without a browser
+    panel.last_result = None
     return panel
 
 

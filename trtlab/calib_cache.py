@@ -87,12 +87,10 @@ def load_if_valid(path, expected: CacheMetadata) -> dict[str, float]:
         raise StaleCacheError(f"calibration cache {path} has no metadata file {meta_path.name}, so trtlab cannot tell "
                               f"what it was made for; delete it or pass reuse_cache=False")
     stored = json.loads(meta_path.read_text())
-    wanted = asdict(expected)
+    wanted = json.loads(json.dumps(asdict(expected)))  # tuples → lists, as stored
     differences = []
     for field, value in wanted.items():
         have = stored.get(field)
-        if isinstance(value, tuple):
-            have = tuple(have or ())
         if field == "tensorrt_version" and (value is None or have is None):
             continue
         if have != value:

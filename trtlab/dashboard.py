@@ -188,7 +188,7 @@ def plot_variant_summary(table, reference: str):
                     transform=ax_acc.transAxes)
         ax_acc.set_title("Accuracy (needs labels)")
     ax_acc.set_ylabel("accuracy (%)")
-    ax_acc.set_xticks(x, names, rotation=20, ha="right")
+    ax_acc.set_xticks(x, names, rotation=25, ha="right")
     series = [(f"top1_agreement_vs_{reference}", "top-1 agreement"), (f"top5_overlap_vs_{reference}", "top-5 overlap"),
               ("cosine_mean", "logit cosine, mean"), ("cosine_p1", "logit cosine, 1st pct")]
     width = 0.8 / len(series)
@@ -196,7 +196,7 @@ def plot_variant_summary(table, reference: str):
         ax_cons.bar(x + (k - (len(series) - 1) / 2) * width, table[column].to_numpy(float) * 100, width, label=label)
     low = np.nanmin([table[c].to_numpy(float).min() for c, _ in series]) * 100 if len(table) else 0
     ax_cons.set_ylim(max(0.0, min(90.0, math.floor(low / 10) * 10 - 5)) if np.isfinite(low) else 0, 101)
-    ax_cons.set_xticks(x, names, rotation=20, ha="right")
+    ax_cons.set_xticks(x, names, rotation=25, ha="right")
     ax_cons.set_ylabel("% (cosine ×100)")
     ax_cons.set_title(f"Consistency with {reference}")
     ax_cons.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8)
@@ -282,10 +282,11 @@ def plot_flips_gallery(flip_table, thumbnails: Thumbnails, max_images: int = GAL
     shown = flip_table.head(max_images)
     columns = max(1, min(6, len(shown)))
     rows = max(1, math.ceil(len(shown) / columns))
-    fig = _figure(2.35 * columns + 0.4 if len(shown) else 6.0, 2.75 * rows + 0.5 if len(shown) else 2.0)
+    # At least 6.5 inches wide so the title fits even over a single thumbnail.
+    fig = _figure(max(6.5, 2.35 * columns + 0.4), 2.75 * rows + 0.6 if len(shown) else 2.0)
     compared = flip_table.attrs.get("compared", len(flip_table))
     fig.suptitle(f"Top-1 flips: {variant} vs {reference} ({len(flip_table)} of {compared} images changed"
-                 + (f", first {len(shown)} shown)" if len(shown) < len(flip_table) else ")"))
+                 + (f", first {len(shown)} shown)" if len(shown) < len(flip_table) else ")"), fontsize=11)
     if not len(shown):
         ax = fig.subplots()
         ax.text(0.5, 0.5, "no image changed its top-1 prediction", ha="center", va="center", transform=ax.transAxes)
@@ -296,8 +297,8 @@ def plot_flips_gallery(flip_table, thumbnails: Thumbnails, max_images: int = GAL
     for ax, row in zip(axes, shown.itertuples()):
         image, found = thumbnails.get(row.image_id)
         ax.imshow(image)
-        title = (f"{_short(reference, 10)}: {_short(row.reference_name, 16)} {row.reference_confidence:.0%}\n"
-                 f"{_short(variant, 10)}: {_short(row.variant_name, 16)} {row.variant_confidence:.0%}")
+        title = (f"{_short(reference, 14)}: {_short(row.reference_name, 16)} {row.reference_confidence:.0%}\n"
+                 f"{_short(variant, 14)}: {_short(row.variant_name, 16)} {row.variant_confidence:.0%}")
         if row.label >= 0:
             title += f"\ntrue: {_short(row.label_name, 18)}"
         if not found:
@@ -441,11 +442,19 @@ class Dashboard:
         for name, data in self.pngs().items():
             display(Image(data=data, format="png"))
 
+    def most_changed(self) -> str | None:
+        """The compared variant that agrees least with the reference (top-1 agreement, then mean cosine)."""
+        if not self.compared:
+            return None
+        rows = self.table.loc[self.compared]
+        order = rows.sort_values([f"top1_agreement_vs_{self.reference}", "cosine_mean"], kind="stable")
+        return str(order.index[0])
+
     def variant_tables(self, variant: str | None = None) -> dict:
-        """Per-class drift, flips and introduced confusions of one compared variant (default: the last one)."""
+        """Per-class drift, flips and introduced confusions of one compared variant (default: most_changed())."""
         if not self.compared:
             raise ValueError(f"only {self.reference} is selected: per-variant tables need a second variant")
-        variant = variant or self.compared[-1]
+        variant = variant or self.most_changed()
         if variant not in self.flips:
             raise KeyError(f"{variant!r} is not compared here; choose from {', '.join(self.compared)}")
         tables = {"flips": self.flips[variant], "introduced confusions": self.confusions[variant]}
@@ -461,10 +470,11 @@ class Dashboard:
             display(Markdown(f"Only **{self.reference}** is selected: evaluate or select a second variant to see "
                              f"its per-class drift, flips and introduced confusions."))
             return
-        variant = variant or self.compared[-1]
+        variant = variant or self.most_changed()
         for title, table in self.variant_tables(variant).items():
             display(Markdown(f"**{variant} vs {self.reference}: {title}** ({len(table)} rows)"))
-            display(table.head(25))
+            if len(table):
+                display(table.head(25))
 
     def save_pngs(self, folder=None) -> list[Path]:
         """Every figure as `<name>.png` in `folder` (default: the report folder), written atomically."""
@@ -496,6 +506,14 @@ class Dashboard:
         return path
 
 
+def fp16_variant(results: dict[str, VariantResult]) -> str | None:
+    """The FP16 variant among `results`: the one named fp16, else the first whose recipe says precision fp16."""
+    if "fp16" in results:
+        return "fp16"
+    return next((name for name, r in results.items() if (r.record.get("recipe") or {}).get("precision") == "fp16"),
+                None)
+
+
 def build_dashboard(store=None, variants=None, reference=None, decode_cache=None, image_root=None, workspace=None,
                     alpha: float = 0.05) -> Dashboard:
     """Load the chosen variants (default: all stored) from a results store and compute every dashboard table.
@@ -511,7 +529,7 @@ def build_dashboard(store=None, variants=None, reference=None, decode_cache=None
                                 f"(python -m trtlab demo, or trtlab.evaluate(...))")
     names, reference = resolve_selection(available, variants, reference)
     results = store.load_all(names)
-    table = consistency_table(results, reference, alpha=alpha)
+    table = consistency_table(results, reference, compare_with=("fp32", fp16_variant(results) or "fp16"), alpha=alpha)
     dash = Dashboard(store, results, reference, table, pairwise_significance(results, alpha=alpha),
                      decode_cache=decode_cache, image_root=image_root, workspace=workspace)
     ref = results[reference]
@@ -661,7 +679,7 @@ def render_html(dash: Dashboard) -> str:
         backend = record.get("backend") or {}
         runs.append({"variant": name, "date": record.get("date", "—"),
                      "backend": ", ".join(f"{k}={v}" for k, v in backend.items()) or "—",
-                     "model": Path(str(record.get("model", "—"))).name,
+                     "model": "/".join(Path(str(record.get("model", "—"))).parts[-2:]),
                      "recipe": json.dumps(record.get("recipe", {}), sort_keys=True)})
     if runs:
         import pandas as pd

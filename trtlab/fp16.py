@@ -32,64 +32,13 @@ DEFAULT_FP32_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 FLOAT32_ONLY_INPUTS = {"Resize": {2}, "Upsample": {1}}
 #: Nodes with subgraphs are left as they are (their bodies are not rewritten) and kept FP32.
 _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan"})
-_COMPUTE_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 
 
-@dataclass(frozen=True)
-class GuardedNode:
-    """A node selected by a guard: keep it at `precision` ('fp32' or 'fp16')."""
+def resolve_guard_nodes(model, guards) -> list:
+    """Guard strings → trtlab.guards.GuardedNode list (the quantizer's resolver, so both agree on the nodes)."""
+    from .guards import resolve_guards
 
-    name: str
-    op_type: str
-    precision: str = "fp32"
-
-
-def resolve_guard_nodes(model, guards) -> list[GuardedNode]:
-    """Guard strings → nodes, through trtlab.guards.resolve_guards (the quantizer's resolver) when present.
-
-    Until that module lands, the same documented grammar is resolved here: 'first_layer', 'last_layer',
-    'softmax', 'op:<OpType>', 'node:<name>', each optionally suffixed '=fp16' (default keeps the node FP32).
-    """
-    guards = list(guards or [])
-    if not guards:
-        return []
-    try:
-        from .guards import resolve_guards
-    except ImportError:
-        return _resolve_guards_locally(model, guards)
-    return [GuardedNode(g.name, g.op_type, g.precision) for g in resolve_guards(model, guards)]
-
-
-def _resolve_guards_locally(model, guards: list[str]) -> list[GuardedNode]:
-    nodes = list(model.graph.node)
-    compute = [n for n in nodes if n.op_type in _COMPUTE_OPS]
-    by_name = {n.name: n for n in nodes}
-    selected: dict[str, GuardedNode] = {}
-    for guard in guards:
-        selector, _, precision = str(guard).partition("=")
-        precision = precision or "fp32"
-        if precision not in ("fp32", "fp16"):
-            raise ValueError(f"guard {guard!r}: precision must be fp32 or fp16, e.g. 'softmax=fp16'")
-        if selector == "first_layer":
-            hits = compute[:1]
-        elif selector == "last_layer":
-            hits = compute[-1:]
-        elif selector == "softmax":
-            hits = [n for n in nodes if n.op_type == "Softmax"]
-        elif selector.startswith("op:"):
-            hits = [n for n in nodes if n.op_type == selector[3:]]
-        elif selector.startswith("node:"):
-            if selector[5:] not in by_name:
-                raise ValueError(f"guard {guard!r}: the model has no node named {selector[5:]!r}")
-            hits = [by_name[selector[5:]]]
-        else:
-            raise ValueError(f"unknown guard {guard!r}; use first_layer, last_layer, softmax, op:<OpType> or "
-                             f"node:<name>, optionally with '=fp16'")
-        if not hits and selector != "softmax":
-            raise ValueError(f"guard {guard!r} matches no node of the model")
-        for node in hits:
-            selected[node.name] = GuardedNode(node.name, node.op_type, precision)
-    return list(selected.values())
+    return resolve_guards(model, list(guards or []))
 
 
 @dataclass
@@ -102,7 +51,7 @@ class FP16Conversion:
     casts_inserted: int
     initializers_converted: int
     overflowed_values: int
-    guards: list[GuardedNode] = field(default_factory=list)
+    guards: list = field(default_factory=list)  # trtlab.guards.GuardedNode
     path: Path | None = None
 
     def summary(self) -> dict:
@@ -256,7 +205,7 @@ def convert_to_fp16(model, guards=(), keep_fp32_nodes=(), keep_op_types=DEFAULT_
     del graph.value_info[:]  # stale float32 annotations; shape inference recomputes them
     model.metadata_props.append(onnx.StringStringEntryProto(
         key="trtlab.fp16", value=json.dumps({"fp32_nodes": sorted(fp32_names), "guards": [
-            g.__dict__ for g in guarded]})))
+            [g.name, g.precision] for g in guarded]})))
     if opset < 13:
         raise ValueError(f"the model uses opset {opset}; FP16 conversion needs opset >= 13 (re-export the model)")
 
@@ -322,9 +271,11 @@ def _convert_node_payload(node) -> None:
             raise ValueError(f"Constant node {node.name!r} uses {attr.name}; constant-fold the model first")
 
 
-def precision_summary(model) -> dict:
-    """Counts of nodes by the float type of their first float output, for notebooks without TensorRT."""
+def node_precision_table(model):
+    """pandas DataFrame, one row per node (Cast/Constant left out): name, op type and the float type of its first
+    typed output — the ONNX-graph counterpart of TensorRT's per-layer engine table."""
     import onnx
+    import pandas as pd
     from onnx import TensorProto
 
     if isinstance(model, (str, os.PathLike)):
@@ -332,13 +283,20 @@ def precision_summary(model) -> dict:
     inferred = onnx.shape_inference.infer_shapes(model)
     types = {v.name: v.type.tensor_type.elem_type for v in list(inferred.graph.value_info) +
              list(inferred.graph.output) + list(inferred.graph.input)}
-    names = {TensorProto.FLOAT: "fp32", TensorProto.FLOAT16: "fp16", TensorProto.INT8: "int8",
-             TensorProto.UINT8: "uint8"}
-    counts: dict[str, int] = {}
+    names = {TensorProto.FLOAT: "FP32", TensorProto.FLOAT16: "FP16", TensorProto.INT8: "INT8",
+             TensorProto.UINT8: "UINT8"}
+    rows = []
     for node in inferred.graph.node:
         if node.op_type in ("Cast", "Constant"):
             continue
         kind = next((names[types[o]] for o in node.output if types.get(o) in names), None)
         if kind:
-            counts[kind] = counts.get(kind, 0) + 1
-    return counts
+            rows.append({"name": node.name, "type": node.op_type, "precision": kind})
+    return pd.DataFrame(rows, columns=["name", "type", "precision"])
+
+
+def precision_summary(model) -> dict:
+    """Counts of nodes by the float type of their first float output, e.g. {'fp16': 92, 'fp32': 2}."""
+    table = node_precision_table(model)
+    counts = table["precision"].str.lower().value_counts()
+    return {str(k): int(v) for k, v in counts.items()}

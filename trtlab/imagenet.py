@@ -448,7 +448,13 @@ class ImageNetPrep:
     dataset: Dataset
     split: Split
     report: dict  # CheckReport.to_dict() without the item lists
-    class_index_source: str = "assets/imagenet_class_index.json"
+    classes: dict[int, tuple[str, str]]  # class index → (wnid, name), as written to imagenet_classes.tsv
+    class_index_source: str = ""
+
+    @property
+    def wnids(self) -> list[str]:
+        """Each image's WNID."""
+        return [self.classes[int(label)][0] for label in self.dataset.labels]
 
     @property
     def labels_csv(self) -> Path:
@@ -505,7 +511,7 @@ class ImageNetPrep:
             f"ImageNet val: {len(self.dataset):,} labelled images in {self.report['classes']:,} classes "
             f"from {self.images_dir}",
             f"labels: {self.source_description}",
-            f"classes: {self.class_index_source} (torchvision order)",
+            f"classes (torchvision order): {self.class_index_source}",
             f"split (seed {self.split.seed}): calibration {info['calibration']:,} images "
             f"({calib_pc[0]}–{calib_pc[1]} per class), evaluation {info['evaluation']:,} images "
             f"({eval_pc[0]}–{eval_pc[1]} per class), disjoint",
@@ -602,7 +608,7 @@ def prepare_imagenet(root: str | os.PathLike | None = None, *, images: str | os.
               "standin": standin, "dataset_fingerprint": dataset.fingerprint()}
     atomic_write_json(folder / PREP_JSON, record)
     prep = ImageNetPrep(folder, inputs.images_dir, source.kind, source.description, dataset, split, summary,
-                        class_source)
+                        classes, class_source)
     say(prep.summary())
     return prep
 
@@ -696,11 +702,15 @@ def load_imagenet(workspace=None) -> ImageNetPrep:
             labels.append(int(row["index"]))
     dataset = Dataset("imagenet-val", paths, np.asarray(labels, np.int64), root=str(images_dir))
     split = Split.load(folder / SPLIT_JSON)
+    classes = {}
+    with open(folder / CLASSES_TSV, newline="") as fh:
+        for row in csv.DictReader(fh, delimiter="\t"):
+            classes[int(row["index"])] = (row["wnid"], row["name"])
     if split.dataset_fingerprint != dataset.fingerprint():
         raise ImageNetPrepError(f"the images under {images_dir} changed since preparation (files added, removed or "
                                 f"modified); run prepare again (`python -m trtlab prep`) to refresh labels and split")
     return ImageNetPrep(folder, images_dir, record["source"], record["source_description"], dataset, split,
-                        record["report"], record.get("class_index", ""))
+                        record["report"], classes, record.get("class_index", ""))
 
 
 # ------------------------------------------------------------------------------------------------ re-organisation
@@ -716,8 +726,7 @@ def organize(prep: ImageNetPrep, layout: str = "wnid", target: str | os.PathLike
 
     if layout not in ("wnid", "flat"):
         raise ValueError(f"layout={layout!r}: choose 'wnid' or 'flat'")
-    ids = prep.dataset.image_ids()
-    wnids = [prep_wnid for prep_wnid in _wnids_of(prep)]
+    ids, wnids = prep.dataset.image_ids(), prep.wnids
     if move:
         base = prep.images_dir
         try:
@@ -760,12 +769,6 @@ def organize(prep: ImageNetPrep, layout: str = "wnid", target: str | os.PathLike
     return base
 
 
-def _wnids_of(prep: ImageNetPrep) -> list[str]:
-    classes, _ = _load_class_index(None) if not prep.class_index_source.endswith(".json") or \
-        prep.class_index_source.startswith("assets") else _load_class_index(prep.class_index_source)
-    return [classes[int(label)][0] for label in prep.dataset.labels]
-
-
 def _link(link: Path, target: Path) -> None:
     """Create (or correct) a symbolic link atomically; an existing correct link is left alone."""
     if link.is_symlink() and os.readlink(link) == str(target):
@@ -791,10 +794,9 @@ def _remove_empty_dirs(root: Path) -> None:
 
 def _rewrite_after_move(prep: ImageNetPrep, new_paths: list[str]) -> None:
     """Same images, same order (sorted by id), new paths: rewrite the labels CSV and re-key the split."""
-    classes, _ = _load_class_index(None)
     dataset = Dataset(prep.dataset.name, new_paths, prep.dataset.labels, root=prep.dataset.root)
-    rows = [(None, p, int(label), classes[int(label)][0]) for p, label in zip(new_paths, dataset.labels)]
-    _write_outputs(prep.folder, dataset, rows, classes)
+    rows = [(None, p, int(label), prep.classes[int(label)][0]) for p, label in zip(new_paths, dataset.labels)]
+    _write_outputs(prep.folder, dataset, rows, prep.classes)
     prep.split.dataset_fingerprint = dataset.fingerprint()
     prep.split.save(prep.folder / SPLIT_JSON)
     record = json.loads((prep.folder / PREP_JSON).read_text())

@@ -5,7 +5,7 @@ Placement (TensorRT developer guide, "Working with Quantized Types" → Q/DQ pla
   weight becomes an INT8 initializer with a per-output-channel DequantizeLinear (zero point 0);
 - outputs of weighted ops are not quantized (TensorRT fuses the following Q into the op when the next op is
   quantized);
-- residual Add: the *skip* input (the one not produced by a Conv whose only consumer is this Add) gets a Q/DQ
+- residual Add (or a two-input Sum, as older exporters write it): the *skip* input (the one not produced by a Conv whose only consumer is this Add) gets a Q/DQ
   pair, so TensorRT can fuse Conv + Add with an INT8 residual;
 - guarded nodes keep float inputs and weights; an '=fp16' guard wraps the node in Casts to/from float16.
 One Q/DQ pair per tensor is shared by all quantized consumers of that tensor (one scale per tensor, as TensorRT has).
@@ -93,7 +93,7 @@ def plan_quantization(model, guards=()) -> QuantPlan:
                 weights[weight] = (node.name, _weight_axis(node, dims))
             elif weight and node.op_type == "MatMul":
                 quantize_input(weight, node, 1)  # activation × activation MatMul: both inputs per-tensor
-        elif node.op_type == "Add" and len(node.input) == 2:
+        elif node.op_type in ("Add", "Sum") and len(node.input) == 2:
             fusable = [
                 name for name in node.input
                 if name in producers and producers[name].op_type in ("Conv", "ConvTranspose")

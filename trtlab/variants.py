@@ -90,7 +90,7 @@ def stats_tensors(model) -> list[str]:
 
     plan = plan_quantization(model, ())
     initializers = {i.name for i in model.graph.initializer}
-    extra = [name for node in model.graph.node if node.op_type == "Add" for name in node.input
+    extra = [name for node in model.graph.node if node.op_type in ("Add", "Sum") for name in node.input
              if name and name not in initializers]
     return list(dict.fromkeys(plan.activations + extra))
 
@@ -132,6 +132,7 @@ def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=No
     from .calib_cache import CacheMetadata, load_if_valid, write_calibration_cache
     from .model import inspect_classifier
     from .quantize import check_quantized_model, insert_qdq, plan_quantization
+    from .sanitize import sanitize_model
 
     model_path = Path(model_path)
     if recipe.precision == "fp32":
@@ -156,14 +157,16 @@ def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=No
                          images=len(calibration_indices),
                          percentile=recipe.percentile if recipe.algorithm == "percentile" else None,
                          calibration_ids_hash=hash_json(calib_ids))
-    model = onnx.load(str(model_path))
+    # Quantize the sanitized graph (constants and BatchNorm folded, opset ≥ 13): the weights TensorRT will see.
+    source = sanitize_model(model_path, workspace)
+    model = onnx.load(str(source))
     plan = plan_quantization(model, recipe.guards)
     if reuse_cache and calibration_cache_path and Path(calibration_cache_path).exists():
         scales = load_if_valid(calibration_cache_path, meta)
         if progress:
             print(f"[trtlab] {recipe.name}: scales reused from {calibration_cache_path}")
     else:
-        stats = calibration_statistics(model_path, cache, calibration_indices, recipe.calibration_batch, workspace,
+        stats = calibration_statistics(source, cache, calibration_indices, recipe.calibration_batch, workspace,
                                        progress)
         thresholds = compute_thresholds(stats, recipe.algorithm, recipe.percentile)
         scales = scales_from_thresholds({t: thresholds[t] for t in plan.activations})

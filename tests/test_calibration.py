@@ -1,0 +1,265 @@
+"""Calibration core: streaming statistics, the three algorithms, TensorRT-format caches, Q/DQ placement, guards,
+variants and the A/B workflow — on the real demo model and photos, synthetic tensors only for the histogram math."""
+from __future__ import annotations
+
+import collections
+import json
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from trtlab.calib_cache import (CacheMetadata, StaleCacheError, decode_scale, encode_scale, load_if_valid,
+                                read_calibration_cache, trt_version_number, write_calibration_cache)
+from trtlab.calibrate import (TensorHistogram, collect_statistics, threshold_entropy, threshold_minmax,
+                              threshold_percentile)
+from trtlab.quantize import insert_qdq, plan_quantization, quantize_weight
+from trtlab.variants import Recipe, build_variant, stats_tensors
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+# -- histogram math (synthetic data is the point here) -------------------------------------------------------------
+def test_streaming_histogram_equals_one_shot_histogram_after_range_doublings():
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(0, scale, 20_000).astype(np.float32) for scale in (0.5, 1.0, 4.0, 2.0, 9.0)]
+    hist = TensorHistogram()
+    for batch in batches:
+        hist.update(batch)
+    everything = np.abs(np.concatenate(batches))
+    assert hist.absmax == pytest.approx(everything.max())
+    assert hist.range >= hist.absmax and hist.counts.sum() == everything.size
+    assert hist.range == pytest.approx(np.abs(batches[0]).max() * 2 ** round(np.log2(hist.range / np.abs(batches[0]).max())))
+    reference, _ = np.histogram(everything, bins=hist.bins, range=(0, hist.range))
+    # identical up to values sitting exactly on a bin edge (float32 vs float64 rounding)
+    assert np.abs(reference - hist.counts).sum() <= 4
+    assert hist.counts.shape == (2048,)
+
+
+def test_percentile_and_minmax_thresholds():
+    values = np.linspace(0, 1, 1_000_001, dtype=np.float32)
+    hist = TensorHistogram()
+    hist.update(values)
+    assert threshold_minmax(hist) == pytest.approx(1.0)
+    assert threshold_percentile(hist, 99.0) == pytest.approx(0.99, abs=1e-3)
+    assert threshold_percentile(hist, 99.99) == pytest.approx(0.9999, abs=1e-3)
+    with pytest.raises(ValueError, match="percentile"):
+        threshold_percentile(hist, 0)
+
+
+def test_entropy_clips_rare_outliers_but_keeps_a_dense_range():
+    rng = np.random.default_rng(1)
+    dense = np.abs(rng.normal(0, 1, 400_000)).astype(np.float32)
+    with_outliers = np.concatenate([dense, np.float32([60.0, -55.0, 58.0])])
+    hist = TensorHistogram()
+    hist.update(with_outliers)
+    threshold = threshold_entropy(hist)
+    assert 2.0 < threshold < 15.0  # far below the 60.0 max, well above the bulk of N(0,1)
+    uniform = TensorHistogram()
+    uniform.update(rng.uniform(-1, 1, 400_000).astype(np.float32))
+    assert threshold_entropy(uniform) > 0.9  # nothing to clip in a uniform distribution
+
+
+# -- TensorRT cache format -------------------------------------------------------------------------------------------
+def test_cache_scales_are_big_endian_float_hex_like_tensorrt_writes_them(tmp_path):
+    # A line from a real TensorRT 7.2 cache: "data: 3c008912" (input scale ≈ 1/127.5).
+    assert decode_scale("3c008912") == pytest.approx(0.0078449, rel=1e-4)
+    assert encode_scale(1.0) == "3f800000"
+    assert trt_version_number("10.3.0") == 100300 and trt_version_number("8.6.1") == 8601
+    meta = CacheMetadata("ab" * 32, "entropy", {"crop": 224}, 10)
+    path = write_calibration_cache(tmp_path / "c.cache", {"input": 0.0078, "conv/out:0": 0.5}, meta)
+    header, scales = read_calibration_cache(path)
+    assert header == "TRT-0-EntropyCalibration2"
+    assert scales["conv/out:0"] == pytest.approx(0.5) and scales["input"] == pytest.approx(0.0078)
+    assert load_if_valid(path, meta) == scales
+
+
+def test_stale_cache_is_refused_naming_the_field(tmp_path):
+    meta = CacheMetadata("ab" * 32, "entropy", {"crop": 224}, 10)
+    path = write_calibration_cache(tmp_path / "c.cache", {"x": 0.1}, meta)
+    for changed, field in [(CacheMetadata("cd" * 32, "entropy", {"crop": 224}, 10), "model_sha256"),
+                           (CacheMetadata("ab" * 32, "minmax", {"crop": 224}, 10), "algorithm"),
+                           (CacheMetadata("ab" * 32, "entropy", {"crop": 256}, 10), "preprocess"),
+                           (CacheMetadata("ab" * 32, "entropy", {"crop": 224}, 500), "images")]:
+        with pytest.raises(StaleCacheError) as err:
+            load_if_valid(path, changed)
+        assert field in str(err.value) and "reuse_cache=False" in str(err.value)
+
+
+# -- streaming statistics on the real model -------------------------------------------------------------------------
+def test_statistics_memory_does_not_grow_with_image_count(demo_model, demo_cache):
+    model = onnx.load(str(demo_model))
+    tensors = stats_tensors(model)
+    peaks = []
+    for repeats in (1, 4):
+        indices = np.tile(demo_cache.valid_indices[:8], repeats)
+        tracemalloc.start()
+        stats = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=8, progress=False)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert stats.images == 8 * repeats
+    assert peaks[1] < 1.3 * peaks[0], f"peak traced memory grew from {peaks[0]/1e6:.0f} to {peaks[1]/1e6:.0f} MB"
+    # the first conv reads the normalised image: (x-127)/128 of uint8 → |x| ≤ 1.0
+    first = plan_quantization(model).activations[0]
+    assert stats.tensors[first].absmax <= 1.0 + 1e-6
+
+
+# -- Q/DQ placement ------------------------------------------------------------------------------------------------
+def test_quantized_demo_model_follows_tensorrt_placement(demo_model):
+    model = onnx.load(str(demo_model))
+    plan = plan_quantization(model)
+    scales = {t: 0.05 for t in plan.activations}
+    quantized = insert_qdq(model, plan, scales)
+    onnx.checker.check_model(quantized)
+    onnx.shape_inference.infer_shapes(quantized, strict_mode=True)
+    ops = collections.Counter(n.op_type for n in quantized.graph.node)
+    assert ops["Conv"] == 49 and ops["Gemm"] == 1
+    assert ops["QuantizeLinear"] == len(plan.activations)
+    assert ops["DequantizeLinear"] == len(plan.activations) + 50  # + one per Conv/Gemm weight
+    producers = {o: n for n in quantized.graph.node for o in n.output}
+    inits = {i.name: i for i in quantized.graph.initializer}
+    for node in quantized.graph.node:
+        if node.op_type in ("Conv", "Gemm"):
+            data, weight = producers[node.input[0]], producers[node.input[1]]
+            assert data.op_type == "DequantizeLinear" and weight.op_type == "DequantizeLinear"
+            w_int8 = numpy_helper.to_array(inits[weight.input[0]])
+            assert w_int8.dtype == np.int8 and np.abs(w_int8).max() <= 127
+            w_scale = numpy_helper.to_array(inits[weight.input[1]])
+            axis = next(a.i for a in weight.attribute if a.name == "axis")
+            assert w_scale.shape == (w_int8.shape[axis],)  # per output channel
+            assert not numpy_helper.to_array(inits[weight.input[2]]).any()  # zero points are 0
+        if node.op_type == "Add":
+            kinds = [producers[i].op_type for i in node.input]
+            assert sorted(kinds) == ["Conv", "DequantizeLinear"]  # conv output fuses, skip input quantized
+    # outputs of weighted ops are never quantized
+    for node in quantized.graph.node:
+        if node.op_type == "QuantizeLinear":
+            assert producers.get(node.input[0]) is None or producers[node.input[0]].op_type != "Gemm"
+
+
+def test_weight_quantization_is_per_channel_symmetric():
+    weights = np.array([[[[0.5, -1.0]]], [[[2.0, 0.25]]]], np.float32)  # two output channels
+    q, scale = quantize_weight(weights, axis=0)
+    np.testing.assert_allclose(scale, [1.0 / 127, 2.0 / 127])
+    np.testing.assert_array_equal(q.reshape(2, 2), [[64, -127], [127, 16]])
+
+
+def test_residual_sum_placement_on_real_resnet50_graph(session_workspace):
+    from trtlab.sanitize import sanitize_model
+
+    path = LIGHT / "light_resnet50.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not shipped by this onnx wheel")
+    model = onnx.load(str(sanitize_model(path, session_workspace)))
+    assert model.opset_import[0].version >= 13
+    plan = plan_quantization(model, ["softmax"])
+    assert len(plan.weights) == 54  # 53 convs (BatchNorm folded) + the Gemm
+    producers = {o: n for n in model.graph.node for o in n.output}
+    for node in model.graph.node:
+        if node.op_type == "Sum":
+            quantized = [i for i in node.input if (node.name, list(node.input).index(i)) in
+                         [c for cs in plan.consumers.values() for c in cs]]
+            assert len(quantized) == 1  # exactly one input fuses into its Conv, the other is the INT8 residual
+    quantized = insert_qdq(model, plan, {t: 0.1 for t in plan.activations})
+    onnx.checker.check_model(quantized)
+    softmax = next(n for n in quantized.graph.node if n.op_type == "Softmax")
+    assert {producers.get(i, None) and producers[i].op_type for i in softmax.input} != {"DequantizeLinear"}
+
+
+# -- guards ---------------------------------------------------------------------------------------------------------
+def test_guards_leave_first_and_last_layer_in_float_and_fp16_is_in_the_graph(demo_model):
+    model = onnx.load(str(demo_model))
+    plan = plan_quantization(model, ["first_layer", "last_layer=fp16", "softmax"])
+    assert [(g.op_type, g.precision) for g in plan.guarded] == [("Conv", "fp32"), ("Gemm", "fp16")]
+    quantized = insert_qdq(model, plan, {t: 0.05 for t in plan.activations})
+    onnx.checker.check_model(quantized)
+    nodes = {n.name: n for n in quantized.graph.node}
+    producers = {o: n for n in quantized.graph.node for o in n.output}
+    first = nodes[plan.guarded[0].name]
+    assert first.input[0] == "input" and first.input[1] in {i.name for i in quantized.graph.initializer}
+    last = nodes[plan.guarded[1].name]
+    assert producers[last.input[0]].op_type == "Cast"
+    fp16_weight = next(i for i in quantized.graph.initializer if i.name == last.input[1])
+    assert fp16_weight.data_type == onnx.TensorProto.FLOAT16
+    with pytest.raises(ValueError, match="no node named"):
+        plan_quantization(model, ["node:does_not_exist"])
+    with pytest.raises(ValueError, match="not understood"):
+        plan_quantization(model, ["middle_layer"])
+
+
+# -- variants and A/B on real photos -----------------------------------------------------------------------------------
+def test_int8_variants_stay_close_to_fp32_on_real_photos(demo_model, session_workspace):
+    from trtlab.ab import compare
+    from trtlab.demo import demo_dataset, demo_split
+
+    dataset = demo_dataset()
+    split = demo_split(dataset)
+    assert not set(split.calibration) & set(split.evaluation)
+    result = compare(demo_model, dataset, [Recipe(algorithm=a) for a in ("minmax", "entropy", "percentile")],
+                     split=split, workspace=session_workspace, progress=False)
+    table = result.table
+    assert list(table.index) == ["fp32", "int8-minmax", "int8-entropy", "int8-percentile99.99"]
+    assert (table["images"] == 20).all()
+    # Real INT8 on real photos: close to FP32 but not identical (a no-op quantizer would give cosine 1.0).
+    assert (table.loc["int8-minmax":, "top1_agreement"] >= 0.85).all()
+    assert (table.loc["int8-minmax":, "cosine_mean"].between(0.95, 0.9999)).all()
+    record = result.store.load("int8-entropy").record
+    assert record["recipe"]["algorithm"] == "entropy" and record["backend"]["graph_optimization"] == "disable"
+    assert set(record["ort_qdq_check"]) >= {"top1_agreement_optimized_vs_reference", "optimized_is_trustworthy"}
+    cache_file = result.variants["int8-entropy"].calibration_cache
+    header, scales = read_calibration_cache(cache_file)
+    assert header.endswith("EntropyCalibration2") and len(scales) == 50  # 49 Conv + 1 Gemm inputs
+    meta = json.loads(Path(str(cache_file) + ".json").read_text())
+    assert meta["images"] == 6 and meta["algorithm"] == "entropy"
+
+
+def test_variant_build_is_deterministic_and_cached_by_recipe(demo_model, demo_cache, session_workspace):
+    recipe = Recipe(algorithm="percentile", percentile=99.9, calibration_images=4, guards=("first_layer",))
+    calib = demo_cache.valid_indices[:6]
+    first = build_variant(demo_model, recipe, demo_cache, calib, session_workspace, progress=False)
+    again = build_variant(demo_model, recipe, demo_cache, calib, session_workspace, progress=False)
+    assert again.reused and again.model_path == first.model_path
+    before = first.model_path.read_bytes()
+    rebuilt = build_variant(demo_model, recipe, demo_cache, calib, session_workspace, force=True, progress=False)
+    assert rebuilt.model_path.read_bytes() == before
+    other = build_variant(demo_model, Recipe(algorithm="percentile", percentile=99.0, calibration_images=4,
+                                             guards=("first_layer",)), demo_cache, calib, session_workspace,
+                          progress=False)
+    assert other.model_path != first.model_path
+    assert Recipe.from_dict(recipe.to_dict()) == recipe and recipe.name == "int8-percentile99.9+first_layer"
+
+
+def test_reused_calibration_cache_for_another_algorithm_is_refused(demo_model, demo_cache, session_workspace,
+                                                                   tmp_path):
+    calib = demo_cache.valid_indices[:6]
+    cache_path = tmp_path / "lite0.cache"
+    build_variant(demo_model, Recipe(algorithm="minmax"), demo_cache, calib, session_workspace, force=True,
+                  progress=False, calibration_cache_path=cache_path)
+    assert cache_path.exists()
+    with pytest.raises(StaleCacheError, match="algorithm"):
+        build_variant(demo_model, Recipe(algorithm="entropy"), demo_cache, calib, session_workspace, force=True,
+                      progress=False, calibration_cache_path=cache_path, reuse_cache=True)
+    reused = build_variant(demo_model, Recipe(algorithm="minmax"), demo_cache, calib, session_workspace, force=True,
+                           progress=False, calibration_cache_path=cache_path, reuse_cache=True)
+    assert reused.model_path.exists()
+
+
+def test_ab_widget_callbacks_without_a_browser(demo_model, session_workspace):
+    from trtlab.ab import ab_widgets, recipes_from_selection
+    from trtlab.demo import demo_dataset, demo_split
+
+    recipes = recipes_from_selection(("minmax", "percentile"), 6, 4, ["last_layer"], "node_Conv_877", "fp16",
+                                     99.9)
+    assert [r.algorithm for r in recipes] == ["minmax", "percentile"]
+    assert recipes[0].guards == ("last_layer=fp16", "node:node_Conv_877=fp16")
+    with pytest.raises(ValueError, match="at least one"):
+        recipes_from_selection((), 6, 4)
+    dataset = demo_dataset()
+    panel = ab_widgets(demo_model, dataset, workspace=session_workspace, split=demo_split(dataset))
+    panel.children[0].children[0].value = ("minmax", "percentile")  # the algorithms selector
+    result = panel.run_callback()
+    assert panel.last_result is result
+    assert list(result.table.index) == ["fp32", "int8-minmax", "int8-percentile99.99"]

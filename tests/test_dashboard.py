@@ -1,0 +1,441 @@
+"""Issue 7: accuracy/consistency metrics, McNemar, dashboards (figures, HTML, widgets, CLI).
+
+Metric math is checked on a small hand-built result set whose every number is worked out in the comments; the
+significance test on textbook contingency tables; the flips gallery, thumbnails and HTML report on real results
+of the demo model and a weight-perturbed copy of it.
+"""
+from __future__ import annotations
+
+import base64
+import html.parser
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trtlab import metrics
+from trtlab.results import ResultsStore, VariantResult, top5_from_logits
+
+# ----------------------------------------------------------------------------------------------------------------
+# A hand-built result set: 8 images, 6 classes. Each image's logits are a ranking: the class listed first gets 5,
+# the next 4, ... the last 0 (exact in float16). Classes 0..3 are tench, goldfish, great white shark, tiger shark.
+# ----------------------------------------------------------------------------------------------------------------
+LABELS = [0, 0, 1, 1, 2, 2, 3, -1]
+RANKINGS = {
+    "fp32": [[0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5], [1, 0, 2, 3, 4, 5], [2, 1, 0, 3, 4, 5],
+             [2, 0, 1, 3, 4, 5], [2, 0, 1, 3, 4, 5], [3, 0, 1, 2, 4, 5], [4, 0, 1, 2, 3, 5]],
+    # fp32 with image 3 fixed (top-1 1 = its label)
+    "fp16": [[0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5], [1, 0, 2, 3, 4, 5], [1, 2, 0, 3, 4, 5],
+             [2, 0, 1, 3, 4, 5], [2, 0, 1, 3, 4, 5], [3, 0, 1, 2, 4, 5], [4, 0, 1, 2, 3, 5]],
+    # vs fp32: image 1 broken (0→1), image 3 fixed (2→1), image 4 broken (2→3), image 7 changed (4→5, unlabelled)
+    "int8-a": [[0, 1, 2, 3, 4, 5], [1, 0, 2, 3, 4, 5], [1, 0, 2, 3, 4, 5], [1, 2, 0, 3, 4, 5],
+               [3, 2, 0, 1, 4, 5], [2, 0, 1, 3, 4, 5], [3, 0, 1, 2, 4, 5], [5, 0, 1, 2, 3, 4]],
+}
+# softmax of (5, 4, 3, 2, 1, 0): e^5 / Σ e^k = 148.41316 / 234.19842
+TOP_CONFIDENCE = math.exp(5) / sum(math.exp(k) for k in range(6))
+
+
+def _logits(rankings) -> np.ndarray:
+    logits = np.zeros((len(rankings), 6), np.float32)
+    for row, ranking in enumerate(rankings):
+        for position, cls in enumerate(ranking):
+            logits[row, cls] = 5 - position
+    return logits
+
+
+def _save_hand_store(folder: Path, image_ids, labels) -> ResultsStore:
+    store = ResultsStore(folder)
+    for variant, rankings in RANKINGS.items():  # saved in this order: fp32 is the oldest
+        logits = _logits(rankings)
+        indices, probs = top5_from_logits(logits)
+        store.save(VariantResult(variant, list(image_ids), np.asarray(labels, np.int64), indices, probs,
+                                 logits.astype(np.float16),
+                                 {"preprocess": {"name": "tf-lite", "resize_short": 256, "crop": 224,
+                                                 "mean": [127.0] * 3, "std": [128.0] * 3,
+                                                 "channel_order": "RGB", "interpolation": "area"},
+                                  "backend": {"backend": "hand"}, "recipe": {"precision": variant}}))
+    return store
+
+
+@pytest.fixture
+def hand_ids(demo_data):
+    # Real photo paths as ids (the gallery decodes them); the last one is gone, so it gets a placeholder.
+    return [*demo_data.paths[:7], "/nonexistent/trtlab-missing-photo.jpg"]
+
+
+@pytest.fixture
+def hand_store(tmp_path, hand_ids) -> ResultsStore:
+    return _save_hand_store(tmp_path / "hand-store", hand_ids, LABELS)
+
+
+@pytest.fixture
+def unlabelled_store(tmp_path, hand_ids) -> ResultsStore:
+    return _save_hand_store(tmp_path / "unlabelled-store", hand_ids, [-1] * 8)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# McNemar on textbook tables
+# ----------------------------------------------------------------------------------------------------------------
+
+def test_mcnemar_matches_textbook_tables():
+    # Armitage & Berry (1994, p. 127), two culture media on 50 sputum specimens, as worked in the StatsDirect
+    # manual: Yates-corrected chi-square 5.785714, P = 0.0162; exact two-sided P = 0.0129.
+    table = [[20, 12], [2, 16]]
+    chi2 = metrics.mcnemar(table, method="chi2")
+    assert chi2["statistic"] == pytest.approx(5.785714, abs=1e-6)
+    assert chi2["pvalue"] == pytest.approx(0.0162, abs=5e-5)
+    exact = metrics.mcnemar(table, method="exact")
+    assert exact["pvalue"] == pytest.approx(0.0129, abs=5e-5)
+    assert exact["pvalue"] == 212 / 16384  # 2·(C(14,0)+C(14,1)+C(14,2))/2^14, exactly
+    # 14 discordant pairs ≤ 25: "auto" takes the exact test.
+    assert metrics.mcnemar(table)["method"] == "exact"
+    # Bentur et al. (Fagerland, Lydersen & Laake 2013, Table 1): b=1, c=7 → exact p = 2·9/256 = 0.0703.
+    assert metrics.mcnemar([[1, 1], [7, 12]])["pvalue"] == pytest.approx(0.0703125, abs=1e-12)
+    # The 314-patient example (b=121, c=59): uncorrected chi-square 21.35; 180 discordant → auto uses chi-square.
+    uncorrected = metrics.mcnemar(b=121, c=59, method="chi2", correction=False)
+    assert uncorrected["statistic"] == pytest.approx(21.35, abs=0.01)
+    auto = metrics.mcnemar(b=121, c=59)
+    assert auto["method"] == "chi2" and auto["statistic"] == pytest.approx(61 ** 2 / 180)
+    # MedCalc's example: 3 + 1 discordant → binomial, P = 0.625.
+    assert metrics.mcnemar(b=3, c=1)["pvalue"] == pytest.approx(0.625)
+
+
+def test_mcnemar_agrees_with_scipy_and_handles_edges():
+    from scipy import stats
+
+    for b, c in [(0, 5), (4, 9), (13, 12), (30, 10), (100, 140), (7, 7)]:
+        exact = metrics.mcnemar(b=b, c=c, method="exact")["pvalue"]
+        assert exact == pytest.approx(stats.binomtest(b, b + c, 0.5).pvalue, rel=1e-9)
+        if b != c:
+            statistic = (abs(b - c) - 1) ** 2 / (b + c)
+            assert metrics.mcnemar(b=b, c=c, method="chi2")["pvalue"] == pytest.approx(stats.chi2.sf(statistic, 1))
+    # Large counts forced exact go through log-space and still agree.
+    assert metrics.mcnemar(b=2400, c=2600, method="exact")["pvalue"] == pytest.approx(
+        stats.binomtest(2400, 5000, 0.5).pvalue, rel=1e-6)
+    assert metrics.mcnemar(b=0, c=0)["pvalue"] == 1.0
+    assert metrics.mcnemar(b=6, c=6, method="chi2")["statistic"] == 0.0  # no correction when b == c (as R)
+    with pytest.raises(ValueError, match="2×2"):
+        metrics.mcnemar([[1, 2, 3], [4, 5, 6]])
+    with pytest.raises(ValueError, match="non-negative integers"):
+        metrics.mcnemar(b=-1, c=3)
+    with pytest.raises(ValueError, match="unknown McNemar method"):
+        metrics.mcnemar(b=1, c=3, method="fisher")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Metrics on the hand-built set
+# ----------------------------------------------------------------------------------------------------------------
+
+def test_consistency_table_hand_computed(hand_store):
+    results = hand_store.load_all()
+    table = metrics.consistency_table(results)
+    assert table.attrs["reference"] == "fp32" and table.attrs["compared_with"] == ["fp32", "fp16"]
+    row = table.loc["int8-a"]
+    # Labelled images 0-6: int8-a right on 0, 2, 3, 5, 6 → 5/7; every label is in its top-5 → 7/7.
+    assert row["labelled"] == 7
+    assert row["top1"] == pytest.approx(5 / 7) and row["top5"] == pytest.approx(1.0)
+    assert (row["top1_low"], row["top1_high"]) == pytest.approx(metrics.wilson_interval(5, 7))
+    assert table.loc["fp32", "top1"] == pytest.approx(6 / 7) and table.loc["fp16", "top1"] == pytest.approx(1.0)
+    # Top-1 differs from fp32 on images 1, 3, 4, 7 → 4/8; from fp16 on 1, 4, 7 → 5/8.
+    assert row["top1_agreement_vs_fp32"] == pytest.approx(0.5)
+    assert row["top1_agreement_vs_fp16"] == pytest.approx(0.625)
+    # Top-5 sets match except image 7 ({4,0,1,2,3} vs {5,0,1,2,3}: 4/5) → (7 + 0.8)/8.
+    assert row["top5_overlap_vs_fp32"] == pytest.approx(0.975)
+    # Cosines (|x|² = 55): swapping the top two → 54/55 (images 1, 3); image 4 → 49/55; image 7 → 30/55.
+    assert row["cosine_mean"] == pytest.approx((4 * 55 + 54 + 54 + 49 + 30) / (8 * 55))
+    # 1st percentile, linear interpolation: 30/55 + 0.07·(49/55 − 30/55).
+    assert row["cosine_p1"] == pytest.approx((30 + 0.07 * 19) / 55)
+    # Paired: both right 0,2,5,6; only fp32 right 1,4 (b=2); only int8-a right 3 (c=1) → exact p = 2·4/8 = 1.
+    assert row["delta_top1_vs_reference"] == pytest.approx(5 / 7 - 6 / 7)
+    assert row["mcnemar_p_vs_reference"] == pytest.approx(1.0)
+    assert math.isnan(table.loc["fp32", "mcnemar_p_vs_reference"])
+    # The existing variant table is untouched by the additions.
+    assert metrics.variant_table(results, "fp32").loc["int8-a", "top1_agreement"] == pytest.approx(0.5)
+
+
+def test_pairwise_significance_hand_computed(hand_store):
+    results = hand_store.load_all()
+    assert metrics.paired_correctness(results["fp32"], results["int8-a"]).tolist() == [[4, 2], [1, 0]]
+    pairs = metrics.pairwise_significance(results).set_index(["first", "second"])
+    assert list(pairs.index) == [("fp32", "fp16"), ("fp32", "int8-a"), ("fp16", "int8-a")]
+    # fp16 is right on all 7, int8-a on 5: only-fp16 = images 1, 4 → b=2, c=0 → p = 2·(1/4) = 0.5.
+    row = pairs.loc[("fp16", "int8-a")]
+    assert (row["b"], row["c"], row["method"]) == (2, 0, "exact")
+    assert row["pvalue"] == pytest.approx(0.5) and not row["significant"]
+    assert row["delta_top1"] == pytest.approx(5 / 7 - 1)
+    assert "not distinguishable from chance" in row["verdict"]
+
+
+def test_per_class_drift_hand_computed(hand_store):
+    results = hand_store.load_all()
+    drift = metrics.per_class_drift(results["int8-a"], results["fp32"])
+    # tench 2/2 → 1/2, great white shark 2/2 → 1/2, tiger shark 1/1 → 1/1, goldfish 1/2 → 2/2; losses first.
+    assert drift["class"].tolist() == [0, 2, 3, 1]
+    assert drift["name"].tolist() == ["tench", "great white shark", "tiger shark", "goldfish"]
+    assert drift["images"].tolist() == [2, 2, 1, 2]
+    assert drift["reference_correct"].tolist() == [2, 2, 1, 1]
+    assert drift["variant_correct"].tolist() == [1, 1, 1, 2]
+    assert drift["delta"].tolist() == pytest.approx([-0.5, -0.5, 0.0, 0.5])
+    assert drift.attrs == {"variant": "int8-a", "reference": "fp32"}
+
+
+def test_flips_and_introduced_confusions_hand_computed(hand_store, hand_ids):
+    results = hand_store.load_all()
+    table = metrics.flips(results["int8-a"], results["fp32"])
+    # Broken first (images 1 and 4, equal confidence → stored order), then fixed (3), then unlabelled (7).
+    assert table["image_id"].tolist() == [hand_ids[1], hand_ids[4], hand_ids[3], hand_ids[7]]
+    assert table["outcome"].tolist() == ["broken", "broken", "fixed", "unlabelled"]
+    assert table["reference_top1"].tolist() == [0, 2, 2, 4] and table["variant_top1"].tolist() == [1, 3, 1, 5]
+    assert table["variant_name"].tolist()[:2] == ["goldfish", "tiger shark"]
+    assert table["reference_confidence"].to_numpy() == pytest.approx(TOP_CONFIDENCE, rel=1e-5)
+    assert table.attrs["compared"] == 8
+    # fp32's only error is 1→2 (image 3), which int8-a no longer makes; int8-a adds 0→1 and 2→3.
+    confusions = metrics.introduced_confusions(results["int8-a"], results["fp32"])
+    assert confusions.attrs["basis"] == "labels"
+    assert list(zip(confusions["true_class"], confusions["predicted_class"], confusions["introduced"])) == [
+        (0, 1, 1), (2, 3, 1)]
+    assert confusions["true_name"].tolist() == ["tench", "great white shark"]
+
+
+def test_unlabelled_set_gives_consistency_only(unlabelled_store):
+    results = unlabelled_store.load_all()
+    table = metrics.consistency_table(results)
+    assert table.loc["int8-a", "labelled"] == 0 and math.isnan(table.loc["int8-a", "top1"])
+    assert table.loc["int8-a", "top1_agreement_vs_fp32"] == pytest.approx(0.5)
+    assert math.isnan(table.loc["int8-a", "mcnemar_p_vs_reference"])
+    comparison = metrics.compare_accuracy(results["fp32"], results["int8-a"])
+    assert comparison["labelled"] == 0 and "no labelled images" in comparison["verdict"]
+    assert metrics.flips(results["int8-a"], results["fp32"])["outcome"].tolist() == ["unlabelled"] * 4
+    assert len(metrics.per_class_drift(results["int8-a"], results["fp32"])) == 0
+    # Without labels, the reference's top-1 stands in for the truth: the four flips are the pairs.
+    confusions = metrics.introduced_confusions(results["int8-a"], results["fp32"])
+    assert confusions.attrs["basis"] == "reference top-1"
+    assert list(zip(confusions["true_class"], confusions["predicted_class"])) == [(0, 1), (2, 1), (2, 3), (4, 5)]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Dashboard: figures, HTML, widgets, CLI
+# ----------------------------------------------------------------------------------------------------------------
+
+def _texts(fig):
+    return [t.get_text() for t in fig.axes[0].get_yticklabels()]
+
+
+def test_figures_render_with_expected_titles_and_axes(hand_store):
+    from trtlab import dashboard
+
+    dash = dashboard.build_dashboard(hand_store)
+    assert dash.reference == "fp32" and dash.compared == ["fp16", "int8-a"]
+    assert dash.figure_names() == ["summary"] + [f"{kind}-{v}" for v in ("fp16", "int8-a") for kind in (
+        "class_drift", "class_scatter", "drift_histogram", "flips", "confusions")]
+    summary = dash.make_figure("summary")
+    assert [ax.get_title() for ax in summary.axes[:2]] == ["Accuracy on 7 labelled images (95% Wilson CI)",
+                                                           "Consistency with fp32"]
+    assert [t.get_text() for t in summary.axes[0].get_xticklabels()] == ["fp32", "fp16", "int8-a"]
+
+    drift = dash.make_figure("class_drift-int8-a")
+    ax = drift.axes[0]
+    assert ax.get_title() == "Per-class top-1 change: int8-a vs fp32"
+    assert ax.get_xlabel() == "Δ top-1 accuracy vs fp32 (percentage points)"
+    assert _texts(drift) == ["tench (n=2)", "great white shark (n=2)", "goldfish (n=2)"]
+    assert [round(p.get_width()) for p in ax.patches] == [-50, -50, 50]
+
+    scatter = dash.make_figure("class_scatter-int8-a").axes[0]
+    assert (scatter.get_xlabel(), scatter.get_ylabel()) == ("fp32 top-1 per class (%)", "int8-a top-1 per class (%)")
+    assert scatter.get_title() == "Per-class top-1: fp32 vs int8-a (4 classes)"
+
+    hist = dash.make_figure("drift_histogram-int8-a").axes[0]
+    assert hist.get_title() == "Distribution of per-class change: int8-a vs fp32"
+    assert (hist.get_xlabel(), hist.get_ylabel()) == ("Δ top-1 accuracy (percentage points)", "classes")
+    assert sum(p.get_height() for p in hist.patches) == 4  # one count per class
+
+    gallery = dash.make_figure("flips-int8-a")
+    assert gallery._suptitle.get_text() == "Top-1 flips: int8-a vs fp32 (4 of 8 images changed)"
+    titles = [ax.get_title() for ax in gallery.axes if ax.get_title()]
+    assert len(titles) == 4
+    assert titles[0].startswith("fp32: tench 63%\nint8-a: goldfish 63%\ntrue: tench")
+    assert "(image file not found)" in titles[3]  # the missing file gets the placeholder
+    assert [ax.title.get_color() for ax in gallery.axes[:3]] == ["#c0392b", "#c0392b", "#27ae60"]
+
+    confusions = dash.make_figure("confusions-int8-a")
+    assert confusions.axes[0].get_title() == "Confusions introduced by int8-a (vs fp32)"
+    assert _texts(confusions) == ["tench → goldfish", "great white shark → tiger shark"]
+
+    no_flips = dash.make_figure("flips-fp16")  # fp16 changes one image: the gallery still renders
+    assert no_flips._suptitle.get_text() == "Top-1 flips: fp16 vs fp32 (1 of 8 images changed)"
+    for name in dash.figure_names():
+        assert dash.png(name)[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(KeyError, match="available"):
+        dash.make_figure("flips-int4")
+
+
+class _HtmlAudit(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.images, self.external, self.tags = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        for key, value in attrs:
+            if key == "src" and value.startswith("data:image/png;base64,"):
+                self.images.append(base64.b64decode(value.split(",", 1)[1]))
+            elif key in ("src", "href"):
+                self.external.append(value)
+
+
+def test_html_report_is_self_contained_and_atomic(hand_store, tmp_path):
+    from trtlab import dashboard
+
+    dash = dashboard.build_dashboard(hand_store)
+    path = dash.write_html(tmp_path / "out" / "dash.html")
+    audit = _HtmlAudit()
+    audit.feed(path.read_text(encoding="utf-8"))
+    assert not audit.external and "script" not in audit.tags and "link" not in audit.tags
+    assert len(audit.images) == len(dash.figure_names())
+    assert all(data[:8] == b"\x89PNG\r\n\x1a\n" for data in audit.images)
+    text = path.read_text(encoding="utf-8")
+    assert "int8-a vs fp32" in text and "great white shark" in text and text.count("<table") >= 5
+    assert [p.name for p in path.parent.iterdir()] == ["dash.html"]  # no temp files left behind
+    pngs = dash.save_pngs(tmp_path / "pngs")
+    assert sorted(p.stem for p in pngs) == sorted(dash.figure_names())
+
+
+def test_dashboard_states_what_it_cannot_show(hand_store, unlabelled_store, tmp_path):
+    from trtlab import dashboard
+
+    dash = dashboard.build_dashboard(unlabelled_store)
+    assert any("None of the 8 images is labelled" in note for note in dash.notes)
+    assert dash.figure_names() == ["summary", "flips-fp16", "confusions-fp16", "flips-int8-a", "confusions-int8-a"]
+    assert dash.make_figure("summary").axes[0].get_title() == "Accuracy (needs labels)"
+    assert "needs labels" in dashboard.format_significance(dash.significance)["significant (5%)"].tolist()
+    assert "per-class drift" not in dash.variant_tables("int8-a")
+
+    labelled = dashboard.build_dashboard(hand_store)
+    assert any("7 of 8 images are labelled" in note for note in labelled.notes)
+
+    single = dashboard.build_dashboard(hand_store, variants=["fp32"])
+    assert single.compared == [] and single.figure_names() == ["summary"] and len(single.significance) == 0
+    assert any("need a second variant" in note for note in single.notes)
+    assert single.write_html(tmp_path / "single.html").is_file()
+    with pytest.raises(ValueError, match="second variant"):
+        single.variant_tables()
+
+    with pytest.raises(KeyError, match=r"'int4'.*stored: fp32, fp16, int8-a"):
+        dashboard.build_dashboard(hand_store, reference="int4")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no stored results"):
+        dashboard.build_dashboard(tmp_path / "empty")
+
+
+def test_resolve_selection():
+    from trtlab.dashboard import resolve_selection
+
+    stored = ["fp16", "fp32", "int8-a"]
+    assert resolve_selection(stored) == (["fp32", "fp16", "int8-a"], "fp32")
+    assert resolve_selection(stored, ["int8-a"], "fp16") == (["fp16", "int8-a"], "fp16")
+    assert resolve_selection(stored, ["int8-a", "fp16"]) == (["int8-a", "fp16"], "int8-a")
+    with pytest.raises(KeyError, match="not stored"):
+        resolve_selection(stored, ["int8-x"])
+    with pytest.raises(ValueError, match="no stored variants"):
+        resolve_selection([])
+
+
+def test_widget_callbacks_without_a_browser(hand_store):
+    from trtlab import dashboard
+
+    controls = dashboard.controls(hand_store)
+    assert controls.variants.options == ("fp32", "fp16", "int8-a") and controls.reference.value == "fp32"
+    controls.variants.value = ("int8-a",)
+    controls.reference.value = "fp16"
+    controls.show_button.click()  # the same call a browser click makes
+    assert list(controls.dashboard.results) == ["fp16", "int8-a"] and controls.dashboard.reference == "fp16"
+    assert controls.dashboard.table.loc["int8-a", "top1_agreement_vs_fp16"] == pytest.approx(0.625)
+    controls.export_button.click()
+    assert controls.exported is not None and controls.exported.is_file()
+    assert "HTML report written" in controls.status.value
+    # Reuses the dashboard it showed rather than rebuilding it.
+    shown = controls.dashboard
+    controls.export()
+    assert controls.dashboard is shown
+
+
+def test_cli_writes_report(hand_store, tmp_path, capsys):
+    from trtlab.__main__ import main
+
+    out = tmp_path / "cli" / "dashboard.html"
+    assert main(["dashboard", "--store", str(hand_store.folder), "--variants", "fp32,int8-a", "--out", str(out),
+                 "--png"]) == 0
+    printed = capsys.readouterr().out
+    assert out.is_file() and (out.parent / "flips-int8-a.png").is_file()
+    assert "int8-a vs fp32" in printed and str(out) in printed
+    assert main(["dashboard", "--store", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["dashboard", "--store", str(hand_store.folder), "--reference", "int4"]) == 2
+    assert "not stored" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Real results: the demo model against a copy with its weights rounded to 7-bit per-tensor (a real, harsher
+# quantization error than INT8) — real photos, real flips, thumbnails from the real decode cache.
+# ----------------------------------------------------------------------------------------------------------------
+
+def _weights_fake_quantized(source: Path, target: Path, levels: int) -> Path:
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(source))
+    for init in model.graph.initializer:
+        weights = numpy_helper.to_array(init)
+        if weights.dtype != np.float32 or weights.size < 2:
+            continue
+        scale = float(np.abs(weights).max()) / levels or 1.0
+        init.CopyFrom(numpy_helper.from_array((np.round(weights / scale) * scale).astype(np.float32), init.name))
+    onnx.save(model, str(target))
+    return target
+
+
+@pytest.fixture(scope="module")
+def real_store(demo_model, demo_cache, session_workspace, tmp_path_factory):
+    from trtlab.pipeline import evaluate
+
+    # Under <workspace>/results, beside the demo's decode cache, as evaluations normally are.
+    store = ResultsStore(session_workspace / "results" / "dashboard-test-real")
+    folder = tmp_path_factory.mktemp("perturbed")
+    evaluate(demo_model, demo_cache, "fp32", store=store, progress=False)
+    evaluate(_weights_fake_quantized(demo_model, folder / "w7.onnx", 63), demo_cache, "weights-7bit",
+             recipe={"weights": "7-bit per-tensor"}, store=store, progress=False)
+    return store
+
+
+def test_real_results_flips_and_significance(real_store, demo_cache, session_workspace):
+    from trtlab import dashboard
+
+    dash = dashboard.build_dashboard(real_store)
+    reference, variant = dash.results["fp32"], dash.results["weights-7bit"]
+    changed = np.flatnonzero(reference.top1 != variant.top1)
+    assert len(changed) > 0, "the 7-bit weights should change some predictions"
+    flip_table = dash.flips["weights-7bit"]
+    assert sorted(flip_table["image_id"]) == sorted(reference.image_ids[i] for i in changed)
+    labelled = reference.labels >= 0
+    ref_ok = reference.top1 == reference.labels
+    var_ok = variant.top1 == variant.labels
+    broken = int((labelled & ref_ok & ~var_ok).sum())
+    fixed = int((labelled & ~ref_ok & var_ok).sum())
+    assert (flip_table["outcome"] == "broken").sum() == broken
+    row = dash.significance.iloc[0]
+    assert (row["b"], row["c"]) == (broken, fixed)
+    assert row["pvalue"] == pytest.approx(metrics.mcnemar(b=broken, c=fixed)["pvalue"])
+    assert dash.table.loc["weights-7bit", "top1_agreement_vs_fp32"] == pytest.approx(1 - len(changed) / len(reference))
+
+    # Thumbnails come from the evaluation's own decode cache, found through the run record.
+    thumbs = dashboard.Thumbnails(reference, real_store.folder)
+    ids = demo_cache.dataset.image_ids()
+    first = flip_table["image_id"].iloc[0]
+    image, found = thumbs.get(first)
+    assert found and np.array_equal(image, demo_cache.crops[ids.index(first)])
+    gallery = dash.make_figure("flips-weights-7bit")
+    assert gallery._suptitle.get_text().startswith(f"Top-1 flips: weights-7bit vs fp32 ({len(changed)} of 26")
+    assert not any("not found" in ax.get_title() for ax in gallery.axes)
+    path = dash.write_html()
+    assert path == session_workspace / "reports" / "dashboard-test-real" / "dashboard.html" and path.is_file()

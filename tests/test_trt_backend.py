@@ -1,0 +1,445 @@
+"""TensorRT backend: FP16 graph conversion (real model, real ONNX Runtime), version dispatch and argument wiring
+(against the recording stand-in in tests/fake_tensorrt, which builds nothing), engine sidecars, inspection
+parsing, latency statistics — and, wherever `import tensorrt` works, real builds compared with ONNX Runtime."""
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from fake_tensorrt import calls_named, make_fake_tensorrt
+
+GPU = {"name": "NVIDIA Tesla T4", "compute_capability": "7.5"}
+VERSIONS = ["10.9.0.34", "11.1.0.8"]
+
+
+@pytest.fixture(params=VERSIONS, ids=["trt10", "trt11"])
+def fake_trt(request, monkeypatch):
+    trt = make_fake_tensorrt(request.param)
+    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+    return trt
+
+
+@pytest.fixture
+def fake_trt10(monkeypatch):
+    trt = make_fake_tensorrt(VERSIONS[0])
+    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+    return trt
+
+
+@pytest.fixture
+def fake_trt11(monkeypatch):
+    trt = make_fake_tensorrt(VERSIONS[1])
+    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+    return trt
+
+
+def _build(model, precision="fp32", tmp_path=None, **kw):
+    from trtlab.backends.trt import build_engine
+
+    return build_engine(model, precision, workspace=tmp_path, gpu=GPU, progress=False, **kw)
+
+
+@pytest.fixture(scope="module")
+def qdq_model(demo_model, tmp_path_factory):
+    """The demo model with a QuantizeLinear/DequantizeLinear pair on the first Conv's input: enough for the
+    builder's Q/DQ detection (the scales are not calibrated; quantization quality is the quantizer's job)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load(str(demo_model))
+    conv = model.graph.node[0]
+    model.graph.initializer.extend([numpy_helper.from_array(np.array(1 / 64, np.float32), "qdq_scale"),
+                                    numpy_helper.from_array(np.array(0, np.int8), "qdq_zero")])
+    q = helper.make_node("QuantizeLinear", [conv.input[0], "qdq_scale", "qdq_zero"], ["x_q"], name="q0")
+    dq = helper.make_node("DequantizeLinear", ["x_q", "qdq_scale", "qdq_zero"], ["x_dq"], name="dq0")
+    conv.input[0] = "x_dq"
+    nodes = [q, dq] + list(model.graph.node)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    onnx.checker.check_model(model)
+    path = tmp_path_factory.mktemp("qdq") / "efficientnet-lite0.int8.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# FP16 graph conversion (TensorRT 11's FP16 path), on the real demo model
+# ---------------------------------------------------------------------------------------------------------------
+def test_fp16_conversion_keeps_guarded_nodes_fp32_and_boundary_float32(demo_model, tmp_path):
+    import onnx
+    from onnx import TensorProto
+
+    from trtlab.fp16 import convert_to_fp16
+
+    out = tmp_path / "lite0.fp16.onnx"
+    result = convert_to_fp16(demo_model, guards=["first_layer", "last_layer"], output_path=out)
+    model = onnx.load(str(out))
+    onnx.checker.check_model(model, full_check=True)
+    onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+
+    nodes = {n.name: n for n in model.graph.node}
+    inits = {i.name: i for i in model.graph.initializer}
+    first_conv, last_gemm = "node_Conv_881", "node_linear"
+    assert set(result.fp32_nodes) == {first_conv, last_gemm}
+    for name in (first_conv, last_gemm):  # guarded: weights stay float32
+        assert inits[nodes[name].input[1]].data_type == TensorProto.FLOAT
+    fp16_weights = [i for i in model.graph.initializer if i.data_type == TensorProto.FLOAT16]
+    assert len(fp16_weights) >= 90 and result.fp16_nodes >= 90
+    # the graph boundary stays float32 so every runner feeds/reads float32
+    assert model.graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    assert model.graph.output[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    casts = [n for n in model.graph.node if n.op_type == "Cast"]
+    assert len(casts) == result.casts_inserted == 2  # FP32 conv → FP16 body → FP32 gemm
+    assert result.overflowed_values == 0
+
+
+def test_fp16_model_agrees_with_fp32_on_the_demo_photos(demo_model, demo_cache, tmp_path):
+    import onnxruntime as ort
+
+    from trtlab.fp16 import convert_to_fp16
+    from trtlab.preprocess import normalize_batch
+
+    out = tmp_path / "lite0.fp16.onnx"
+    convert_to_fp16(demo_model, output_path=out)
+    batch = normalize_batch(demo_cache.crops[demo_cache.valid_indices], demo_cache.preprocess)
+    ref = ort.InferenceSession(str(demo_model), providers=["CPUExecutionProvider"]).run(None, {"input": batch})[0]
+    try:
+        half = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"input": batch})[0]
+    except Exception as exc:  # pragma: no cover - depends on the ORT build's FP16 CPU kernels
+        pytest.skip(f"ONNX Runtime CPU cannot run the FP16 model here: {exc}")
+    assert half.dtype == np.float32 and half.shape == ref.shape
+    agreement = float((half.argmax(1) == ref.argmax(1)).mean())
+    assert agreement >= 0.95, f"FP16 top-1 agreement with FP32 only {agreement:.2f} on {len(batch)} photos"
+
+
+def test_fp16_conversion_rejects_unknown_guards_with_the_fix(demo_model):
+    from trtlab.fp16 import convert_to_fp16
+
+    with pytest.raises(ValueError, match="no node named 'nope'"):
+        convert_to_fp16(demo_model, guards=["node:nope"])
+    with pytest.raises(ValueError, match="not understood"):
+        convert_to_fp16(demo_model, guards=["first_conv_typo"])
+    with pytest.raises(ValueError, match="names nodes the model does not have"):
+        convert_to_fp16(demo_model, keep_fp32_nodes=["node_Conv_9999"])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Version dispatch and wiring (fake TensorRT: records calls, builds nothing)
+# ---------------------------------------------------------------------------------------------------------------
+def test_fp32_build_sets_profile_workspace_verbosity_and_writes_sidecar(fake_trt, demo_model, tmp_path):
+    build = _build(demo_model, "fp32", tmp_path, min_batch=2, opt_batch=16, max_batch=48, workspace_mb=512)
+    assert calls_named(fake_trt, "IOptimizationProfile.set_shape") == [
+        ("IOptimizationProfile.set_shape", "input", (2, 3, 224, 224), (16, 3, 224, 224), (48, 3, 224, 224))]
+    (_, pool, size), = calls_named(fake_trt, "IBuilderConfig.set_memory_pool_limit")
+    assert pool == fake_trt.MemoryPoolType.WORKSPACE and size == 512 << 20
+    assert ("IBuilderConfig.profiling_verbosity=", fake_trt.ProfilingVerbosity.DETAILED) in fake_trt.calls
+    assert ("IBuilderConfig.clear_flag", fake_trt.BuilderFlag.TF32) in fake_trt.calls  # FP32 means FP32
+    assert not calls_named(fake_trt, "IBuilderConfig.set_flag")
+    assert build.engine_path.is_file() and build.engine_path.parent == tmp_path / "engines"
+    side = json.loads(build.sidecar_path.read_text())
+    assert side["tensorrt_version"] == fake_trt.__version__
+    assert side["gpu_name"] == GPU["name"] and side["compute_capability"] == "7.5"
+    assert side["recipe"]["precision"] == "fp32" and side["recipe_hash"] in build.engine_path.name
+    assert side["input"]["profile"] == [2, 16, 48] and "build_seconds" in side and "built_at" in side
+    assert side["rebuild_command"].startswith("python -m trtlab build --model")
+
+
+def test_timing_cache_is_read_before_and_written_after_each_build(fake_trt, demo_model, tmp_path):
+    cache = tmp_path / "engines" / "timing.cache"
+    cache.parent.mkdir(parents=True)
+    cache.write_bytes(b"previous-builds")
+    first = _build(demo_model, "fp32", tmp_path)
+    assert calls_named(fake_trt, "IBuilderConfig.create_timing_cache") == [
+        ("IBuilderConfig.create_timing_cache", b"previous-builds")]
+    (_, _, ignore_mismatch), = calls_named(fake_trt, "IBuilderConfig.set_timing_cache")
+    assert ignore_mismatch is False
+    assert cache.read_bytes() == b"previous-builds|fake-timing-entries"
+    # same recipe, TensorRT and GPU: the engine is reused, nothing is built again
+    again = _build(demo_model, "fp32", tmp_path)
+    assert again.reused and again.engine_path == first.engine_path
+    assert len(calls_named(fake_trt, "Builder.build_serialized_network")) == 1
+
+
+def test_fp16_on_trt10_sets_the_flag_and_pins_guarded_layers(fake_trt10, demo_model, tmp_path):
+    trt = fake_trt10
+    _build(demo_model, "fp16", tmp_path, guards=("first_layer",))
+    flags = [c[1] for c in calls_named(trt, "IBuilderConfig.set_flag")]
+    assert trt.BuilderFlag.FP16 in flags and trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS in flags
+    pinned = [c for c in trt.calls if c[0] == "ILayer.precision="]
+    assert pinned == [("ILayer.precision=", trt.float32)]
+    assert calls_named(trt, "ILayer.set_output_type") == [("ILayer.set_output_type", "node_Conv_881", 0, trt.float32)]
+
+
+def test_fp16_on_trt11_builds_an_fp16_graph_without_precision_flags(fake_trt11, demo_model, tmp_path):
+    import onnx
+    from onnx import TensorProto
+
+    trt = fake_trt11
+    assert not hasattr(trt.BuilderFlag, "FP16")  # removed in 11: touching it would raise
+    build = _build(demo_model, "fp16", tmp_path, guards=("first_layer",))
+    assert not calls_named(trt, "IBuilderConfig.set_flag")
+    (_, parsed), = calls_named(trt, "OnnxParser.parse_from_file")
+    assert parsed != str(demo_model) and parsed == build.sidecar["built_from"]
+    graph = onnx.load(parsed).graph
+    inits = {i.name: i.data_type for i in graph.initializer}
+    assert inits["_conv_stem.weight"] == TensorProto.FLOAT  # guarded first conv stays FP32
+    assert inits["_fc.weight"] == TensorProto.FLOAT16
+    assert build.sidecar["fp16_conversion"]["fp32_nodes"] == 1
+
+
+def test_int8_qdq_build_per_version(fake_trt, demo_model, qdq_model, tmp_path):
+    trt = fake_trt
+    build = _build(qdq_model, "int8", tmp_path)
+    flags = [c[1] for c in calls_named(trt, "IBuilderConfig.set_flag")]
+    assert not [c for c in trt.calls if c[0] == "IBuilderConfig.int8_calibrator="]
+    if trt.__version__.startswith("10."):
+        assert flags == [trt.BuilderFlag.INT8, trt.BuilderFlag.FP16]  # weakly typed Q/DQ + FP16 fallback
+    else:
+        assert flags == [] and not hasattr(trt.BuilderFlag, "INT8")  # strongly typed: types come from the graph
+        assert calls_named(trt, "Builder.create_network") == [("Builder.create_network", 0)]
+    assert build.sidecar["recipe"]["precision"] == "int8"
+
+
+def test_int8_qdq_strongly_typed_on_trt10(fake_trt10, qdq_model, tmp_path):
+    trt = fake_trt10
+    _build(qdq_model, "int8", tmp_path, strongly_typed=True)
+    strongly = 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+    assert calls_named(trt, "Builder.create_network") == [("Builder.create_network", strongly)]
+    assert not calls_named(trt, "IBuilderConfig.set_flag")
+
+
+def test_int8_of_a_model_without_qdq_is_refused(fake_trt, demo_model, tmp_path):
+    with pytest.raises(ValueError, match="no QuantizeLinear/DequantizeLinear"):
+        _build(demo_model, "int8", tmp_path)
+
+
+def test_implicit_int8_on_trt11_explains_the_explicit_path(fake_trt11, demo_model, demo_cache, tmp_path):
+    from trtlab.backends.trt import ImplicitInt8Unsupported
+
+    with pytest.raises(ImplicitInt8Unsupported) as info:
+        _build(demo_model, "int8-implicit", tmp_path, calibration=demo_cache)
+    message = str(info.value)
+    assert "TensorRT 11" in message and "Q/DQ" in message and "precision='int8'" in message
+    assert not calls_named(fake_trt11, "Builder.build_serialized_network")
+
+
+@pytest.mark.parametrize("algorithm,base", [("entropy", "IInt8EntropyCalibrator2"), ("minmax", "IInt8MinMaxCalibrator")])
+def test_implicit_int8_on_trt10_wires_calibrator_and_calibration_profile(fake_trt10, demo_model, demo_cache,
+                                                                         tmp_path, algorithm, base):
+    trt = fake_trt10
+    build = _build(demo_model, "int8-implicit", tmp_path, calibration=demo_cache, calibrator=algorithm,
+                   calibration_batch=8, guards=("last_layer",))
+    (_, calibrator), = [c for c in trt.calls if c[0] == "IBuilderConfig.int8_calibrator="]
+    assert isinstance(calibrator, getattr(trt, base))
+    assert ("IInt8Calibrator.__init__", type(calibrator).__name__) in trt.calls  # base initialised explicitly
+    assert calibrator.get_batch_size() == 8 and calibrator.read_calibration_cache() is None
+    shapes = calls_named(trt, "IOptimizationProfile.set_shape")
+    assert shapes[-1] == ("IOptimizationProfile.set_shape", "input", (8, 3, 224, 224), (8, 3, 224, 224),
+                          (8, 3, 224, 224))
+    assert len(calls_named(trt, "IBuilderConfig.set_calibration_profile")) == 1
+    flags = [c[1] for c in calls_named(trt, "IBuilderConfig.set_flag")]
+    assert trt.BuilderFlag.INT8 in flags and trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS in flags
+    assert calls_named(trt, "ILayer.set_output_type") == [("ILayer.set_output_type", "node_linear", 0, trt.float32)]
+    usable = (len(demo_cache.valid_indices) // 8) * 8  # whole batches only
+    assert build.sidecar["calibration"]["images"] == usable and build.sidecar["calibration"]["algorithm"] == algorithm
+
+
+def test_calibration_cache_roundtrip_and_foreign_cache_refused(fake_trt10, demo_model, demo_cache, tmp_path):
+    from trtlab.backends.trt_calibrator import (CalibrationCacheMismatch, cache_identity, calibration_indices,
+                                                make_calibrator)
+
+    indices = calibration_indices(demo_cache, None, 8)
+    identity = cache_identity("a" * 64, "entropy", demo_cache, indices, 8)
+    path = tmp_path / "lite0.entropy.calib"
+    calibrator = make_calibrator(fake_trt10, "entropy", demo_cache, indices, 8, path, identity, progress=False)
+    calibrator.write_calibration_cache(memoryview(b"TRT-8601-EntropyCalibration2\ninput: 3c010a14"))
+    assert calibrator.read_calibration_cache() == b"TRT-8601-EntropyCalibration2\ninput: 3c010a14"
+    other = make_calibrator(fake_trt10, "entropy", demo_cache, indices, 8, path, {**identity, "model_sha256": "b" * 64},
+                            progress=False)
+    with pytest.raises(CalibrationCacheMismatch, match="was made for model_sha256 aaaa.*delete it"):
+        other.read_calibration_cache()
+    # the builder checks before building, so TensorRT never sees a foreign cache
+    cache_dir = tmp_path / "ws" / "engines"
+    cache_dir.mkdir(parents=True)
+    (cache_dir / f"{demo_model.stem}.entropy.{demo_cache.key}.calib").write_bytes(b"old")
+    (cache_dir / f"{demo_model.stem}.entropy.{demo_cache.key}.calib.json").write_text(
+        json.dumps(cache_identity("c" * 64, "entropy", demo_cache, indices, 8)))
+    with pytest.raises(CalibrationCacheMismatch):
+        _build(demo_model, "int8-implicit", tmp_path / "ws", calibration=demo_cache, calibration_batch=8)
+
+
+def test_parser_errors_name_the_onnx_nodes(fake_trt, demo_model, tmp_path):
+    from trtlab.backends.trt import OnnxParseError
+
+    fake_trt.parser_failures = [(4, "Assertion failed: unsupported padding mode")]
+    with pytest.raises(OnnxParseError) as info:
+        _build(demo_model, "fp32", tmp_path)
+    assert "node 'node_Conv_800' (Conv, #4): Assertion failed: unsupported padding mode" in str(info.value)
+
+
+def test_failed_build_reports_and_writes_nothing(fake_trt, demo_model, tmp_path):
+    from trtlab.backends.trt import EngineBuildError
+
+    fake_trt.build_returns_none = True
+    with pytest.raises(EngineBuildError, match="could not build the fp32 engine"):
+        _build(demo_model, "fp32", tmp_path)
+    assert not list((tmp_path / "engines").glob("*.engine"))
+
+
+def test_engine_from_another_tensorrt_or_gpu_is_refused_with_the_rebuild_command(fake_trt10, demo_model, tmp_path):
+    from trtlab.backends.trt import EngineCompatibilityError, check_engine_compatible
+
+    build = _build(demo_model, "fp16", tmp_path, guards=("first_layer",))
+    assert check_engine_compatible(build.engine_path, "10.9.0.34", GPU)["recipe_hash"]
+    with pytest.raises(EngineCompatibilityError) as info:
+        check_engine_compatible(build.engine_path, "11.1.0.8", GPU)
+    message = str(info.value)
+    assert "TensorRT version 10.9.0.34" in message and "11.1.0.8" in message
+    assert "python -m trtlab build --model" in message and "--precision fp16" in message
+    assert "--guard first_layer" in message
+    with pytest.raises(EngineCompatibilityError, match="GPU compute capability 7.5.*8.6"):
+        check_engine_compatible(build.engine_path, "10.9.0.34", {"name": "NVIDIA A10", "compute_capability": "8.6"})
+    build.sidecar_path.unlink()
+    with pytest.raises(EngineCompatibilityError, match="has no sidecar"):
+        check_engine_compatible(build.engine_path, "10.9.0.34", GPU)
+
+
+def test_engine_of_another_version_is_rebuilt_not_reused(demo_model, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tensorrt", make_fake_tensorrt(VERSIONS[0]))
+    old = _build(demo_model, "fp32", tmp_path)
+    newer = make_fake_tensorrt(VERSIONS[1])
+    monkeypatch.setitem(sys.modules, "tensorrt", newer)
+    new = _build(demo_model, "fp32", tmp_path)
+    assert not new.reused and new.engine_path == old.engine_path
+    assert json.loads(new.sidecar_path.read_text())["tensorrt_version"] == VERSIONS[1]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Engine inspection parsing, latency statistics, CLI and notebook entry points
+# ---------------------------------------------------------------------------------------------------------------
+def _layer(name, kind, inputs, outputs, v11=False):
+    def tensor(fmt):
+        if v11:  # TRT 11: DataType and Format are separate fields (10.x→11.x IEngineInspector migration guide)
+            dtype = {"Int8": "Int8", "FP16": "Half", "FP32": "Float"}[fmt]
+            return {"Name": "t", "Dimensions": [8, 32, 112, 112], "DataType": dtype, "Format": f"Channel major {fmt}"}
+        return {"Name": "t", "Dimensions": [8, 32, 112, 112],
+                "Format/Datatype": f"Channel major {fmt} format where channel % 32 == 0"}
+
+    return {"Name": name, "LayerType": "CaskConvolution" if kind == "Convolution" else kind, "ParameterType": kind,
+            "Inputs": [tensor(f) for f in inputs], "Outputs": [tensor(f) for f in outputs], "TacticName": "sm75_x"}
+
+
+@pytest.mark.parametrize("v11", [False, True], ids=["trt10-schema", "trt11-schema"])
+def test_engine_information_parsing_counts_layers_really_running_int8(v11):
+    from trtlab.backends.trt import parse_engine_information
+
+    info = {"Layers": [
+        _layer("node_Conv_881", "Convolution", ["FP32"], ["FP16"], v11),
+        _layer("node_Conv_882 + n4_2", "Convolution", ["Int8"], ["Int8"], v11),
+        _layer("node_Conv_800", "Convolution", ["Int8"], ["FP16"], v11),
+        _layer("reformat", "Reformat", ["FP16"], ["Int8"], v11),
+        _layer("node_linear", "Gemm", ["FP16"], ["FP32"], v11),
+    ]}
+    info["I/O Tensors" if v11 else "Bindings"] = [{"Name": "input"}, {"Name": "logits"}] if v11 else ["input", "logits"]
+    result = parse_engine_information(json.dumps(info))
+    assert list(result.layers["precision"]) == ["FP32", "INT8", "INT8", "FP16", "FP16"]
+    assert result.counts["int8_layers"] == 2 and result.counts["compute_layers"] == 4
+    assert result.counts["int8_compute_layers"] == 2 and result.counts["io_tensors"] == 2
+
+
+def test_engine_information_without_detailed_verbosity_says_how_to_fix():
+    from trtlab.backends.trt import parse_engine_information
+
+    with pytest.raises(ValueError, match="ProfilingVerbosity.DETAILED"):
+        parse_engine_information({"Layers": ["node_Conv_881", "node_linear"]})
+
+
+def test_latency_stats_and_int8_vs_fp16_table():
+    from trtlab.backends.trt import latency_stats, latency_table
+
+    stats = latency_stats(np.arange(1, 101, dtype=float), batch_size=8)
+    assert stats["p50_ms"] == pytest.approx(50.5) and stats["p90_ms"] == pytest.approx(90.1)
+    assert stats["p99_ms"] == pytest.approx(99.01) and stats["throughput_ips"] == pytest.approx(8 / 0.0505)
+    rows = [{"variant": v, "backend": "trt", "timer": "cuda events", **latency_stats([ms] * 5, b)}
+            for v, b, ms in (("fp16", 1, 2.0), ("fp16", 8, 4.0), ("int8", 1, 1.5), ("int8", 8, 5.0))]
+    table = latency_table(rows)
+    assert table.loc[("int8", 8), "p50_ms"] == 5.0
+    assert table.attrs["ratio"].to_dict() == {1: 0.75, 8: 1.25}  # INT8 slower than FP16 at batch 8
+
+
+def test_build_cli_without_tensorrt_says_so(monkeypatch, capsys):
+    from trtlab.backends.trt import build_main
+
+    monkeypatch.setitem(sys.modules, "tensorrt", None)  # `import tensorrt` raises ImportError
+    assert build_main(["--precision", "fp16"]) == 2
+    err = capsys.readouterr().err
+    assert "build needs TensorRT" in err and "python -m trtlab doctor" in err
+
+
+def test_build_engines_falls_back_to_onnx_runtime_and_benchmarks(monkeypatch, demo_model, session_workspace, capsys):
+    from trtlab.backends import trt as trt_backend
+
+    monkeypatch.setitem(sys.modules, "tensorrt", None)
+    engines = trt_backend.build_engines(demo_model, ("fp32", "fp16", "int8"), workspace=session_workspace)
+    out = capsys.readouterr().out
+    assert out.count("continuing on ONNX Runtime") == 1
+    assert engines.backend == "ort" and set(engines.variants) in ({"fp32", "fp16"}, {"fp32", "fp16", "int8"})
+    counts = engines.inspection()
+    assert counts.loc["fp32", "fp32_nodes"] == 94 and counts.loc["fp16", "fp16_nodes"] == 94
+    table = engines.benchmark(batch_sizes=(1,), iterations=3, warmup=1)
+    assert set(table.index.get_level_values(0)) >= {"fp32", "fp16"}
+    assert (table["p50_ms"] > 0).all() and (table["timer"] == "wall clock").all()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Real TensorRT (runs wherever `import tensorrt` works; skipped with the reason elsewhere)
+# ---------------------------------------------------------------------------------------------------------------
+def _tensorrt_reason() -> str:
+    try:
+        import tensorrt  # noqa: F401
+    except Exception as exc:
+        return f"TensorRT does not import here ({type(exc).__name__}); real-TensorRT tests need a GPU with TensorRT 10/11"
+    from trtlab.backends.cuda_rt import cuda_available
+
+    ok, why = cuda_available()
+    return "" if ok else f"TensorRT imports but CUDA is not usable: {why}"
+
+
+_REAL_TRT_SKIP = _tensorrt_reason()
+
+
+@pytest.mark.skipif(bool(_REAL_TRT_SKIP), reason=_REAL_TRT_SKIP or "n/a")
+def test_real_tensorrt_variants_agree_with_onnx_runtime(demo_model, demo_cache, session_workspace):
+    import tensorrt as trt
+
+    from trtlab.backends import make_runner
+    from trtlab.backends.trt import TrtRunner, build_engine, find_qdq_model, inspect_engine, tensorrt_major
+    from trtlab.preprocess import normalize_batch
+
+    batch = normalize_batch(demo_cache.crops[demo_cache.valid_indices], demo_cache.preprocess)
+    with make_runner(demo_model, backend="ort") as ort_runner:
+        reference = ort_runner.infer(batch).argmax(1)
+    variants = {"fp32": (demo_model, "fp32", 0.95), "fp16": (demo_model, "fp16", 0.95)}
+    if tensorrt_major(trt) == 10:
+        variants["int8-implicit"] = (demo_model, "int8-implicit", 0.8)
+    from trtlab.variants import Recipe, build_variant
+
+    qdq = build_variant(demo_model, Recipe(calibration_images=24, calibration_batch=8), demo_cache,
+                        demo_cache.valid_indices, workspace=session_workspace, progress=False).model_path
+    assert find_qdq_model(demo_model, session_workspace) is not None
+    variants["int8"] = (qdq, "int8", 0.8)
+    for name, (model, precision, threshold) in variants.items():
+        build = build_engine(model, precision, workspace=session_workspace, calibration=demo_cache, opt_batch=8,
+                             max_batch=32, calibration_batch=8, progress=False)
+        with TrtRunner(build.engine_path) as runner:
+            top1 = runner.infer(batch).argmax(1)
+            assert runner.last_gpu_ms and runner.last_gpu_ms > 0
+        agreement = float((top1 == reference).mean())
+        assert agreement >= threshold, f"{name}: top-1 agreement with ORT FP32 {agreement:.2f} < {threshold}"
+        counts = inspect_engine(build.engine_path).counts
+        assert counts["layers"] > 0
+        if precision.startswith("int8"):
+            assert counts["int8_layers"] > 0, f"{name}: no layer runs INT8"
