@@ -23,7 +23,8 @@ pytestmark = pytest.mark.skipif(bool(_SKIP), reason=_SKIP or "n/a")
 def photo_batch(demo_cache):
     from trtlab.preprocess import normalize_batch
 
-    return normalize_batch(demo_cache.crops[demo_cache.valid_indices], demo_cache.preprocess)
+    # C-contiguous, as Runner.check_input hands batches to a backend (normalize_batch returns a transposed view)
+    return np.ascontiguousarray(normalize_batch(demo_cache.crops[demo_cache.valid_indices], demo_cache.preprocess))
 
 
 def test_device_info_names_the_gpu():
@@ -74,11 +75,14 @@ def test_copy_timing_reports_both_memory_kinds(photo_batch):
     assert all(t.ms_median > 0 and t.gb_per_s > 0 for t in result["timings"])
 
 
-def test_oversized_copy_is_refused_with_sizes():
+def test_oversized_or_strided_copies_are_refused_with_the_fix():
     from trtlab.backends.cuda_rt import DeviceBuffer
 
     with DeviceBuffer(16) as device, pytest.raises(ValueError, match="32 bytes does not fit the 16-byte"):
         device.copy_from_host(np.zeros(8, np.float32))
+    strided = np.zeros((2, 4), np.float32).T  # an async copy of a temporary contiguous copy could outlive it
+    with DeviceBuffer(32) as device, pytest.raises(ValueError, match="np.ascontiguousarray"):
+        device.copy_from_host(strided)
 
 
 def test_calibrator_get_batch_returns_device_pointers_holding_the_batch(demo_cache):
@@ -108,7 +112,7 @@ def test_calibrator_get_batch_returns_device_pointers_holding_the_batch(demo_cac
         attributes = check(rt.cudaPointerGetAttributes(ptr), "cudaPointerGetAttributes")
         assert attributes.type == rt.cudaMemoryType.cudaMemoryTypeDevice
         expected = normalize_batch(demo_cache.crops[indices[served: served + 8]], demo_cache.preprocess)
-        back = np.empty_like(expected)
+        back = np.empty(expected.shape, expected.dtype)  # C order, as the calibrator staged it
         check(rt.cudaMemcpy(back.ctypes.data, ptr, back.nbytes, rt.cudaMemcpyKind.cudaMemcpyDeviceToHost), "memcpy")
         assert np.array_equal(back, expected)
         served += 8

@@ -341,6 +341,20 @@ def test_resolve_selection():
         resolve_selection([])
 
 
+def test_fp16_reference_found_by_name_or_recipe(hand_store):
+    from trtlab.dashboard import build_dashboard, fp16_variant
+
+    results = hand_store.load_all()
+    assert fp16_variant(results) == "fp16"
+    half = results.pop("fp16")
+    half.record["recipe"] = {"precision": "fp16"}
+    assert fp16_variant({**results, "half-precision": half}) == "half-precision"
+    assert fp16_variant(results) is None
+    # Without an FP16 variant selected, the table compares with the reference only.
+    table = build_dashboard(hand_store, variants=["fp32", "int8-a"]).table
+    assert table.attrs["compared_with"] == ["fp32"] and "top1_agreement_vs_fp16" not in table.columns
+
+
 def test_widget_callbacks_without_a_browser(hand_store):
     from trtlab import dashboard
 

@@ -355,3 +355,15 @@ def test_demo_standin_when_no_imagenet_is_found(tmp_path, monkeypatch):
     assert prep.source == "folders" and "imagenet_demo_standin" in str(prep.images_dir)
     assert len(prep.split.calibration) > 0 and len(prep.split.evaluation) > 0
     assert os.path.islink(prep.dataset.paths[0])
+
+
+def test_quick_evaluation_subset_decodes_only_its_images(tmp_path, demo_data):
+    root = tmp_path / "imagenet"
+    truth = copy_val_images(root / "val", demo_data)
+    write_kaggle(root, sorted(truth.items()))
+    prep = prepare_imagenet(root, workspace=tmp_path / "ws", calibration_size=6, progress=False)
+    quick = prep.decode(subset="evaluation", per_class=1, progress=False)
+    classes_in_eval = len(set(prep.dataset.labels[prep.split.evaluation]))
+    assert quick.decoded_now == classes_in_eval == len(quick.dataset)
+    assert set(quick.dataset.paths) <= set(prep.evaluation_set().paths)
+    assert not set(quick.dataset.paths) & set(prep.calibration_set().paths)

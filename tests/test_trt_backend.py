@@ -368,6 +368,9 @@ def test_latency_stats_and_int8_vs_fp16_table():
     table = latency_table(rows)
     assert table.loc[("int8", 8), "p50_ms"] == 5.0
     assert table.attrs["ratio"].to_dict() == {1: 0.75, 8: 1.25}  # INT8 slower than FP16 at batch 8
+    side = table.attrs["side_by_side"]
+    assert list(side.columns) == ["fp16 p50 ms", "int8 p50 ms", "int8/fp16 p50"]
+    assert side.loc[8].tolist() == [4.0, 5.0, 1.25]
 
 
 def test_build_cli_without_tensorrt_says_so(monkeypatch, capsys):

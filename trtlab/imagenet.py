@@ -506,7 +506,7 @@ class ImageNetPrep:
 
     def summary(self) -> str:
         info = self.split.describe(self.dataset)
-        calib_pc, eval_pc = info["calibration_per_class"], info["evaluation_per_class"]
+        calib_pc, eval_pc = info["calibration_images_per_class"], info["evaluation_images_per_class"]
         return "\n".join([
             f"ImageNet val: {len(self.dataset):,} labelled images in {self.report['classes']:,} classes "
             f"from {self.images_dir}",
@@ -585,9 +585,8 @@ def prepare_imagenet(root: str | os.PathLike | None = None, *, images: str | os.
         raise ImageNetPrepError(f"no .jpg/.jpeg/.png images under {inputs.images_dir}; pass images=... (the folder "
                                 f"with the ILSVRC2012_val_*.JPEG files)")
     source = _read_source(labels, inputs, found)
-    say(f"[trtlab] {len(found):,} image files under {inputs.images_dir}; labels from {source.description}")
     report = check_imagenet(found, source, classes, inputs.images_dir, expect_full_set)
-    for line in report.summary_lines()[1:]:
+    for line in report.summary_lines():
         say(f"[trtlab] {line}")
 
     folder = workspace_dir(workspace) / "imagenet"
@@ -761,7 +760,7 @@ def organize(prep: ImageNetPrep, layout: str = "wnid", target: str | os.PathLike
         else:
             _link(destination, source.resolve())
     if move:
-        _remove_empty_dirs(prep.images_dir)
+        _remove_emptied_dirs({Path(p).parent for p in prep.dataset.paths}, prep.images_dir)
         _rewrite_after_move(prep, new_paths)
     if progress:
         verb = "moved" if move else "linked"
@@ -786,10 +785,11 @@ def _link(link: Path, target: Path) -> None:
     os.replace(tmp, link)
 
 
-def _remove_empty_dirs(root: Path) -> None:
-    for current, dirs, files in os.walk(root, topdown=False):
-        if Path(current) != root and not os.listdir(current):
-            os.rmdir(current)
+def _remove_emptied_dirs(folders: set[Path], root: Path) -> None:
+    """Remove the folders our moves emptied (deepest first); other folders of the user's stay as they are."""
+    for folder in sorted(folders, key=lambda f: len(f.parts), reverse=True):
+        if folder != root and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
 
 
 def _rewrite_after_move(prep: ImageNetPrep, new_paths: list[str]) -> None:

@@ -1,6 +1,7 @@
 """ONNX classifier inspection: the input must be N×3×H×W float, the output N×classes logits."""
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,11 +45,18 @@ def _dims(value_info) -> tuple:
 
 def inspect_classifier(path: str | os.PathLike) -> ModelInfo:
     """Read the model's single image input and first output, and check the input is N×3×H×W float32."""
-    import onnx
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"ONNX model {path} does not exist")
+    stat = path.stat()
+    return _inspect_cached(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _inspect_cached(path_text: str, size: int, mtime_ns: int) -> ModelInfo:
+    import onnx
+
+    path = Path(path_text)
     model = onnx.load(str(path), load_external_data=False)
     initializers = {init.name for init in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in initializers]

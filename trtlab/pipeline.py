@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import platform
+from concurrent.futures import ThreadPoolExecutor
 import time
 from pathlib import Path
 
@@ -35,7 +36,6 @@ def evaluate(
     `indices` restricts evaluation to those images of the cache (e.g. the evaluation half of a split). A variant
     already stored for the same model file, recipe and images is reused (force=True re-runs it).
     """
-    from tqdm.auto import tqdm
 
     info = inspect_classifier(model_path)
     if info.image_size != (cache.preprocess.crop, cache.preprocess.crop):
@@ -57,19 +57,15 @@ def evaluate(
     if len(indices) == 0:
         raise ValueError(f"no decodable images in dataset {cache.dataset.name!r}; see {cache.folder}/failures.json")
     runner = make_runner(model_path, backend=backend, **(runner_options or {}))
-    logits_chunks = []
+
     started = time.time()
     with runner:
         description = runner.describe()
         if progress:
             versions = ", ".join(f"{k}={v}" for k, v in description.items() if k not in ("runner",))
             print(f"[trtlab] {variant}: running {Path(model_path).name} on {versions}")
-        bar = tqdm(total=len(indices), desc=f"infer {variant}", unit="img", disable=not progress)
-        for _, crops in cache.iter_batches(indices, batch_size):
-            logits_chunks.append(runner.infer(normalize_batch(crops, cache.preprocess)).astype(np.float32))
-            bar.update(len(crops))
-        bar.close()
-    logits = np.concatenate(logits_chunks)
+        logits_chunks = infer_cached(runner, cache, indices, batch_size, desc=f"infer {variant}", progress=progress)
+    logits = np.concatenate(logits_chunks) if logits_chunks else np.zeros((0, 0), np.float32)
     if logits.ndim != 2:
         raise ValueError(f"{Path(model_path).name} output has shape {list(logits.shape)}; expected N×classes logits")
     top5_indices, top5_probs = top5_from_logits(logits)
@@ -97,3 +93,24 @@ def evaluate(
     )
     store.save(result)
     return result
+
+
+def infer_cached(runner, cache: DecodeCache, indices, batch_size: int = 32, desc: str = "infer",
+                 progress: bool = True) -> list[np.ndarray]:
+    """Logits (float32, one array per batch) of an active runner over `indices` of the decode cache.
+
+    The next batch is read from the cache and normalised while the runner works on the current one.
+    """
+    from tqdm.auto import tqdm
+
+    chunks = []
+    bar = tqdm(total=len(indices), desc=desc, unit="img", disable=not progress)
+    with ThreadPoolExecutor(1) as pool:
+        batches = (normalize_batch(crops, cache.preprocess) for _, crops in cache.iter_batches(indices, batch_size))
+        pending = pool.submit(next, batches, None)
+        while (batch := pending.result()) is not None:
+            pending = pool.submit(next, batches, None)
+            chunks.append(runner.infer(batch).astype(np.float32, copy=False))
+            bar.update(len(batch))
+    bar.close()
+    return chunks

@@ -120,9 +120,12 @@ def resize_center_crop(image: np.ndarray, spec: Preprocess, bgr: bool = False) -
 
 def normalize_batch(crops: np.ndarray, spec: Preprocess) -> np.ndarray:
     """uint8 NHWC crops → float32 NCHW model input, (x - mean) / std per channel."""
-    mean = np.asarray(spec.mean, np.float32).reshape(1, 3, 1, 1)
-    inv_std = (1.0 / np.asarray(spec.std, np.float32)).reshape(1, 3, 1, 1)
-    batch = np.asarray(crops).transpose(0, 3, 1, 2).astype(np.float32)
-    batch -= mean
-    batch *= inv_std
+    crops = np.asarray(crops)
+    n, h, w, _ = crops.shape
+    batch = np.empty((n, 3, h, w), np.float32)  # C-contiguous, as runtimes want it: no second copy later
+    for channel in range(3):
+        plane = batch[:, channel]
+        np.copyto(plane, crops[..., channel], casting="unsafe")
+        plane -= np.float32(spec.mean[channel])
+        plane *= np.float32(1.0 / spec.std[channel])
     return batch

@@ -52,7 +52,7 @@ class Split:
         return np.asarray(sorted(chosen), np.int64)
 
     def describe(self, dataset: Dataset | None = None) -> dict:
-        """Sizes (and, given the dataset, per-class counts) of both sets."""
+        """Sizes and settings (and, given the dataset, classes and (min, max) images per class) of both sets."""
         info = {"calibration": len(self.calibration), "evaluation": len(self.evaluation), "seed": self.seed,
                 "method": self.method, **self.params}
         if dataset is not None:
@@ -61,7 +61,7 @@ class Split:
                 counts = np.bincount(labels[labels >= 0]) if (labels >= 0).any() else np.zeros(0, np.int64)
                 counts = counts[counts > 0]
                 info[f"{name}_classes"] = int(len(counts))
-                info[f"{name}_per_class"] = (int(counts.min()), int(counts.max())) if len(counts) else (0, 0)
+                info[f"{name}_images_per_class"] = (int(counts.min()), int(counts.max())) if len(counts) else (0, 0)
         return info
 
     def _check(self, dataset: Dataset) -> None:

@@ -90,7 +90,19 @@ def _json_default(obj):
     raise TypeError(f"cannot store {type(obj).__name__} as JSON")
 
 
+_SHA_MEMO: dict[tuple, str] = {}
+
+
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    """sha256 of a file's bytes, remembered per (path, size, mtime) so repeated evaluations don't rehash models."""
+    stat = os.stat(path)
+    key = (os.path.abspath(os.fspath(path)), stat.st_size, stat.st_mtime_ns)
+    if key not in _SHA_MEMO:
+        _SHA_MEMO[key] = _sha256_uncached(path, chunk)
+    return _SHA_MEMO[key]
+
+
+def _sha256_uncached(path, chunk: int) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(chunk), b""):

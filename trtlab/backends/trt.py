@@ -237,8 +237,8 @@ def build_engine(onnx_path, precision: str = "fp32", output: str | os.PathLike |
     opts = BuildOptions(precision=precision, **options)
     info = inspect_classifier(onnx_path)
     if not info.dynamic_batch:
-        fixed = int(info.input_shape[0])
-        opts.min_batch = opts.opt_batch = opts.max_batch = fixed
+        fixed = int(info.input_shape[0])  # a fixed-batch model admits one shape only, calibration included
+        opts.min_batch = opts.opt_batch = opts.max_batch = opts.calibration_batch = fixed
     if opts.precision == "int8-implicit":
         if major >= 11:
             raise ImplicitInt8Unsupported(
@@ -834,8 +834,9 @@ def benchmark_runner(runner: Runner, batch_sizes=(1, 8), iterations: int = 20, w
 
 
 def latency_table(rows, reference: str = "fp16", compare: str = "int8"):
-    """Benchmark rows → one row per (variant, batch) with p50/p90/p99 and throughput, plus, when both variants
-    are present, `compare`/`reference` p50 ratios per batch (below 1: `compare` is faster)."""
+    """Benchmark rows → one row per (variant, batch) with p50/p90/p99 and throughput. `table.attrs` holds
+    'side_by_side' (batch × variant p50, plus the `compare`/`reference` p50 ratio when both variants exist; below
+    1: `compare` is faster) and that ratio alone as 'ratio'."""
     import pandas as pd
 
     table = pd.DataFrame(rows)
@@ -844,9 +845,13 @@ def latency_table(rows, reference: str = "fp16", compare: str = "int8"):
     table = table.set_index(["variant", "batch"])[["backend", "timer", "p50_ms", "p90_ms", "p99_ms", "mean_ms",
                                                     "throughput_ips"]]
     variants = table.index.get_level_values(0)
+    side_by_side = table["p50_ms"].unstack(0)[list(dict.fromkeys(variants))]  # batch × variant p50 (ms)
+    side_by_side.columns = [f"{v} p50 ms" for v in side_by_side.columns]
     if reference in variants and compare in variants:
         ratio = (table.loc[compare, "p50_ms"] / table.loc[reference, "p50_ms"]).rename(f"{compare}/{reference} p50")
         table.attrs["ratio"] = ratio.dropna()
+        side_by_side[ratio.name] = ratio
+    table.attrs["side_by_side"] = side_by_side
     return table
 
 
@@ -876,7 +881,10 @@ class EngineSet:
                 counts = precision_summary(path)
                 rows.append({"variant": name, "source": "ONNX graph (no TensorRT here)",
                              **{f"{k}_nodes": v for k, v in sorted(counts.items())}})
-        return pd.DataFrame(rows).set_index("variant")
+        table = pd.DataFrame(rows).set_index("variant")
+        counts = [c for c in table.columns if c.endswith(("_nodes", "_layers"))]
+        table[counts] = table[counts].fillna(0).astype(int)
+        return table
 
     def layers(self, variant: str):
         """Per-layer table of one variant: TensorRT's engine inspector (name, type, precision, formats, tactic),
