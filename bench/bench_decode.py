@@ -1,9 +1,10 @@
 """Decode-cache throughput on real JPEGs: images/s and images/s per core, threads vs processes.
 
-    python bench/bench_decode.py [--images 600] [--workers 1,2] [--repeat 2]
+    python bench/bench_decode.py [--images 600] [--workers 1,2] [--repeat 2] [--photos DIR]
 
 The photos are the demo photos (foolbox's ImageNet JPEGs, scikit-image/matplotlib photos; PNGs re-encoded as
-JPEG quality 90), copied under distinct names until --images files exist. The anchor is a plain single-threaded
+JPEG quality 90), copied under distinct names until --images files exist; --photos DIR uses the JPEGs in DIR
+instead (e.g. real ImageNet val images on Kaggle). The anchor is a plain single-threaded
 `decode_image` loop over the same files in the same run; every configuration prints its ratio to it, so the
 numbers compare across machines. The files are read once before timing, so all runs see a warm page cache.
 """
@@ -19,13 +20,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def make_jpeg_folder(folder: Path, count: int) -> list[str]:
+def make_jpeg_folder(folder: Path, count: int, photos: str | None = None) -> list[str]:
     import cv2
 
     from trtlab.demo import demo_dataset
 
+    if photos:
+        originals = sorted(str(p) for p in Path(photos).rglob("*") if p.suffix.lower() in (".jpg", ".jpeg"))
+        if not originals:
+            raise SystemExit(f"no .jpg/.jpeg files under {photos}")
+    else:
+        originals = demo_dataset().paths
     sources = []
-    for path in demo_dataset().paths:
+    for path in originals:
         if path.lower().endswith((".jpg", ".jpeg")):
             sources.append(Path(path).read_bytes())
         else:
@@ -46,6 +53,7 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", default=None, help="comma-separated worker counts (default: 1 and all cores)")
     parser.add_argument("--repeat", type=int, default=2, help="runs per configuration; the best is reported")
     parser.add_argument("--chunk-size", type=int, default=64)
+    parser.add_argument("--photos", default=None, help="folder of JPEGs to use instead of the demo photos")
     args = parser.parse_args(argv)
 
     from trtlab.dataset import Dataset
@@ -57,7 +65,7 @@ def main(argv=None) -> int:
     spec = get_preprocess("tf-lite")
     tmp = Path(tempfile.mkdtemp(prefix="trtlab-bench-decode-"))
     try:
-        paths = make_jpeg_folder(tmp / "images", args.images)
+        paths = make_jpeg_folder(tmp / "images", args.images, args.photos)
         dataset = Dataset("bench-jpegs", paths)
         mean_kb = sum(Path(p).stat().st_size for p in paths) / len(paths) / 1000
         for path in paths:  # warm the page cache so every configuration reads from memory

@@ -134,3 +134,26 @@ def test_demo_job_writes_report(session_workspace, demo_model):
     assert list(table.index) == ["fp32", "int8-minmax", "int8-entropy", "int8-percentile99.99"]
     markdown = job.report["md"].read_text()
     assert all(name in markdown for name in table.index)
+
+
+def test_eval_cli_on_a_wnid_folder_with_the_torchvision_preset(photo_folder, session_workspace, capsys):
+    """A user's own ONNX classifier (here the ONNX test-suite ResNet-50 graph: fixed batch 1, opset 9, constant
+    weights) on a folder with one sub-folder per WNID, with the torchvision preset."""
+    from pathlib import Path
+
+    from trtlab.__main__ import main
+    from trtlab.dataset import Dataset
+
+    resnet = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_resnet50.onnx"
+    if not resnet.exists():
+        pytest.skip(f"{resnet} is not shipped by this onnx wheel")
+    dataset = Dataset.from_folder(photo_folder)
+    assert len(dataset) == 21 and dataset.labelled_count == 21  # labels come from the WNID folder names
+    assert main(["eval", "--model", str(resnet), "--data", str(photo_folder), "--preset", "torchvision",
+                 "--workspace", str(session_workspace)]) == 0
+    out = capsys.readouterr().out
+    assert "fixed batch of 1" in out and "report:" in out
+    store = ResultsStore.for_eval_set(dataset, __import__("trtlab.preprocess").preprocess.PRESETS["torchvision"],
+                                      session_workspace)
+    result = store.load("fp32")
+    assert result.record["preprocess"]["name"] == "torchvision" and result.logits.shape == (21, 1000)

@@ -27,6 +27,8 @@ _EXPORTS = {
     "class_names": "classes",
     "Recipe": "variants", "build_variant": "variants", "compare": "ab", "ab_widgets": "ab",
     "resolve_guards": "guards",
+    "build_engines": "backends.trt", "convert_to_fp16": "fp16",
+    "sanitize_model": "sanitize",
 }
 
 

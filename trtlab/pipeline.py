@@ -42,6 +42,11 @@ def evaluate(
         raise ValueError(f"{Path(model_path).name} takes {info.image_size[0]}×{info.image_size[1]} images but the "
                          f"decode cache holds {cache.preprocess.crop}×{cache.preprocess.crop} crops; "
                          f"use a preprocessing with crop={info.image_size[0]}")
+    if isinstance(info.input_shape[0], int) and info.input_shape[0] != batch_size:
+        if progress:
+            print(f"[trtlab] {Path(model_path).name} has a fixed batch of {info.input_shape[0]}; using batch_size="
+                  f"{info.input_shape[0]} (re-export with a dynamic batch for faster evaluation)")
+        batch_size = info.input_shape[0]
     store = store or ResultsStore.for_eval_set(cache.dataset, cache.preprocess, workspace)
     recipe = dict(recipe or {"precision": "fp32"})
     valid = cache.valid_indices
