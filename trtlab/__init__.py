@@ -29,6 +29,7 @@ _EXPORTS = {
     "resolve_guards": "guards",
     "build_engines": "backends.trt", "convert_to_fp16": "fp16",
     "sanitize_model": "sanitize",
+    "prepare_imagenet": "imagenet", "load_imagenet": "imagenet",
 }
 
 

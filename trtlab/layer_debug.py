@@ -17,7 +17,8 @@ disabled (the literal Q/DQ reference semantics that TensorRT implements; see var
    the suffix's Q/DQ plan is checked against the full graph's plan, and the full graph runs whenever they differ.
    Under additive quantization noise both experiments estimate the layer's share of the output noise:
    only-one: Σerr²(only L) / Σerr²(all); all-but-one: 1 − Σerr²(all but L) / Σerr²(all). Layers are ranked by the
-   mean of the two (`noise_share`). Progress is saved after every layer; an interrupted run resumes.
+   mean of the two (`noise_share`; the shares need not sum to 1: quantization noise compounds through the
+   network). Progress is saved after every run; an interrupted call resumes where it stopped.
 3. **Guard search** (`LayerDebugger.search_guards`): guard the most sensitive layers one at a time (greedy on the
    ranking), evaluating top-1 agreement with FP32 on the evaluation images after each step, and stop as soon as
    the target is met. The result is a guard list (`node:<name>` strings) that a `Recipe`, notebook 03, the
@@ -33,7 +34,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -166,8 +166,8 @@ def compared_tensors(fp32_model, quantized_model=None) -> list[str]:
 
 
 def _suffix_model(fp32, start: int):
-    """The graph from node `start` on; tensors it reads from earlier nodes (or the graph input) become inputs."""
-    import onnx
+    """The graph from node `start` on; tensors it reads from earlier nodes (or the graph input) become inputs.
+    (None, []) when a graph output is produced before `start`."""
     from onnx import TensorProto, helper
 
     nodes = list(fp32.graph.node)
@@ -192,6 +192,16 @@ def _suffix_model(fp32, start: int):
     model = helper.make_model(graph, opset_imports=list(fp32.opset_import))
     model.ir_version = fp32.ir_version
     return model, cut
+
+
+def _is_float_only(model, fp32) -> bool:
+    """True when a variant computes exactly what the FP32 graph computes: the quantizer added no node (no Q/DQ,
+    no fp16 Cast)."""
+    return len(model.graph.node) == len(fp32.graph.node)
+
+
+def _guard(node_name: str, precision: str = "fp32") -> str:
+    return f"node:{node_name}" + ("=fp16" if precision == "fp16" else "")
 
 
 def _fake_quantize(values: np.ndarray, scale: float) -> np.ndarray:
@@ -219,6 +229,7 @@ class TensorErrors:
     peak_batch_bytes: int
     jump: dict | None = None  # the row where the error first jumps (see find_jump)
     output: str = ""  # the model output's tensor name (the logits row)
+    suspect_scales: list = field(default_factory=list)  # quantized tensors whose own Q/DQ is unusually lossy
 
     def plot(self):
         return plot_tensor_errors(self)
@@ -235,6 +246,10 @@ class TensorErrors:
                      f"{self.jump['op_type']}): SQNR {self.jump['sqnr_db']:.1f} dB, {self.jump['drop_db']:.1f} dB below its inputs")
         else:
             text += "; no jump (the error grows gradually)"
+        for suspect in self.suspect_scales:
+            text += (f"; the Q/DQ of {suspect['tensor']} alone leaves {suspect['qdq_sqnr_db']:.1f} dB (median of the "
+                     f"quantized tensors {suspect['median_db']:.1f} dB): check its scale (read by "
+                     f"{', '.join(suspect['read_by'][:3])})")
         return text
 
     def save(self, folder) -> dict:
@@ -244,11 +259,23 @@ class TensorErrors:
             self.table.to_csv(tmp, index=False)
         meta = atomic_write_json(folder / "tensor_errors.json", {"variant": self.variant, "images": self.images,
                                                                   "peak_batch_bytes": self.peak_batch_bytes,
-                                                                  "jump": self.jump, "output": self.output})
+                                                                  "jump": self.jump, "output": self.output,
+                                                                  "suspect_scales": self.suspect_scales})
         return {"csv": path, "json": meta}
 
-    def _repr_html_(self):
-        return f"<p>{self.summary()}</p>" + self.table.to_html(max_rows=30)
+    def worst(self, count: int = 10):
+        """The `count` tensors with the lowest SQNR, plus the jump and suspect rows, in graph order."""
+        t = self.table
+        picked = set(t.nsmallest(count, "sqnr_db")["depth"])
+        picked |= {self.jump["depth"]} if self.jump else set()
+        picked |= {s["depth"] for s in self.suspect_scales}
+        return t[t["depth"].isin(picked)]
+
+    def show(self) -> None:
+        """Summary, the plot and the worst tensors, in a notebook."""
+        columns = ["depth", "tensor", "node", "op_type", "sqnr_db", "drop_db", "cosine", "cosine_worst",
+                   "max_abs_error", "qdq_sqnr_db"]
+        _display(self.summary(), self.plot(), self.worst()[columns].round(4))
 
 
 @dataclass
@@ -258,7 +285,7 @@ class Sensitivity:
     table: object  # pandas DataFrame indexed by layer name
     baseline: dict  # logits metrics of the fully quantized variant and of the unquantized one
     images: int
-    resumed_layers: int = 0
+    resumed_runs: int = 0  # runs (layer × mode) read back from an earlier, interrupted or identical call
 
     @property
     def ranking(self) -> list[str]:
@@ -274,10 +301,18 @@ class Sensitivity:
             self.table.to_csv(tmp)
         return {"csv": path}
 
-    def _repr_html_(self):
+    def summary(self) -> str:
         b = self.baseline["all"]
-        return (f"<p>{len(self.table)} layers on {self.images} images; all layers INT8: logits SQNR "
-                f"{b['sqnr_db']:.1f} dB, top-1 agreement {b['top1_agreement']:.1%}</p>" + self.table.to_html(max_rows=20))
+        top = self.table.iloc[0]
+        return (f"{len(self.table)} layers on {self.images} images; all layers INT8: output SQNR {b['sqnr_db']:.1f} dB, "
+                f"top-1 agreement {b['top1_agreement']:.0%}. Most sensitive: {self.table.index[0]} ({top['op_type']}), "
+                f"~{top['noise_share']:.0%} of the output noise (only it INT8: {top['only_sqnr_db']:.1f} dB; guarding "
+                f"it alone: {top['all_but_gain_db']:+.1f} dB)")
+
+    def show(self, top: int = 15) -> None:
+        columns = ["rank", "op_type", "noise_share", "noise_share_only", "noise_share_all_but", "only_sqnr_db",
+                   "all_but_gain_db", "only_top1_agreement", "all_but_top1_agreement"]
+        _display(self.summary(), self.plot(top), self.table.head(top)[columns].round(4))
 
 
 @dataclass
@@ -331,8 +366,8 @@ class GuardSearch:
             "recipe": self.recipe().to_dict(), "evaluation_images": self.evaluation_images,
             "steps": json.loads(self.steps.to_json(orient="records")), "verified": self.verified})
 
-    def _repr_html_(self):
-        return f"<p>{self.summary()}</p>" + self.steps.to_html()
+    def show(self) -> None:
+        _display(self.summary(), table=self.steps.round(4))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -434,28 +469,36 @@ class LayerDebugger:
             resolved[tensor] = resolved.get(tensor, 1.0) * factor
         return resolved
 
+    def _layer_names(self, layers) -> list[str]:
+        """Layer names from names or guard strings ('node:<name>[=fp16]'), checked."""
+        names = [g[5:].partition("=")[0] if g.startswith("node:") else g for g in layers]
+        unknown = [n for n in names if n not in set(self.all_layers)]
+        if unknown:
+            raise KeyError(f"not weighted layers of this model: {unknown[:4]}; layers are e.g. {self.all_layers[:4]}")
+        return names
+
     def layer_input(self, layer: str) -> str:
         """The activation tensor a layer quantizes (its data input)."""
         if layer not in self.node_index or layer not in set(self.all_layers):
             raise KeyError(f"{layer!r} is not a weighted layer; layers are e.g. {self.all_layers[:6]}")
         return self.fp32.graph.node[self.node_index[layer]].input[0]
 
-    def guard_strings(self, extra_layers=()) -> list[str]:
-        """The recipe's guards followed by `node:<name>` for each extra layer (a Recipe accepts the list)."""
-        return list(self.recipe.guards) + [f"node:{name}" for name in extra_layers]
+    def guard_strings(self, extra_layers=(), precision: str = "fp32") -> list[str]:
+        """The recipe's guards followed by `node:<name>` (with '=fp16' for precision='fp16') for each extra layer:
+        the list a Recipe, notebook 03, `python -m trtlab calibrate --guards` and `build --guard` accept."""
+        return list(self.recipe.guards) + [_guard(name, precision) for name in extra_layers]
 
-    def _node_guards(self, extra_layers=()) -> list[str]:
-        """Recipe guards resolved to node names (with precision), plus extra layers in FP32."""
-        guards = [f"node:{g.name}" + ("=fp16" if g.precision == "fp16" else "") for g in self.base_guards]
-        return guards + [f"node:{name}" for name in extra_layers]
+    def _node_guards(self, extra_layers=(), precision: str = "fp32") -> list[str]:
+        """Recipe guards resolved to node names (with their precision), plus the extra layers."""
+        return [_guard(g.name, g.precision) for g in self.base_guards] + [_guard(n, precision) for n in extra_layers]
 
-    def quantized_model(self, extra_layers=(), start: int | None = None):
+    def quantized_model(self, extra_layers=(), start: int | None = None, precision: str = "fp32"):
         """(ModelProto, cut inputs): the INT8 variant with `extra_layers` guarded, built in memory by the quantizer;
         with `start`, only the graph from node `start` on (cut tensors as inputs) when its Q/DQ plan provably
         equals the full graph's there, else the full graph (cut inputs = [the graph input])."""
         from .quantize import insert_qdq, plan_quantization
 
-        guards = self._node_guards(extra_layers)
+        guards = self._node_guards(extra_layers, precision)
         full_plan = plan_quantization(self.fp32, guards)
         if start:
             suffix, cut = _suffix_model(self.fp32, start)
@@ -479,16 +522,19 @@ class LayerDebugger:
         return tqdm(total=total, desc=desc, unit=unit, disable=not self.progress)
 
     # -- 1. per-tensor comparison --------------------------------------------------------------------------------
-    def tensor_errors(self, extra_layers=(), indices=None, jump_db: float = JUMP_MIN_DB) -> TensorErrors:
-        """Compare every original tensor of the INT8 variant (with `extra_layers` guarded) with FP32, in graph
-        order, on the debug images (or `indices`). `qdq_sqnr_db` is the SQNR of a quantized tensor's own Q/DQ
-        (its INT8 rounding and clipping on the variant's values): low there means that tensor's scale is bad."""
+    def tensor_errors(self, extra_layers=(), indices=None, precision: str = "fp32",
+                      jump_db: float = JUMP_MIN_DB) -> TensorErrors:
+        """Compare every original tensor of the INT8 variant (with `extra_layers` guarded in `precision`) with
+        FP32, in graph order, on the debug images (or `indices`). `qdq_sqnr_db` is the SQNR of a quantized
+        tensor's own Q/DQ (its INT8 rounding and clipping on the variant's values): low means a bad scale."""
         import pandas as pd
 
         from .quantize import plan_quantization
 
-        quantized, _ = self.quantized_model(extra_layers)
-        quantized_tensors = plan_quantization(self.fp32, self._node_guards(extra_layers)).activations
+        extra_layers = self._layer_names(extra_layers)
+        quantized, _ = self.quantized_model(extra_layers, precision=precision)
+        plan = plan_quantization(self.fp32, self._node_guards(extra_layers, precision))
+        quantized_tensors = set(plan.activations)
         names = compared_tensors(self.fp32, quantized)
         fp32_session = _session(_with_outputs(self.fp32, names))
         int8_session = _session(_with_outputs(quantized, names))
@@ -528,8 +574,12 @@ class LayerDebugger:
         variant = self.recipe.name + ("" if not extra_layers else f"+{len(extra_layers)}guarded")
         if self.scale_overrides:
             variant += f" (scale overrides on {len(self.scale_overrides)} tensor(s))"
+        readers = plan.consumers
+        suspects = find_suspect_scales(table)
+        for suspect in suspects:
+            suspect["read_by"] = [node for node, _ in readers.get(suspect["tensor"], [])]
         return TensorErrors(table, variant, len(indices), int(peak), find_jump(table, jump_db),
-                            output=self.output_name)
+                            output=self.output_name, suspect_scales=suspects)
 
     # -- 2. per-layer sensitivity --------------------------------------------------------------------------------
     def sensitivity(self, layers=None, resume: bool = True) -> Sensitivity:
@@ -548,52 +598,44 @@ class LayerDebugger:
         state = {"runs": {}, "baseline": {}}
         if resume and state_path.exists():
             state = json.loads(state_path.read_text())
-        resumed = sum(1 for k, v in state["runs"].items() if v["batches"] >= self._batch_count())
+        resumed = sum(1 for v in state["runs"].values() if v["batches"] >= self._batch_count())
         names = compared_tensors(self.fp32)
         # 'only' runs start from the unquantized variant's tensors, 'all_but' runs from the fully quantized one's.
         references = {"only": self.quantized_model(self.layers)[0], "all_but": self.quantized_model(())[0]}
-        total = 2 * len(layers) * self._batch_count()
-        bar = self._bar(total, "layer sensitivity", "run")
-        done_before = sum(min(v["batches"], self._batch_count()) for v in state["runs"].values())
-        bar.update(done_before)
-        sessions: dict = {}
+        none_is_fp32 = _is_float_only(references["only"], self.fp32)
+        bar = self._bar(2 * len(layers) * self._batch_count(), "layer sensitivity", "run")
+        bar.update(sum(min(v["batches"], self._batch_count()) for v in state["runs"].values()))
         for b, (_, batch) in enumerate(self._batches(self.debug_indices)):
             fp32_logits = None
             for mode in ("only", "all_but"):
                 todo = [name for name in layers if state["runs"].get(f"{mode}|{name}", {}).get("batches", 0) <= b]
-                if not todo and f"{mode}" in state["baseline"] and state["baseline"][mode]["batches"] > b:
+                if not todo and state["baseline"].get(mode, {}).get("batches", 0) > b:
                     continue
-                if fp32_logits is None:
-                    fp32_logits = _session(self.fp32).run([self.output_name], {self.input_name: batch})[0]
-                ref_session = _session(_with_outputs(references[mode], names))
-                outputs = dict(zip(names, ref_session.run(names, {self.input_name: batch})))
-                del ref_session
+                # One batch of every tensor of the reference variant: the most this loop ever holds.
+                outputs = dict(zip(names, _session(_with_outputs(references[mode], names)).run(
+                    names, {self.input_name: batch})))
                 outputs[self.input_name] = batch
-                base = state["baseline"].get(mode, {"batches": 0, "sums": ErrorSums().to_dict()})
-                if base["batches"] <= b:
-                    sums = ErrorSums.from_dict(base["sums"])
+                if fp32_logits is None:
+                    fp32_logits = (outputs[self.output_name] if mode == "only" and none_is_fp32 else
+                                   _session(self.fp32).run([self.output_name], {self.input_name: batch})[0])
+                if state["baseline"].get(mode, {}).get("batches", 0) <= b:
+                    sums = ErrorSums.from_dict(state["baseline"].get(mode, {}).get("sums", ErrorSums().to_dict()))
                     sums.update(fp32_logits, outputs[self.output_name], logits=True)
                     state["baseline"][mode] = {"batches": b + 1, "sums": sums.to_dict()}
                 for name in todo:
                     extra = [other for other in self.layers if other != name] if mode == "only" else [name]
-                    cache_key = (mode, name)
-                    if cache_key not in sessions:
-                        model, cut = self.quantized_model(extra, start=self.node_index[name])
-                        sessions[cache_key] = (_session(model), cut)
-                        del model
-                    session, cut = sessions[cache_key]
+                    model, cut = self.quantized_model(extra, start=self.node_index[name])
+                    session = _session(model)
+                    del model
                     logits = session.run([self.output_name], {t: outputs[t] for t in cut})[0]
+                    del session
                     entry = state["runs"].get(f"{mode}|{name}", {"batches": 0, "sums": ErrorSums().to_dict()})
                     sums = ErrorSums.from_dict(entry["sums"])
                     sums.update(fp32_logits, logits, logits=True)
                     state["runs"][f"{mode}|{name}"] = {"batches": b + 1, "sums": sums.to_dict()}
-                    atomic_write_json(state_path, state)  # resume point: one layer at a time
+                    atomic_write_json(state_path, state)  # resume point after every run
                     bar.update(1)
-                    if self._batch_count() == 1:
-                        del sessions[cache_key]  # one batch: a session is used once
                 del outputs
-            if self._batch_count() > 1 and len(sessions) > 8:
-                sessions.clear()  # bounded memory over many batches: rebuild rather than keep 100 sessions
         bar.close()
         atomic_write_json(state_path, state)
         all_sums = ErrorSums.from_dict(state["baseline"]["all_but"]["sums"])
@@ -624,10 +666,10 @@ class LayerDebugger:
         return -(-len(self.debug_indices) // self.batch_size)
 
     # -- 3. guard search -----------------------------------------------------------------------------------------
-    def evaluate_guards(self, extra_layers=()) -> dict:
+    def evaluate_guards(self, extra_layers=(), precision: str = "fp32") -> dict:
         """Top-1 agreement / logit cosine with FP32 on the evaluation images, INT8 variant built in memory."""
         reference = self._fp32_evaluation()
-        model, _ = self.quantized_model(extra_layers)
+        model, _ = self.quantized_model(self._layer_names(extra_layers), precision=precision)
         session = _session(model)
         del model
         sums = ErrorSums()
@@ -648,13 +690,15 @@ class LayerDebugger:
         return self._fp32_eval
 
     def search_guards(self, target: float = 0.995, sensitivity: Sensitivity | None = None,
-                      max_guards: int | None = None, resume: bool = True) -> GuardSearch:
-        """Guard the most sensitive layers one by one until top-1 agreement with FP32 on the evaluation images
-        reaches `target`; stops at the first guard set that does."""
+                      max_guards: int | None = None, precision: str = "fp32", resume: bool = True) -> GuardSearch:
+        """Guard the most sensitive layers one by one (in `precision`: 'fp32' or 'fp16') until top-1 agreement
+        with FP32 on the evaluation images reaches `target`; stops at the first guard set that does."""
         import pandas as pd
 
         if not 0 < target <= 1:
             raise ValueError(f"target is a top-1 agreement fraction in (0, 1], got {target}")
+        if precision not in ("fp32", "fp16"):
+            raise ValueError(f"guard precision must be 'fp32' or 'fp16', got {precision!r}")
         sensitivity = sensitivity or self.sensitivity(resume=resume)
         ranking = sensitivity.ranking
         max_guards = len(ranking) if max_guards is None else min(int(max_guards), len(ranking))
@@ -666,9 +710,9 @@ class LayerDebugger:
         bar = self._bar(max_guards + 1, f"guard search (target {target:.2%})", "step")
         for k in range(max_guards + 1):
             added = ranking[:k]
-            step_key = "|".join(added)
+            step_key = "|".join([precision] + added)
             if step_key not in evaluated:
-                evaluated[step_key] = self.evaluate_guards(added)
+                evaluated[step_key] = self.evaluate_guards(added, precision)
                 atomic_write_json(state_path, evaluated)
             metrics = evaluated[step_key]
             steps.append({"step": k, "guarded": added[-1] if added else "(recipe guards only)",
@@ -681,7 +725,7 @@ class LayerDebugger:
                 break
         bar.close()
         template = self.recipe.to_dict()
-        return GuardSearch(self.guard_strings(added), list(added), pd.DataFrame(steps), float(target), reached,
+        return GuardSearch(self.guard_strings(added, precision), list(added), pd.DataFrame(steps), float(target), reached,
                            len(self.all_layers), len(self.layers) - len(added), template,
                            len(self.evaluation_indices), self)
 
@@ -760,31 +804,57 @@ def find_jump(table, jump_db: float = JUMP_MIN_DB) -> dict | None:
     return None
 
 
+def find_suspect_scales(table, min_gap_db: float = 10.0) -> list[dict]:
+    """Quantized tensors whose own Q/DQ (`qdq_sqnr_db`) is far lossier than the others': at least `min_gap_db` and
+    4 scaled median absolute deviations below the median. Such a tensor is clipped too hard or rounded too
+    coarsely — a scale problem rather than accumulated error."""
+    values = table["qdq_sqnr_db"].to_numpy(float)
+    finite = values[np.isfinite(values)]
+    if len(finite) < 3:
+        return []
+    median = float(np.median(finite))
+    mad = float(np.median(np.abs(finite - median)))
+    threshold = median - max(min_gap_db, 4 * 1.4826 * mad)
+    return [{"tensor": row["tensor"], "depth": int(row["depth"]), "qdq_sqnr_db": float(row["qdq_sqnr_db"]),
+             "median_db": median, "threshold_db": threshold, "scale": float(row["scale"])}
+            for _, row in table.iterrows() if np.isfinite(row["qdq_sqnr_db"]) and row["qdq_sqnr_db"] < threshold]
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Plots
 # ----------------------------------------------------------------------------------------------------------------
 def plot_tensor_errors(errors: TensorErrors):
-    """SQNR and cosine of every tensor over depth (graph order), layer outputs dotted, the jump marked."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    """SQNR and cosine of every tensor over depth (graph order), layer outputs dotted, the jump marked.
+    A matplotlib Figure made without pyplot (no global figure state; any backend)."""
+    from matplotlib.figure import Figure
 
     t = errors.table
-    fig, (ax_sqnr, ax_cos) = plt.subplots(2, 1, figsize=(12, 6), sharex=True, constrained_layout=True)
-    sqnr = np.minimum(t["sqnr_db"].to_numpy(float), SQNR_CAP_DB)
-    ax_sqnr.plot(t["depth"], sqnr, "-", color="tab:blue", lw=1.2, label="SQNR (dB), every tensor")
+    fig = Figure(figsize=(12, 6), constrained_layout=True)
+    ax_sqnr, ax_cos = fig.subplots(2, 1, sharex=True)
+    raw = t["sqnr_db"].to_numpy(float)
+    qdq = t["qdq_sqnr_db"].to_numpy(float)
+    finite = np.concatenate([raw[np.isfinite(raw)], qdq[np.isfinite(qdq)]])
+    top = min(SQNR_CAP_DB, float(finite.max()) + 10.0) if len(finite) else SQNR_CAP_DB
+    sqnr = np.minimum(raw, top)  # exact tensors (inf) sit on the top edge
+    ax_sqnr.plot(t["depth"], sqnr, "-", color="tab:blue", lw=1.2, label=f"SQNR (dB), every tensor (exact: {top:.0f})")
     is_layer = t["layer_output"].to_numpy(bool)
     ax_sqnr.plot(t["depth"][is_layer], sqnr[is_layer], "o", ms=3, color="tab:blue", label="layer outputs")
+    has_qdq = np.isfinite(qdq)
+    ax_sqnr.plot(t["depth"][has_qdq], np.minimum(qdq[has_qdq], top), "v", ms=4, color="0.55",
+                 label="own Q/DQ SQNR of quantized tensors")
+    for suspect in errors.suspect_scales:
+        ax_sqnr.plot([suspect["depth"]], [suspect["qdq_sqnr_db"]], "v", ms=7, color="tab:orange")
+        ax_sqnr.annotate(f"scale? {suspect['tensor']}", (suspect["depth"], suspect["qdq_sqnr_db"]), xytext=(6, -12),
+                         textcoords="offset points", color="tab:orange", fontsize=8)
     ax_cos.plot(t["depth"], t["cosine"], "-", color="tab:green", lw=1.2, label="cosine (all images)")
     ax_cos.plot(t["depth"], t["cosine_worst"], ":", color="tab:olive", lw=1.0, label="worst image")
     if errors.jump:
         d = errors.jump["depth"]
         for ax in (ax_sqnr, ax_cos):
             ax.axvline(d, color="red", lw=1.0, ls="--")
-        ax_sqnr.annotate(f"jump: {errors.jump['node']}\n−{errors.jump['drop_db']:.1f} dB",
-                         (d, min(errors.jump["sqnr_db"], SQNR_CAP_DB)), xytext=(8, 12),
-                         textcoords="offset points", color="red", fontsize=8)
+        ax_sqnr.annotate(f"jump: {errors.jump['node']} (−{errors.jump['drop_db']:.1f} dB)", (d, top),
+                         xytext=(6, -14), textcoords="offset points", color="red", fontsize=8)
+    ax_sqnr.set_ylim(top=top + 2)
     ax_sqnr.set_ylabel("SQNR vs FP32 (dB)")
     ax_sqnr.legend(loc="upper right", fontsize=8)
     ax_sqnr.set_title(f"{errors.variant}: error per tensor over depth ({errors.images} images)")
@@ -796,13 +866,11 @@ def plot_tensor_errors(errors: TensorErrors):
 
 def plot_sensitivity(sensitivity: Sensitivity, top: int = 20):
     """Ranked bar chart: each layer's estimated share of the output noise (only-one and all-but-one)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     t = sensitivity.table.head(top)
-    fig, ax = plt.subplots(figsize=(10, 0.3 * len(t) + 1.5), constrained_layout=True)
+    fig = Figure(figsize=(10, 0.3 * len(t) + 1.5), constrained_layout=True)
+    ax = fig.subplots()
     y = np.arange(len(t))[::-1]
     ax.barh(y + 0.2, t["noise_share_only"] * 100, 0.4, label="only this layer INT8")
     ax.barh(y - 0.2, t["noise_share_all_but"] * 100, 0.4, label="all but this layer INT8")
@@ -869,6 +937,8 @@ def debug_main(argv=None) -> int:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--target", type=float, default=0.995, help="top-1 agreement with FP32 to reach")
     parser.add_argument("--max-guards", type=int, default=None)
+    parser.add_argument("--guard-precision", default="fp32", choices=["fp32", "fp16"],
+                        help="precision the found guards keep (fp16: a Cast pair in the graph, layer precision on TRT 10)")
     parser.add_argument("--scale-override", action="append", default=[], metavar="NAME=FACTOR",
                         help="debugging aid: multiply a tensor's (or a layer input's) calibrated scale")
     parser.add_argument("--no-search", action="store_true", help="tensor errors and sensitivity only")
@@ -902,9 +972,6 @@ def debug_main(argv=None) -> int:
                               batch_size=args.batch_size, scale_overrides=_parse_overrides(args.scale_override),
                               workspace=args.workspace, progress=not args.quiet)
     out = Path(args.out) if args.out else debugger.folder
-    import matplotlib
-
-    matplotlib.use("Agg")
     import pandas as pd
 
     errors = debugger.tensor_errors()
@@ -919,7 +986,8 @@ def debug_main(argv=None) -> int:
                                           "only_top1_agreement", "all_but_top1_agreement"]].round(4))
     status = 0
     if not args.no_search:
-        found = debugger.search_guards(target=args.target, sensitivity=sensitivity, max_guards=args.max_guards)
+        found = debugger.search_guards(target=args.target, sensitivity=sensitivity, max_guards=args.max_guards,
+                                       precision=args.guard_precision)
         with pd.option_context("display.width", 200, "display.max_columns", 20):
             print(found.steps.round(4).to_string(index=False))
         print(found.summary())
@@ -935,9 +1003,26 @@ def debug_main(argv=None) -> int:
     return status
 
 
-def _save_figure(fig, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
+def _save_figure(fig, path: Path) -> Path:
     with atomic_path(path, suffix=".png") as tmp:
         fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    return path
+
+
+def _png(fig) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    return buffer.getvalue()
+
+
+def _display(markdown: str, fig=None, table=None) -> None:
+    """Notebook display: a sentence, a figure as PNG (works with any matplotlib backend), a table."""
+    from IPython.display import HTML, Image, Markdown, display
+
+    display(Markdown(markdown))
+    if fig is not None:
+        display(Image(data=_png(fig), format="png"))
+    if table is not None:
+        display(HTML(table.to_html(escape=True)))

@@ -156,7 +156,7 @@ def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=No
     meta = CacheMetadata(model_sha256=sha, algorithm=recipe.algorithm, preprocess=cache.preprocess.to_dict(),
                          images=len(calibration_indices),
                          percentile=recipe.percentile if recipe.algorithm == "percentile" else None,
-                         calibration_ids_hash=hash_json(calib_ids))
+                         calibration_ids_hash=hash_json(calib_ids), tensorrt_version=_tensorrt_version())
     # Quantize the sanitized graph (constants and BatchNorm folded, opset ≥ 13): the weights TensorRT will see.
     source = sanitize_model(model_path, workspace)
     model = onnx.load(str(source))
@@ -182,6 +182,17 @@ def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=No
                                                 "model_sha256": sha, "calibration_ids": calib_ids,
                                                 "plan": plan.describe()})
     return BuiltVariant(recipe, out_path, folder, plan.describe(), cache_file)
+
+
+def _tensorrt_version() -> str | None:
+    """TensorRT's version for the cache header, when TensorRT really imports here."""
+    from .backends import tensorrt_available
+
+    if not tensorrt_available():
+        return None
+    import tensorrt
+
+    return getattr(tensorrt, "__version__", None)
 
 
 def ort_qdq_self_check(model_path, cache, indices, batch_size: int = 8) -> dict:
