@@ -263,3 +263,22 @@ def test_ab_widget_callbacks_without_a_browser(demo_model, session_workspace):
     result = panel.run_callback()
     assert panel.last_result is result
     assert list(result.table.index) == ["fp32", "int8-minmax", "int8-percentile99.99"]
+
+
+def test_saved_split_is_stratified_disjoint_seeded_and_reused(tmp_path):
+    from trtlab.ab import saved_split
+    from trtlab.dataset import Dataset
+
+    labels = np.repeat(np.arange(10), 20)  # 10 classes × 20 images (paths need not exist for splitting)
+    dataset = Dataset("toy", [f"/nowhere/{i}.jpg" for i in range(200)], labels)
+    split = saved_split(dataset, calibration_images=50, seed=1, workspace=tmp_path)
+    assert len(split.calibration) == 50 and len(split.evaluation) == 150
+    assert not set(split.calibration) & set(split.evaluation)
+    per_class = np.bincount(labels[split.calibration], minlength=10)
+    assert per_class.min() >= 4 and per_class.max() <= 6  # 5 per class, ± rounding
+    saved = list((tmp_path / "splits").glob("toy-*.json"))
+    assert len(saved) == 1
+    again = saved_split(dataset, calibration_images=50, seed=1, workspace=tmp_path)
+    np.testing.assert_array_equal(again.calibration, split.calibration)
+    other = saved_split(dataset, calibration_images=50, seed=2, workspace=tmp_path)
+    assert not np.array_equal(other.calibration, split.calibration)

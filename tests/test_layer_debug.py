@@ -1,0 +1,247 @@
+"""Layer-wise debugging and guard search on the real demo model and photos: one layer's scale is broken on purpose
+and the per-tensor comparison, the sensitivity ranking and the guard search must all find it."""
+from __future__ import annotations
+
+import json
+import math
+import tracemalloc
+
+import numpy as np
+import onnx
+import pytest
+
+from trtlab.layer_debug import ErrorSums, LayerDebugger, _session, compared_tensors, debug_main
+from trtlab.variants import Recipe
+
+IMAGES = 4  # evaluation photos for the tensor comparison and the 2 × 50 sensitivity runs (one batch)
+BROKEN_FACTOR = 50.0  # the broken layer's input scale ×50: its INT8 grid is 50× too coarse
+TARGET = 0.995
+
+
+def _broken_layer(debugger: LayerDebugger) -> str:
+    """A Conv in the middle of the network, not among the naturally sensitive layers, whose input tensor is read by
+    that layer only (so guarding the layer removes the broken Q/DQ entirely)."""
+    from trtlab.quantize import plan_quantization
+
+    plan = plan_quantization(debugger.fp32, ())
+    middle = len(debugger.layers) // 2
+    candidates = [name for name in debugger.layers[middle:]
+                  if len(plan.consumers.get(debugger.layer_input(name), [])) == 1]
+    return candidates[0]
+
+
+@pytest.fixture(scope="module")
+def split(demo_data):
+    from trtlab.demo import demo_split
+
+    return demo_split(demo_data)
+
+
+@pytest.fixture(scope="module")
+def clean(demo_model, demo_cache, split, session_workspace):
+    return LayerDebugger(demo_model, demo_cache, split.calibration, split.evaluation, Recipe(algorithm="entropy"),
+                         images=IMAGES, batch_size=IMAGES, workspace=session_workspace, progress=False)
+
+
+@pytest.fixture(scope="module")
+def broken_layer(clean):
+    return _broken_layer(clean)
+
+
+@pytest.fixture(scope="module")
+def broken(demo_model, demo_cache, split, session_workspace, broken_layer):
+    return LayerDebugger(demo_model, demo_cache, split.calibration, split.evaluation, Recipe(algorithm="entropy"),
+                         images=IMAGES, batch_size=IMAGES, scale_overrides={broken_layer: BROKEN_FACTOR},
+                         workspace=session_workspace, progress=False)
+
+
+@pytest.fixture(scope="module")
+def broken_sensitivity(broken):
+    return broken.sensitivity()
+
+
+# -- math (synthetic tensors are the point here) --------------------------------------------------------------------
+def test_error_sums_match_direct_formulas_across_batches():
+    rng = np.random.default_rng(0)
+    ref = rng.normal(size=(6, 3, 5, 5)).astype(np.float32)
+    test = ref + rng.normal(scale=0.1, size=ref.shape).astype(np.float32)
+    sums = ErrorSums()
+    for start in (0, 2, 5):  # uneven batches
+        stop = {0: 2, 2: 5, 5: 6}[start]
+        sums.update(ref[start:stop], test[start:stop])
+    r, t = ref.astype(np.float64).ravel(), test.astype(np.float64).ravel()
+    assert sums.images == 6
+    assert sums.sqnr_db == pytest.approx(10 * np.log10((r @ r) / ((t - r) @ (t - r))), rel=1e-9)
+    assert sums.cosine == pytest.approx((r @ t) / np.sqrt((r @ r) * (t @ t)), rel=1e-9)
+    assert sums.max_abs_error == pytest.approx(np.abs(t - r).max())
+    per_image = [(a @ b) / np.sqrt((a @ a) * (b @ b)) for a, b in zip(ref.reshape(6, -1).astype(np.float64),
+                                                                      test.reshape(6, -1).astype(np.float64))]
+    assert sums.cosine_worst == pytest.approx(min(per_image), rel=1e-9)
+    exact = ErrorSums()
+    exact.update(ref, ref)
+    assert math.isinf(exact.sqnr_db) and exact.cosine == pytest.approx(1.0)
+
+
+# -- the in-memory variants are the real ones -----------------------------------------------------------------------
+def test_suffix_runs_equal_full_runs_bit_for_bit(clean):
+    """Sensitivity runs start at the layer from a reference run's tensors; that must change nothing."""
+    batch = next(clean._batches(clean.debug_indices))[1]
+    names = compared_tensors(clean.fp32)
+    reference_model = clean.quantized_model(())[0]
+    reference_model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in names
+                                        if n != clean.output_name)
+    tensors = dict(zip(names, _session(reference_model).run(names, {clean.input_name: batch})))
+    tensors[clean.input_name] = batch
+    for layer in (clean.layers[3], clean.layers[len(clean.layers) // 2], clean.layers[-1]):
+        full, cut = clean.quantized_model([layer])
+        assert cut == [clean.input_name]
+        suffix, cut = clean.quantized_model([layer], start=clean.node_index[layer])
+        assert clean.input_name not in cut and len(suffix.graph.node) < len(full.graph.node)
+        expected = _session(full).run([clean.output_name], {clean.input_name: batch})[0]
+        got = _session(suffix).run([clean.output_name], {t: tensors[t] for t in cut})[0]
+        np.testing.assert_array_equal(got, expected)
+
+
+# -- 1. per-tensor comparison ----------------------------------------------------------------------------------------
+def test_tensor_errors_find_the_broken_layer_where_the_error_jumps(clean, broken, broken_layer):
+    normal = clean.tensor_errors()
+    table = normal.table
+    assert table["tensor"].iloc[0] == clean.input_name and math.isinf(table["sqnr_db"].iloc[0])
+    assert len(table) == 1 + len(compared_tensors(clean.fp32))  # graph input + every node output, graph order
+    assert list(table["depth"]) == list(range(len(table)))
+    logits = table[table["tensor"] == clean.output_name].iloc[0]
+    assert 10 < logits["sqnr_db"] < 30 and 0.95 < logits["cosine"] < 0.9999  # real INT8: close, not identical
+    assert table["layer_output"].sum() == 50
+    assert normal.jump is None  # a healthy variant loses SQNR gradually
+    damaged = broken.tensor_errors()
+    assert damaged.jump is not None and damaged.jump["node"] == broken_layer
+    assert damaged.jump["drop_db"] >= damaged.jump["threshold_db"] >= 6.0
+    broken_input = broken.layer_input(broken_layer)
+    assert broken_input in {s["tensor"] for s in damaged.suspect_scales}
+    row = damaged.table.set_index("tensor").loc[broken_input]
+    assert row["scale"] == pytest.approx(clean.scales[broken_input] * BROKEN_FACTOR)
+    # upstream of the broken layer nothing changed; at its output the error is far worse than without the damage
+    before = damaged.table["depth"] < damaged.jump["depth"]
+    np.testing.assert_allclose(damaged.table["sqnr_db"][before], table["sqnr_db"][before])
+    jump_tensor = damaged.jump["tensor"]
+    assert (damaged.table.set_index("tensor").loc[jump_tensor, "sqnr_db"]
+            < table.set_index("tensor").loc[jump_tensor, "sqnr_db"] - 10)
+    fig = damaged.plot()
+    assert any(line.get_xdata()[0] == damaged.jump["depth"] for line in fig.axes[0].lines
+               if line.get_linestyle() == "--")
+
+
+def test_tensor_comparison_memory_is_bounded_by_the_batch(broken):
+    peaks = []
+    for count in (2, 6):
+        tracemalloc.start()
+        result = broken.tensor_errors(indices=broken.evaluation_indices[:count], batch_size=2)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert result.images == count
+    assert peaks[1] < 1.25 * peaks[0], f"peak traced memory grew from {peaks[0]/1e6:.0f} to {peaks[1]/1e6:.0f} MB"
+    assert peaks[0] < 3 * result.peak_batch_bytes
+
+
+# -- 2. sensitivity --------------------------------------------------------------------------------------------------
+def test_broken_layer_ranks_first_in_sensitivity(broken_sensitivity, broken_layer):
+    table = broken_sensitivity.table
+    assert len(table) == 50 and table.index[0] == broken_layer and list(table["rank"]) == list(range(1, 51))
+    top = table.iloc[0]
+    # both experiments single it out: alone it is the worst single layer, and guarding it helps most
+    assert top["only_sqnr_db"] == table["only_sqnr_db"].min()
+    assert top["all_but_gain_db"] == table["all_but_gain_db"].max()
+    assert top["noise_share"] > 2 * table["noise_share"].iloc[1]
+    assert broken_sensitivity.baseline["none"]["sqnr_db"] == math.inf  # every layer guarded = FP32 exactly
+    fig = broken_sensitivity.plot(top=10)
+    assert fig.axes[0].get_yticklabels()[0].get_text().startswith(broken_layer)
+
+
+def test_sensitivity_resumes_after_an_interruption(broken, broken_sensitivity, broken_layer):
+    state_files = sorted(broken.folder.glob("sensitivity-*.json"), key=lambda p: p.stat().st_mtime)
+    state = json.loads(state_files[-1].read_text())
+    assert len(state["runs"]) == 100
+    # Simulate a run killed after most layers: drop three layers' results from the saved progress.
+    lost = list(broken_sensitivity.table.index[-3:])
+    for name in lost:
+        for mode in ("only", "all_but"):
+            del state["runs"][f"{mode}|{name}"]
+    state_files[-1].write_text(json.dumps(state))
+    resumed = broken.sensitivity()
+    assert resumed.resumed_runs == 94
+    assert resumed.table.index[0] == broken_layer
+    np.testing.assert_allclose(resumed.table.loc[lost, "noise_share"],
+                               broken_sensitivity.table.loc[lost, "noise_share"], rtol=1e-9)
+
+
+# -- 3. guard search -------------------------------------------------------------------------------------------------
+def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(broken, broken_sensitivity,
+                                                                             broken_layer):
+    found = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity)
+    assert found.reached and found.added[0] == broken_layer
+    assert found.guards == [f"node:{name}" for name in found.added]
+    agreement = list(found.steps["top1_agreement"])
+    assert agreement[-1] >= TARGET and all(a < TARGET for a in agreement[:-1])  # stopped at the first success
+    assert list(found.steps["guards"]) == list(range(len(found.added) + 1))
+    assert found.int8_layers == 50 - len(found.added) and found.int8_fraction == pytest.approx(found.int8_layers / 50)
+    assert agreement[0] < TARGET  # the broken variant needed guarding at all
+
+    # The guard list round-trips into a recipe that trtlab's own pipeline builds and evaluates.
+    recipe = found.recipe()
+    assert recipe == Recipe(algorithm="entropy", guards=tuple(found.guards))
+    assert Recipe.from_dict(json.loads(json.dumps(recipe.to_dict()))) == recipe
+    verified = found.verify()
+    assert verified["variant"] == recipe.name and verified["images"] == 20
+    # The guarded broken layer no longer reads the override, so the built variant equals the searched one.
+    assert verified["top1_agreement"] == pytest.approx(agreement[-1]) and verified["meets_target"]
+    built = onnx.load(verified["model_path"])
+    producers = {o: n.op_type for n in built.graph.node for o in n.output}
+    guarded = next(n for n in built.graph.node if n.name == broken_layer)
+    assert producers.get(guarded.input[0]) != "DequantizeLinear" and guarded.input[1] not in producers
+
+    # TensorRT 10 implicit builds resolve the same guards on the exported (unsanitized) ONNX.
+    from trtlab.fp16 import resolve_guard_nodes
+
+    resolved = resolve_guard_nodes(onnx.load(str(broken.model_path), load_external_data=False), found.guards)
+    assert [g.name for g in resolved][: len(found.added)] == sorted(found.added, key=broken.all_layers.index)
+
+
+def test_fp16_guards_and_a_satisfied_target(clean):
+    found = clean.search_guards(target=0.5, precision="fp16")
+    assert found.reached and found.added == [] and len(found.steps) == 1  # already met: nothing guarded
+    one = clean.guard_strings([clean.layers[0]], precision="fp16")
+    assert one == [f"node:{clean.layers[0]}=fp16"] and Recipe(guards=tuple(one)).guards == tuple(one)
+
+
+def test_bad_input_is_refused_with_the_fix(demo_model, demo_cache, split, session_workspace, clean):
+    with pytest.raises(KeyError, match="no calibrated activation tensor or layer"):
+        LayerDebugger(demo_model, demo_cache, split.calibration, split.evaluation, images=2,
+                      scale_overrides={"no_such_layer": 2.0}, workspace=session_workspace, progress=False)
+    with pytest.raises(ValueError, match="finite and > 0"):
+        LayerDebugger(demo_model, demo_cache, split.calibration, split.evaluation, images=2,
+                      scale_overrides={clean.layers[0]: 0.0}, workspace=session_workspace, progress=False)
+    with pytest.raises(ValueError, match="INT8 recipe"):
+        LayerDebugger(demo_model, demo_cache, split.calibration, split.evaluation, Recipe(precision="fp32"),
+                      workspace=session_workspace, progress=False)
+    with pytest.raises(ValueError, match="target"):
+        clean.search_guards(target=99.5)
+    with pytest.raises(KeyError, match="not weighted layers"):
+        clean.tensor_errors(extra_layers=["node:nope"])
+
+
+# -- CLI -------------------------------------------------------------------------------------------------------------
+def test_debug_cli_writes_results_and_guards(session_workspace, broken, broken_layer, broken_sensitivity, tmp_path,
+                                             capsys):
+    out = tmp_path / "debug"
+    status = debug_main(["--workspace", str(session_workspace), "--images", str(IMAGES), "--batch-size", str(IMAGES),
+                         "--scale-override", f"{broken_layer}={BROKEN_FACTOR:g}", "--target", str(TARGET),
+                         "--out", str(out), "--quiet"])
+    assert status == 0
+    printed = capsys.readouterr().out
+    assert f"error first jumps at" in printed and broken_layer in printed and "verified with build_variant" in printed
+    for name in ("tensor_errors.csv", "tensor_errors.png", "sensitivity.csv", "sensitivity.png", "guard_search.json"):
+        assert (out / name).stat().st_size > 0
+    saved = json.loads((out / "guard_search.json").read_text())
+    assert saved["reached"] and saved["added"][0] == broken_layer
+    assert Recipe.from_dict(saved["recipe"]).guards == tuple(saved["guards"])
+    assert saved["verified"]["meets_target"]
