@@ -118,6 +118,7 @@ def test_tensor_errors_find_the_broken_layer_where_the_error_jumps(clean, broken
     assert damaged.jump["drop_db"] >= damaged.jump["threshold_db"] >= 6.0
     broken_input = broken.layer_input(broken_layer)
     assert broken_input in {s["tensor"] for s in damaged.suspect_scales}
+    assert broken_input not in {s["tensor"] for s in normal.suspect_scales}
     row = damaged.table.set_index("tensor").loc[broken_input]
     assert row["scale"] == pytest.approx(clean.scales[broken_input] * BROKEN_FACTOR)
     # upstream of the broken layer nothing changed; at its output the error is far worse than without the damage
@@ -158,15 +159,15 @@ def test_broken_layer_ranks_first_in_sensitivity(broken_sensitivity, broken_laye
 
 
 def test_sensitivity_resumes_after_an_interruption(broken, broken_sensitivity, broken_layer):
-    state_files = sorted(broken.folder.glob("sensitivity-*.json"), key=lambda p: p.stat().st_mtime)
-    state = json.loads(state_files[-1].read_text())
+    state_path = broken.sensitivity_state_path()
+    state = json.loads(state_path.read_text())
     assert len(state["runs"]) == 100
     # Simulate a run killed after most layers: drop three layers' results from the saved progress.
     lost = list(broken_sensitivity.table.index[-3:])
     for name in lost:
         for mode in ("only", "all_but"):
             del state["runs"][f"{mode}|{name}"]
-    state_files[-1].write_text(json.dumps(state))
+    state_path.write_text(json.dumps(state))
     resumed = broken.sensitivity()
     assert resumed.resumed_runs == 94
     assert resumed.table.index[0] == broken_layer
@@ -193,7 +194,8 @@ def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(brok
     verified = found.verify()
     assert verified["variant"] == recipe.name and verified["images"] == 20
     # The guarded broken layer no longer reads the override, so the built variant equals the searched one.
-    assert verified["top1_agreement"] == pytest.approx(agreement[-1]) and verified["meets_target"]
+    # (FP32 there is trtlab's stored FP32 result: at most one borderline photo may differ from the search's FP32)
+    assert abs(verified["top1_agreement"] - agreement[-1]) <= 1 / 20 + 1e-9 and verified["meets_target"]
     built = onnx.load(verified["model_path"])
     producers = {o: n.op_type for n in built.graph.node for o in n.output}
     guarded = next(n for n in built.graph.node if n.name == broken_layer)
@@ -238,7 +240,7 @@ def test_debug_cli_writes_results_and_guards(session_workspace, broken, broken_l
                          "--out", str(out), "--quiet"])
     assert status == 0
     printed = capsys.readouterr().out
-    assert f"error first jumps at" in printed and broken_layer in printed and "verified with build_variant" in printed
+    assert "error first jumps at" in printed and broken_layer in printed and "verified with build_variant" in printed
     for name in ("tensor_errors.csv", "tensor_errors.png", "sensitivity.csv", "sensitivity.png", "guard_search.json"):
         assert (out / name).stat().st_size > 0
     saved = json.loads((out / "guard_search.json").read_text())

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .report import tick_label
 from .metrics import (consistency_table, flips, introduced_confusions, pairwise_significance, per_class_drift)
 from .results import ResultsStore, VariantResult
 from .workspace import atomic_path, atomic_write_text, check_writable_location, workspace_dir
@@ -188,7 +189,7 @@ def plot_variant_summary(table, reference: str):
                     transform=ax_acc.transAxes)
         ax_acc.set_title("Accuracy (needs labels)")
     ax_acc.set_ylabel("accuracy (%)")
-    ax_acc.set_xticks(x, names, rotation=25, ha="right")
+    ax_acc.set_xticks(x, [tick_label(n) for n in names], fontsize=8)
     series = [(f"top1_agreement_vs_{reference}", "top-1 agreement"), (f"top5_overlap_vs_{reference}", "top-5 overlap"),
               ("cosine_mean", "logit cosine, mean"), ("cosine_p1", "logit cosine, 1st pct")]
     width = 0.8 / len(series)
@@ -196,7 +197,7 @@ def plot_variant_summary(table, reference: str):
         ax_cons.bar(x + (k - (len(series) - 1) / 2) * width, table[column].to_numpy(float) * 100, width, label=label)
     low = np.nanmin([table[c].to_numpy(float).min() for c, _ in series]) * 100 if len(table) else 0
     ax_cons.set_ylim(max(0.0, min(90.0, math.floor(low / 10) * 10 - 5)) if np.isfinite(low) else 0, 101)
-    ax_cons.set_xticks(x, names, rotation=25, ha="right")
+    ax_cons.set_xticks(x, [tick_label(n) for n in names], fontsize=8)
     ax_cons.set_ylabel("% (cosine ×100)")
     ax_cons.set_title(f"Consistency with {reference}")
     ax_cons.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8)

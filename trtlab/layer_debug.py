@@ -243,7 +243,8 @@ class TensorErrors:
                 f"dB at {worst['tensor']} ({worst['node']})")
         if self.jump:
             text += (f"; error first jumps at {self.jump['tensor']} (output of {self.jump['node']}, "
-                     f"{self.jump['op_type']}): SQNR {self.jump['sqnr_db']:.1f} dB, {self.jump['drop_db']:.1f} dB below its inputs")
+                     f"{self.jump['op_type']}): SQNR {self.jump['sqnr_db']:.1f} dB, "
+                     f"{self.jump['drop_db']:.1f} dB below its inputs")
         else:
             text += "; no jump (the error grows gradually)"
         for suspect in self.suspect_scales:
@@ -304,7 +305,8 @@ class Sensitivity:
     def summary(self) -> str:
         b = self.baseline["all"]
         top = self.table.iloc[0]
-        return (f"{len(self.table)} layers on {self.images} images; all layers INT8: output SQNR {b['sqnr_db']:.1f} dB, "
+        return (f"{len(self.table)} layers on {self.images} images; all layers INT8: output SQNR "
+                f"{b['sqnr_db']:.1f} dB, "
                 f"top-1 agreement {b['top1_agreement']:.0%}. Most sensitive: {self.table.index[0]} ({top['op_type']}), "
                 f"~{top['noise_share']:.0%} of the output noise (only it INT8: {top['only_sqnr_db']:.1f} dB; guarding "
                 f"it alone: {top['all_but_gain_db']:+.1f} dB)")
@@ -510,10 +512,10 @@ class LayerDebugger:
         return insert_qdq(self.fp32, full_plan, {t: self.scales[t] for t in full_plan.activations}), [self.input_name]
 
     # -- data ----------------------------------------------------------------------------------------------------
-    def _batches(self, indices):
+    def _batches(self, indices, batch_size: int | None = None):
         from .preprocess import normalize_batch
 
-        for chunk, crops in self.cache.iter_batches(indices, self.batch_size):
+        for chunk, crops in self.cache.iter_batches(indices, batch_size or self.batch_size):
             yield chunk, normalize_batch(crops, self.cache.preprocess)
 
     def _bar(self, total, desc, unit):
@@ -522,7 +524,7 @@ class LayerDebugger:
         return tqdm(total=total, desc=desc, unit=unit, disable=not self.progress)
 
     # -- 1. per-tensor comparison --------------------------------------------------------------------------------
-    def tensor_errors(self, extra_layers=(), indices=None, precision: str = "fp32",
+    def tensor_errors(self, extra_layers=(), indices=None, precision: str = "fp32", batch_size: int | None = None,
                       jump_db: float = JUMP_MIN_DB) -> TensorErrors:
         """Compare every original tensor of the INT8 variant (with `extra_layers` guarded in `precision`) with
         FP32, in graph order, on the debug images (or `indices`). `qdq_sqnr_db` is the SQNR of a quantized
@@ -545,7 +547,7 @@ class LayerDebugger:
         indices = self.debug_indices if indices is None else np.asarray(indices, np.int64)
         peak = 0
         bar = self._bar(len(indices), "compare tensors", "img")
-        for _, batch in self._batches(indices):
+        for _, batch in self._batches(indices, batch_size):
             reference = fp32_session.run(names, {self.input_name: batch})
             test = int8_session.run(names, {self.input_name: batch})
             peak = max(peak, sum(a.nbytes for a in reference) + sum(a.nbytes for a in test) + batch.nbytes)
@@ -591,10 +593,7 @@ class LayerDebugger:
         if unknown:
             raise KeyError(f"not layers of this model (or already guarded by the recipe): {unknown[:4]}; "
                            f"layers are e.g. {self.layers[:4]}")
-        ids = self.cache.dataset.image_ids()
-        key = hash_json({"debugger": self.key, "images": [ids[i] for i in self.debug_indices],
-                         "batch": self.batch_size, "layers": layers})
-        state_path = self.folder / f"sensitivity-{key}.json"
+        state_path = self.sensitivity_state_path(layers)
         state = {"runs": {}, "baseline": {}}
         if resume and state_path.exists():
             state = json.loads(state_path.read_text())
@@ -662,6 +661,13 @@ class LayerDebugger:
         baseline = {"all": all_sums.metrics(logits=True), "none": none_sums.metrics(logits=True)}
         return Sensitivity(table, baseline, len(self.debug_indices), resumed)
 
+    def sensitivity_state_path(self, layers=None) -> Path:
+        """Where sensitivity() saves its progress for these layers, images and batch size."""
+        ids = self.cache.dataset.image_ids()
+        key = hash_json({"debugger": self.key, "images": [ids[i] for i in self.debug_indices],
+                         "batch": self.batch_size, "layers": list(self.layers if layers is None else layers)})
+        return self.folder / f"sensitivity-{key}.json"
+
     def _batch_count(self) -> int:
         return -(-len(self.debug_indices) // self.batch_size)
 
@@ -699,22 +705,25 @@ class LayerDebugger:
             raise ValueError(f"target is a top-1 agreement fraction in (0, 1], got {target}")
         if precision not in ("fp32", "fp16"):
             raise ValueError(f"guard precision must be 'fp32' or 'fp16', got {precision!r}")
-        sensitivity = sensitivity or self.sensitivity(resume=resume)
-        ranking = sensitivity.ranking
-        max_guards = len(ranking) if max_guards is None else min(int(max_guards), len(ranking))
         ids = self.cache.dataset.image_ids()
         key = hash_json({"debugger": self.key, "eval": [ids[i] for i in self.evaluation_indices]})
         state_path = self.folder / f"search-{key}.json"
         evaluated = json.loads(state_path.read_text()) if (resume and state_path.exists()) else {}
-        steps, reached, added = [], False, []
-        bar = self._bar(max_guards + 1, f"guard search (target {target:.2%})", "step")
-        for k in range(max_guards + 1):
-            added = ranking[:k]
+
+        def evaluate(added: list[str]) -> dict:
             step_key = "|".join([precision] + added)
             if step_key not in evaluated:
                 evaluated[step_key] = self.evaluate_guards(added, precision)
-                atomic_write_json(state_path, evaluated)
-            metrics = evaluated[step_key]
+                atomic_write_json(state_path, evaluated)  # resume point
+            return evaluated[step_key]
+
+        steps, reached, ranking = [], False, []
+        limit = len(self.layers) if max_guards is None else min(int(max_guards), len(self.layers))
+        bar = self._bar(limit + 1, f"guard search (target {target:.2%})", "step")
+        k = 0
+        while True:
+            added = ranking[:k]
+            metrics = evaluate(added)
             steps.append({"step": k, "guarded": added[-1] if added else "(recipe guards only)",
                           "guards": len(added), "top1_agreement": metrics["top1_agreement"],
                           "cosine_mean": metrics["cosine_mean"], "sqnr_db": metrics["sqnr_db"],
@@ -723,10 +732,19 @@ class LayerDebugger:
             if metrics["top1_agreement"] >= target:
                 reached = True
                 break
+            if k == 0:  # the ranking is needed only when the recipe alone misses the target
+                ranking = (sensitivity or self.sensitivity(resume=resume)).ranking
+                limit = min(limit, len(ranking))
+            if k >= limit:
+                break
+            k += 1
         bar.close()
-        template = self.recipe.to_dict()
-        return GuardSearch(self.guard_strings(added, precision), list(added), pd.DataFrame(steps), float(target), reached,
-                           len(self.all_layers), len(self.layers) - len(added), template,
+        if not reached and self.progress:
+            print(f"[trtlab] guard search: top-1 agreement {steps[-1]['top1_agreement']:.2%} with {k} guarded "
+                  f"layer(s) is still below the target {target:.2%}; raise max_guards, use more calibration images or "
+                  f"another algorithm (minmax/percentile), or lower the target")
+        return GuardSearch(self.guard_strings(added, precision), list(added), pd.DataFrame(steps), float(target),
+                           reached, len(self.all_layers), len(self.layers) - len(added), self.recipe.to_dict(),
                            len(self.evaluation_indices), self)
 
     def verify_recipe(self, recipe, backend: str = "ort", progress: bool | None = None, target: float | None = None):
@@ -938,7 +956,7 @@ def debug_main(argv=None) -> int:
     parser.add_argument("--target", type=float, default=0.995, help="top-1 agreement with FP32 to reach")
     parser.add_argument("--max-guards", type=int, default=None)
     parser.add_argument("--guard-precision", default="fp32", choices=["fp32", "fp16"],
-                        help="precision the found guards keep (fp16: a Cast pair in the graph, layer precision on TRT 10)")
+                        help="precision the found guards keep (fp16: Casts in the graph, layer precision on TRT 10)")
     parser.add_argument("--scale-override", action="append", default=[], metavar="NAME=FACTOR",
                         help="debugging aid: multiply a tensor's (or a layer input's) calibrated scale")
     parser.add_argument("--no-search", action="store_true", help="tensor errors and sensitivity only")

@@ -11,6 +11,13 @@ from .results import ResultsStore
 from .workspace import atomic_path, atomic_write_text
 
 
+def tick_label(variant: str, width: int = 18) -> str:
+    """Variant names get long with guards ('int8-entropy+first_layer+last_layer-fp16'): break them at '+'."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(variant.replace("+", " +"), width, break_on_hyphens=False))
+
+
 def plot_summary(store: ResultsStore, variants=None, reference=None, decode_cache=None):
     """Figure: accuracy with 95% intervals and agreement/cosine per variant; with a decode cache, also the photos
     with their stored top-1 predictions of the reference variant."""
@@ -42,12 +49,12 @@ def plot_summary(store: ResultsStore, variants=None, reference=None, decode_cach
     else:
         ax_acc.text(0.5, 0.5, "no labelled images:\nconsistency metrics only", ha="center", va="center")
         ax_acc.set_title("Accuracy")
-    ax_acc.set_xticks(x, names, rotation=20, ha="right")
+    ax_acc.set_xticks(x, [tick_label(n) for n in names])
     ax_acc.set_ylabel("%")
     ref = table.attrs["reference"]
     ax_agree.bar(x - 0.18, table["top1_agreement"] * 100, 0.36, label="top-1 agreement")
     ax_agree.bar(x + 0.18, table["cosine_mean"] * 100, 0.36, label="mean logit cosine ×100")
-    ax_agree.set_xticks(x, names, rotation=20, ha="right")
+    ax_agree.set_xticks(x, [tick_label(n) for n in names])
     ax_agree.set_ylim(0, 105)
     ax_agree.set_title(f"Consistency with {ref}")
     ax_agree.legend(loc="lower right")
