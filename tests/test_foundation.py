@@ -157,3 +157,30 @@ def test_eval_cli_on_a_wnid_folder_with_the_torchvision_preset(photo_folder, ses
                                       session_workspace)
     result = store.load("fp32")
     assert result.record["preprocess"]["name"] == "torchvision" and result.logits.shape == (21, 1000)
+
+
+def test_interrupted_evaluation_resumes_where_it_stopped(demo_model, demo_cache, session_workspace, monkeypatch,
+                                                         capsys):
+    from trtlab.backends.ort import OrtRunner
+
+    store = ResultsStore(session_workspace / "results-test-resume")
+    reference = evaluate(demo_model, demo_cache, "uninterrupted", store=store, batch_size=4, progress=False)
+    real_infer, calls = OrtRunner.infer_impl, []
+
+    def infer_then_die(self, batch):
+        calls.append(len(batch))
+        if len(calls) == 4:
+            raise KeyboardInterrupt  # the user stops the cell / the session times out
+        return real_infer(self, batch)
+
+    monkeypatch.setattr(OrtRunner, "infer_impl", infer_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(demo_model, demo_cache, "resumed", store=store, batch_size=4, progress=False, checkpoint_every=8)
+    assert "resumed" not in store  # nothing half-written is ever presented as a result
+    calls.clear()
+    monkeypatch.setattr(OrtRunner, "infer_impl", lambda self, batch: (calls.append(len(batch)), real_infer(self, batch))[1])
+    resumed = evaluate(demo_model, demo_cache, "resumed", store=store, batch_size=4, progress=True, checkpoint_every=8)
+    assert "resuming an interrupted evaluation after 8 of 26 images" in capsys.readouterr().out
+    assert sum(calls) == 26 - 8  # only the images not checkpointed ran again
+    np.testing.assert_array_equal(resumed.logits, reference.logits)
+    assert not (store.folder / ".partial" / "resumed").exists()

@@ -1,6 +1,7 @@
 """Evaluation: decode cache → Runner → results store. The one place that runs inference for the dashboards."""
 from __future__ import annotations
 
+import json
 import os
 import platform
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +15,7 @@ from .decode_cache import DecodeCache
 from .model import inspect_classifier
 from .preprocess import normalize_batch
 from .results import ResultsStore, VariantResult, top5_from_logits
+from .workspace import atomic_path, atomic_write_json, hash_json
 
 
 def evaluate(
@@ -30,11 +32,14 @@ def evaluate(
     runner_options: dict | None = None,
     indices=None,
     record_extra: dict | None = None,
+    checkpoint_every: int = 2048,
 ) -> VariantResult:
     """Run `model_path` over every decoded image of `cache` and store per-image top-5 and logits as `variant`.
 
     `indices` restricts evaluation to those images of the cache (e.g. the evaluation half of a split). A variant
-    already stored for the same model file, recipe and images is reused (force=True re-runs it).
+    already stored for the same model file, recipe and images is reused (force=True re-runs it). Logits are
+    checkpointed every `checkpoint_every` images, so an interrupted evaluation (a Kaggle session timing out)
+    resumes where it stopped on the next call with the same model, recipe and images.
     """
 
     info = inspect_classifier(model_path)
@@ -62,6 +67,14 @@ def evaluate(
     if len(indices) == 0:
         raise ValueError(f"no decodable images in dataset {cache.dataset.name!r}; see {cache.folder}/failures.json")
     runner = make_runner(model_path, backend=backend, **(runner_options or {}))
+    checkpoint = EvaluationCheckpoint(store.folder / ".partial" / variant,
+                                      {"model": info.sha256, "recipe": recipe, "ids": hash_json([ids[i] for i in indices]),
+                                       "backend": runner.backend, "options": runner_options or {}},
+                                      every=checkpoint_every)
+    logits_chunks = [] if force else checkpoint.load()
+    done = sum(len(c) for c in logits_chunks)
+    if done and progress:
+        print(f"[trtlab] {variant}: resuming an interrupted evaluation after {done} of {len(indices)} images")
 
     started = time.time()
     with runner:
@@ -69,7 +82,8 @@ def evaluate(
         if progress:
             versions = ", ".join(f"{k}={v}" for k, v in description.items() if k not in ("runner",))
             print(f"[trtlab] {variant}: running {Path(model_path).name} on {versions}")
-        logits_chunks = infer_cached(runner, cache, indices, batch_size, desc=f"infer {variant}", progress=progress)
+        logits_chunks += infer_cached(runner, cache, indices[done:], batch_size, desc=f"infer {variant}",
+                                      progress=progress, on_batch=checkpoint.add)
     logits = np.concatenate(logits_chunks) if logits_chunks else np.zeros((0, 0), np.float32)
     if logits.ndim != 2:
         raise ValueError(f"{Path(model_path).name} output has shape {list(logits.shape)}; expected N×classes logits")
@@ -97,14 +111,58 @@ def evaluate(
         },
     )
     store.save(result)
+    checkpoint.clear()
     return result
 
 
+class EvaluationCheckpoint:
+    """Logits of a running evaluation, saved in chunk files every `every` images (each written atomically) under
+    a key; a later evaluation with the same key continues after the saved images."""
+
+    def __init__(self, folder: Path, key: dict, every: int = 2048):
+        self.folder, self.key, self.every = Path(folder), hash_json(key), max(1, every)
+        self.pending: list[np.ndarray] = []
+        self.saved_chunks = 0
+
+    def load(self) -> list[np.ndarray]:
+        meta = self.folder / "key.json"
+        if not meta.exists() or json.loads(meta.read_text()).get("key") != self.key:
+            self.clear()
+            return []
+        chunks = sorted(self.folder.glob("chunk-*.npy"))
+        self.saved_chunks = len(chunks)
+        return [np.load(path) for path in chunks]
+
+    def add(self, logits: np.ndarray) -> None:
+        self.pending.append(logits)
+        if sum(len(p) for p in self.pending) >= self.every:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        if self.saved_chunks == 0:
+            atomic_write_json(self.folder / "key.json", {"key": self.key})
+        with atomic_path(self.folder / f"chunk-{self.saved_chunks:06d}.npy", suffix=".npy") as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, np.concatenate(self.pending))
+        self.saved_chunks += 1
+        self.pending = []
+
+    def clear(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.saved_chunks = 0
+        self.pending = []
+
+
 def infer_cached(runner, cache: DecodeCache, indices, batch_size: int = 32, desc: str = "infer",
-                 progress: bool = True) -> list[np.ndarray]:
+                 progress: bool = True, on_batch=None) -> list[np.ndarray]:
     """Logits (float32, one array per batch) of an active runner over `indices` of the decode cache.
 
-    The next batch is read from the cache and normalised while the runner works on the current one.
+    The next batch is read from the cache and normalised while the runner works on the current one. `on_batch`
+    is called with each batch's logits (checkpointing).
     """
     from tqdm.auto import tqdm
 
@@ -116,6 +174,8 @@ def infer_cached(runner, cache: DecodeCache, indices, batch_size: int = 32, desc
         while (batch := pending.result()) is not None:
             pending = pool.submit(next, batches, None)
             chunks.append(runner.infer(batch).astype(np.float32, copy=False))
+            if on_batch is not None:
+                on_batch(chunks[-1])
             bar.update(len(batch))
     bar.close()
     return chunks
