@@ -274,7 +274,7 @@ class TensorErrors:
 
     def show(self) -> None:
         """Summary, the plot and the worst tensors, in a notebook."""
-        columns = ["depth", "tensor", "node", "op_type", "sqnr_db", "drop_db", "cosine", "cosine_worst",
+        columns = ["depth", "tensor", "node", "op_type", "flag", "sqnr_db", "drop_db", "cosine", "cosine_worst",
                    "max_abs_error", "qdq_sqnr_db"]
         _display(self.summary(), self.plot(), self.worst()[columns].round(4))
 
@@ -322,14 +322,16 @@ class GuardSearch:
     """Outcome of the greedy guard search."""
 
     guards: list[str]  # recipe guards + the layers the search guarded, as the Recipe takes them
-    added: list[str]  # node names the search guarded, in order
-    steps: object  # pandas DataFrame, one row per evaluated guard set
+    added: list[str]  # node names the search guarded (after pruning), most sensitive first
+    steps: object  # pandas DataFrame, one row per evaluated guard set ('add' phase, then 'prune')
     target: float
     reached: bool
     layers: int  # weighted layers in the model
     int8_layers: int  # of those, still INT8 with `guards`
     recipe_template: dict
     evaluation_images: int
+    metrics: dict = field(default_factory=dict)  # evaluation of the final guard set
+    pruned: list[str] = field(default_factory=list)  # guarded on the way, then found unnecessary
     debugger: "LayerDebugger" = field(default=None, repr=False)
     verified: dict | None = None
 
@@ -346,11 +348,14 @@ class GuardSearch:
         return Recipe.from_dict(data)
 
     def summary(self) -> str:
-        last = self.steps.iloc[-1]
         state = "reached" if self.reached else "NOT reached"
-        return (f"target top-1 agreement ≥ {self.target:.2%} {state} with {len(self.added)} guarded layer(s) "
-                f"{self.added}: agreement {last['top1_agreement']:.2%} on {self.evaluation_images} evaluation images, "
-                f"{self.int8_layers}/{self.layers} layers ({self.int8_fraction:.0%}) stay INT8; guards={self.guards}")
+        text = (f"target top-1 agreement ≥ {self.target:.2%} {state} with {len(self.added)} guarded layer(s) "
+                f"{self.added}: agreement {self.metrics['top1_agreement']:.2%} on {self.evaluation_images} evaluation "
+                f"images, {self.int8_layers}/{self.layers} layers ({self.int8_fraction:.0%}) stay INT8; "
+                f"guards={self.guards}")
+        if self.pruned:
+            text += f" ({len(self.pruned)} guard(s) added on the way proved unnecessary: {self.pruned})"
+        return text
 
     def verify(self, backend: str = "ort", progress: bool | None = None) -> dict:
         """Build the found recipe with build_variant, evaluate it and FP32 with trtlab's evaluation, and compare."""
@@ -365,6 +370,7 @@ class GuardSearch:
         return atomic_write_json(Path(folder) / "guard_search.json", {
             "guards": self.guards, "added": self.added, "target": self.target, "reached": self.reached,
             "layers": self.layers, "int8_layers": self.int8_layers, "int8_fraction": self.int8_fraction,
+            "metrics": self.metrics, "pruned": self.pruned,
             "recipe": self.recipe().to_dict(), "evaluation_images": self.evaluation_images,
             "steps": json.loads(self.steps.to_json(orient="records")), "verified": self.verified})
 
@@ -438,11 +444,11 @@ class LayerDebugger:
                              f"nothing to debug")
         stats = calibration_statistics(self.sanitized_path, cache, self.calibration_indices,
                                        recipe.calibration_batch, workspace, progress)
+        self.scale_overrides = self._resolve_overrides(scale_overrides or {}, set(stats.tensors))
         from .calibrate import compute_thresholds, scales_from_thresholds
 
         self.calibrated_scales = scales_from_thresholds(compute_thresholds(stats, recipe.algorithm,
                                                                            recipe.percentile))
-        self.scale_overrides = self._resolve_overrides(scale_overrides or {})
         self.scales = dict(self.calibrated_scales)
         for tensor, factor in self.scale_overrides.items():
             self.scales[tensor] *= factor
@@ -456,15 +462,15 @@ class LayerDebugger:
         self._fp32_eval = None
 
     # -- guards and variants -------------------------------------------------------------------------------------
-    def _resolve_overrides(self, overrides: dict) -> dict[str, float]:
+    def _resolve_overrides(self, overrides: dict, calibrated: set[str]) -> dict[str, float]:
+        """{tensor or layer name: factor} → {activation tensor: factor}, checked."""
         resolved = {}
         by_layer = {n.name: n.input[0] for n in self.fp32.graph.node if n.name in set(self.all_layers)}
         for name, factor in overrides.items():
             tensor = by_layer.get(name, name)
-            if tensor not in self.calibrated_scales:
+            if tensor not in calibrated:
                 raise KeyError(f"scale override {name!r}: no calibrated activation tensor or layer of that name; "
-                               f"layers are e.g. {self.all_layers[:4]}, tensors e.g. "
-                               f"{list(self.calibrated_scales)[:4]}")
+                               f"layers are e.g. {self.all_layers[:4]}, tensors e.g. {sorted(calibrated)[:4]}")
             factor = float(factor)
             if not (math.isfinite(factor) and factor > 0):
                 raise ValueError(f"scale override {name!r}: factor must be finite and > 0, got {factor}")
@@ -576,12 +582,16 @@ class LayerDebugger:
         variant = self.recipe.name + ("" if not extra_layers else f"+{len(extra_layers)}guarded")
         if self.scale_overrides:
             variant += f" (scale overrides on {len(self.scale_overrides)} tensor(s))"
-        readers = plan.consumers
+        jump = find_jump(table, jump_db)
         suspects = find_suspect_scales(table)
+        table["flag"] = ""
         for suspect in suspects:
-            suspect["read_by"] = [node for node, _ in readers.get(suspect["tensor"], [])]
-        return TensorErrors(table, variant, len(indices), int(peak), find_jump(table, jump_db),
-                            output=self.output_name, suspect_scales=suspects)
+            suspect["read_by"] = [node for node, _ in plan.consumers.get(suspect["tensor"], [])]
+            table.loc[table["depth"] == suspect["depth"], "flag"] = "scale?"
+        if jump:
+            table.loc[table["depth"] == jump["depth"], "flag"] = "JUMP"
+        return TensorErrors(table, variant, len(indices), int(peak), jump, output=self.output_name,
+                            suspect_scales=suspects)
 
     # -- 2. per-layer sensitivity --------------------------------------------------------------------------------
     def sensitivity(self, layers=None, resume: bool = True) -> Sensitivity:
@@ -696,9 +706,12 @@ class LayerDebugger:
         return self._fp32_eval
 
     def search_guards(self, target: float = 0.995, sensitivity: Sensitivity | None = None,
-                      max_guards: int | None = None, precision: str = "fp32", resume: bool = True) -> GuardSearch:
+                      max_guards: int | None = None, precision: str = "fp32", prune: bool = True,
+                      resume: bool = True) -> GuardSearch:
         """Guard the most sensitive layers one by one (in `precision`: 'fp32' or 'fp16') until top-1 agreement
-        with FP32 on the evaluation images reaches `target`; stops at the first guard set that does."""
+        with FP32 on the evaluation images reaches `target`, stopping at the first guard set that does. Then, with
+        `prune`, try removing each guard (least sensitive first) and keep every removal that still meets the
+        target: greedy order can pick a layer that a later guard made unnecessary."""
         import pandas as pd
 
         if not 0 < target <= 1:
@@ -724,7 +737,7 @@ class LayerDebugger:
         while True:
             added = ranking[:k]
             metrics = evaluate(added)
-            steps.append({"step": k, "guarded": added[-1] if added else "(recipe guards only)",
+            steps.append({"step": k, "phase": "add", "guarded": added[-1] if added else "(recipe guards only)",
                           "guards": len(added), "top1_agreement": metrics["top1_agreement"],
                           "cosine_mean": metrics["cosine_mean"], "sqnr_db": metrics["sqnr_db"],
                           "int8_layers": len(self.layers) - k})
@@ -739,13 +752,25 @@ class LayerDebugger:
                 break
             k += 1
         bar.close()
+        final, pruned = list(added), []
+        if reached and prune and len(added) > 1:
+            for name in reversed(added):
+                trial = [other for other in final if other != name]
+                metrics = evaluate(trial)
+                kept = metrics["top1_agreement"] < target
+                steps.append({"step": len(steps), "phase": "prune", "guarded": f"without {name}",
+                              "guards": len(trial), "top1_agreement": metrics["top1_agreement"],
+                              "cosine_mean": metrics["cosine_mean"], "sqnr_db": metrics["sqnr_db"],
+                              "int8_layers": len(self.layers) - len(trial)})
+                if not kept:
+                    final, pruned = trial, pruned + [name]
         if not reached and self.progress:
             print(f"[trtlab] guard search: top-1 agreement {steps[-1]['top1_agreement']:.2%} with {k} guarded "
                   f"layer(s) is still below the target {target:.2%}; raise max_guards, use more calibration images or "
                   f"another algorithm (minmax/percentile), or lower the target")
-        return GuardSearch(self.guard_strings(added, precision), list(added), pd.DataFrame(steps), float(target),
-                           reached, len(self.all_layers), len(self.layers) - len(added), self.recipe.to_dict(),
-                           len(self.evaluation_indices), self)
+        return GuardSearch(self.guard_strings(final, precision), final, pd.DataFrame(steps), float(target), reached,
+                           len(self.all_layers), len(self.layers) - len(final), self.recipe.to_dict(),
+                           len(self.evaluation_indices), evaluate(final), pruned, self)
 
     def verify_recipe(self, recipe, backend: str = "ort", progress: bool | None = None, target: float | None = None):
         """Build `recipe` with build_variant, evaluate it and FP32 with evaluate_variant / evaluate, compare."""
@@ -862,8 +887,10 @@ def plot_tensor_errors(errors: TensorErrors):
                  label="own Q/DQ SQNR of quantized tensors")
     for suspect in errors.suspect_scales:
         ax_sqnr.plot([suspect["depth"]], [suspect["qdq_sqnr_db"]], "v", ms=7, color="tab:orange")
-        ax_sqnr.annotate(f"scale? {suspect['tensor']}", (suspect["depth"], suspect["qdq_sqnr_db"]), xytext=(6, -12),
-                         textcoords="offset points", color="tab:orange", fontsize=8)
+        right = suspect["depth"] > 0.8 * len(t)  # keep the label inside the axes
+        ax_sqnr.annotate(f"scale? {suspect['tensor']}", (suspect["depth"], suspect["qdq_sqnr_db"]),
+                         xytext=(-6 if right else 6, -12), textcoords="offset points", color="tab:orange",
+                         fontsize=8, ha="right" if right else "left")
     ax_cos.plot(t["depth"], t["cosine"], "-", color="tab:green", lw=1.2, label="cosine (all images)")
     ax_cos.plot(t["depth"], t["cosine_worst"], ":", color="tab:olive", lw=1.0, label="worst image")
     if errors.jump:
@@ -965,6 +992,8 @@ def debug_main(argv=None) -> int:
     parser.add_argument("--workspace")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
+    if not 0 < args.target <= 1:
+        parser.error(f"--target {args.target}: a top-1 agreement fraction in (0, 1], e.g. 0.995")
 
     from .dataset import Dataset
     from .demo import DEMO_PREPROCESS, demo_dataset, demo_split, export_demo_model
