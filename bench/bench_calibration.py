@@ -37,7 +37,6 @@ def _dataset(images: int):
 
 
 def run_side(side: str, model: str, workspace: str, images: int, batch: int) -> dict:
-    import numpy as np
 
     from trtlab.decode_cache import build_decode_cache
     from trtlab.preprocess import normalize_batch

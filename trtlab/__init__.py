@@ -30,6 +30,7 @@ _EXPORTS = {
     "build_engines": "backends.trt", "convert_to_fp16": "fp16",
     "sanitize_model": "sanitize",
     "prepare_imagenet": "imagenet", "load_imagenet": "imagenet",
+    "layer_debugger": "layer_debug", "LayerDebugger": "layer_debug",
 }
 
 

@@ -5,11 +5,7 @@ ipywidgets whose callbacks are the plain functions below (testable without a bro
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
-
-import numpy as np
 
 from .dataset import Dataset
 from .decode_cache import DecodeCache, build_decode_cache
@@ -149,18 +145,9 @@ def calibrate_main(argv=None) -> int:
     parser.add_argument("--workspace")
     parser.add_argument("--force", action="store_true", help="rebuild and re-evaluate even if cached")
     args = parser.parse_args(argv)
-    from .demo import DEMO_PREPROCESS, demo_dataset, demo_split, export_demo_model
+    from .demo import model_and_data
 
-    split = None
-    if args.model is None:
-        model, preset = export_demo_model(workspace=args.workspace), DEMO_PREPROCESS
-    else:
-        model, preset = Path(args.model), args.preset
-    if args.data is None:
-        dataset = demo_dataset()
-        split = demo_split(dataset)
-    else:
-        dataset = Dataset.from_folder(args.data, labels_csv=args.labels)
+    model, dataset, preset, split = model_and_data(args.model, args.data, args.labels, args.preset, args.workspace)
     guards = tuple(g.strip() for g in args.guards.split(",") if g.strip())
     recipes = [Recipe(precision="int8", algorithm=a.strip(), percentile=args.percentile,
                       calibration_images=args.calibration_images, calibration_batch=args.calibration_batch,

@@ -27,7 +27,6 @@ Scale = threshold / 127 (symmetric, zero point 0) for all three.
 """
 from __future__ import annotations
 
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field

@@ -400,7 +400,7 @@ class LayerDebugger:
         from .model import inspect_classifier
         from .quantize import ensure_node_names
         from .sanitize import sanitize_model
-        from .variants import Recipe, calibration_statistics
+        from .variants import Recipe, calibration_statistics, select_calibration_indices
 
         recipe = recipe or Recipe(algorithm="entropy")
         if recipe.precision != "int8":
@@ -416,7 +416,7 @@ class LayerDebugger:
         valid = cache.valid_indices
         calibration = np.asarray(calibration_indices, np.int64)
         # The same selection build_variant makes, so the scales are the ones a built variant gets.
-        self.calibration_indices = calibration[np.isin(calibration, valid)][: recipe.calibration_images]
+        self.calibration_indices = select_calibration_indices(cache, calibration, recipe)
         self.evaluation_indices = np.asarray(evaluation_indices, np.int64)
         self.evaluation_indices = self.evaluation_indices[np.isin(self.evaluation_indices, valid)]
         if len(self.calibration_indices) == 0:
@@ -995,22 +995,10 @@ def debug_main(argv=None) -> int:
     if not 0 < args.target <= 1:
         parser.error(f"--target {args.target}: a top-1 agreement fraction in (0, 1], e.g. 0.995")
 
-    from .dataset import Dataset
-    from .demo import DEMO_PREPROCESS, demo_dataset, demo_split, export_demo_model
+    from .demo import model_and_data
     from .variants import Recipe
 
-    split = None
-    if args.model is None:
-        model, preset = export_demo_model(workspace=args.workspace), DEMO_PREPROCESS
-    else:
-        model, preset = Path(args.model), args.preset
-        if not model.is_file():
-            raise SystemExit(f"--model {model}: no such file")
-    if args.data is None:
-        dataset = demo_dataset()
-        split = demo_split(dataset)
-    else:
-        dataset = Dataset.from_folder(args.data, labels_csv=args.labels)
+    model, dataset, preset, split = model_and_data(args.model, args.data, args.labels, args.preset, args.workspace)
     guards = tuple(g.strip() for g in args.guards.split(",") if g.strip())
     recipe = Recipe(precision="int8", algorithm=args.algorithm, percentile=args.percentile,
                     calibration_images=args.calibration_images, calibration_batch=args.calibration_batch,

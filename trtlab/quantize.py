@@ -122,7 +122,7 @@ def quantize_weight(values: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarr
 def insert_qdq(model, plan: QuantPlan, scales: dict[str, float]):
     """Return a new ModelProto with Q/DQ inserted per `plan` and activation `scales` (tensor → scale)."""
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     missing = [t for t in plan.activations if t not in scales]
     if missing:

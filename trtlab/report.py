@@ -21,10 +21,8 @@ def tick_label(variant: str, width: int = 18) -> str:
 def plot_summary(store: ResultsStore, variants=None, reference=None, decode_cache=None):
     """Figure: accuracy with 95% intervals and agreement/cosine per variant; with a decode cache, also the photos
     with their stored top-1 predictions of the reference variant."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    # A Figure made without pyplot: no global figure state, and the notebook's backend is left alone.
+    from matplotlib.figure import Figure
 
     from .classes import class_name
 
@@ -32,7 +30,7 @@ def plot_summary(store: ResultsStore, variants=None, reference=None, decode_cach
     table = variant_table(results, reference)
     names = list(table.index)
     show_photos = decode_cache is not None
-    fig = plt.figure(figsize=(13, 8.5 if show_photos else 4.2), constrained_layout=True)
+    fig = Figure(figsize=(13, 8.5 if show_photos else 4.2), constrained_layout=True)
     grid = fig.add_gridspec(3 if show_photos else 1, 8)
     ax_acc = fig.add_subplot(grid[0, :4])
     ax_agree = fig.add_subplot(grid[0, 4:])
@@ -79,14 +77,11 @@ def plot_summary(store: ResultsStore, variants=None, reference=None, decode_cach
 
 def write_report(store: ResultsStore, out_dir, variants=None, reference=None, decode_cache=None) -> dict:
     """Write report.png, report.csv and report.md into out_dir (atomically); returns their paths."""
-    import matplotlib.pyplot as plt
-
     out_dir = Path(out_dir)
     fig, table = plot_summary(store, variants, reference, decode_cache)
     png = out_dir / "report.png"
     with atomic_path(png, suffix=".png") as tmp:
         fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
     csv = out_dir / "report.csv"
     atomic_write_text(csv, table.to_csv(float_format="%.6g"))
     md = out_dir / "report.md"

@@ -7,7 +7,6 @@ derived from one pass over the calibration images.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import re
@@ -118,6 +117,13 @@ def calibration_statistics(model_path, cache, indices, batch_size: int, workspac
     return stats
 
 
+def select_calibration_indices(cache, calibration_indices, recipe: Recipe) -> np.ndarray:
+    """The images a recipe calibrates on: the decodable ones among `calibration_indices`, the first
+    `recipe.calibration_images` of them (the split already shuffled them, seeded)."""
+    indices = np.asarray(calibration_indices, np.int64)
+    return indices[np.isin(indices, cache.valid_indices)][: recipe.calibration_images]
+
+
 def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=None, workspace=None,
                   force: bool = False, progress: bool = True, calibration_cache_path=None,
                   reuse_cache: bool = False) -> BuiltVariant:
@@ -139,9 +145,7 @@ def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=No
         return BuiltVariant(recipe, model_path)
     if cache is None or calibration_indices is None:
         raise ValueError("an INT8 recipe needs a decode cache and calibration image indices")
-    calibration_indices = np.asarray(calibration_indices, np.int64)
-    calibration_indices = calibration_indices[np.isin(calibration_indices, cache.valid_indices)]
-    calibration_indices = calibration_indices[: recipe.calibration_images]
+    calibration_indices = select_calibration_indices(cache, calibration_indices, recipe)
     if len(calibration_indices) == 0:
         raise ValueError("no decodable calibration images; check the split and the decode cache failures")
     sha = inspect_classifier(model_path).sha256

@@ -13,7 +13,7 @@ def tensorrt_available() -> bool:
     if importlib.util.find_spec("tensorrt") is None:
         return False
     try:
-        import tensorrt  # noqa: F401
+        import tensorrt  # noqa: F401  (the import itself is the check)
     except Exception:
         return False
     return True
