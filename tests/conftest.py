@@ -10,10 +10,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def session_workspace(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("trtlab-ws")
-    # Notebooks executed by tests inherit this, so they reuse the exported model and caches.
+    # Autouse: no test writes into the repository's ./runs. Notebooks executed by tests inherit this too, so they
+    # reuse the exported model and caches.
     os.environ["TRTLAB_WORKSPACE"] = str(path)
     return path
 
