@@ -282,3 +282,37 @@ def test_saved_split_is_stratified_disjoint_seeded_and_reused(tmp_path):
     np.testing.assert_array_equal(again.calibration, split.calibration)
     other = saved_split(dataset, calibration_images=50, seed=2, workspace=tmp_path)
     assert not np.array_equal(other.calibration, split.calibration)
+
+
+def _entropy_threshold_reference(counts, bin_width, start=128, levels=128):
+    """The GTC 2017 pseudo-code, written plainly (loops, no vectorisation), first bin discarded."""
+    counts = counts.astype(float).copy()
+    counts[0] = 0
+    best, best_kl = None, float("inf")
+    for i in range(start, len(counts) + 1):
+        p = list(counts[:i])
+        p[i - 1] += counts[i:].sum()
+        per = i // levels
+        q = [0.0] * i
+        for level in range(levels):
+            lo, hi = level * per, (i if level == levels - 1 else (level + 1) * per)
+            chunk = counts[lo:hi]
+            nonzero = sum(1 for v in chunk if v > 0)
+            for b in range(lo, hi):
+                q[b] = chunk.sum() / nonzero if counts[b] > 0 and nonzero else 0.0
+        if sum(p) == 0 or sum(q) == 0:
+            continue
+        ps, qs = sum(p), sum(q)
+        kl = sum((pv / ps) * np.log((pv / ps) / max(qv / qs, 1e-10)) for pv, qv in zip(p, q) if pv > 0)
+        if kl < best_kl:
+            best, best_kl = i, kl
+    return (best + 0.5) * bin_width
+
+
+def test_vectorised_entropy_search_matches_the_plain_algorithm():
+    rng = np.random.default_rng(7)
+    for trial in range(3):
+        hist = TensorHistogram(bins=512)  # smaller than 2048 to keep the plain version quick
+        hist.update(np.abs(rng.standard_t(df=3 + trial, size=50_000)).astype(np.float32))
+        expected = _entropy_threshold_reference(hist.counts, hist.bin_width)
+        assert threshold_entropy(hist) == pytest.approx(min(expected, hist.absmax), rel=1e-9)
