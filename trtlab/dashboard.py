@@ -170,10 +170,15 @@ def _short(name: str, limit: int = 22) -> str:
 def plot_variant_summary(table, reference: str):
     """Left: top-1/top-5 per variant with 95% Wilson intervals (or a note when unlabelled). Right: top-1
     agreement, top-5 overlap and logit cosine (mean, 1st percentile) against the reference."""
+    fig = _figure(max(9.0, 1.3 * len(table) + 5), 4.2)
+    draw_variant_summary(*fig.subplots(1, 2), table, reference)
+    return fig
+
+
+def draw_variant_summary(ax_acc, ax_cons, table, reference: str) -> None:
+    """The two summary panels on given axes (a consistency_table as input); the report reuses them."""
     names = list(table.index)
     x = np.arange(len(names))
-    fig = _figure(max(9.0, 1.3 * len(names) + 5), 4.2)
-    ax_acc, ax_cons = fig.subplots(1, 2)
     labelled = int(table["labelled"].max()) if len(table) else 0
     if labelled:
         for offset, metric, label in ((-0.2, "top1", "top-1"), (0.2, "top5", "top-5")):
@@ -201,7 +206,6 @@ def plot_variant_summary(table, reference: str):
     ax_cons.set_ylabel("% (cosine ×100)")
     ax_cons.set_title(f"Consistency with {reference}")
     ax_cons.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8)
-    return fig
 
 
 def plot_class_drift(drift, top: int = DRIFT_BARS):

@@ -86,23 +86,23 @@ def per_class_accuracy(result: VariantResult):
 
 
 def variant_table(results: dict[str, VariantResult], reference: str | None = None):
-    """One row per variant: accuracy with intervals (when labelled) and agreement with `reference`."""
-    import pandas as pd
-
+    """One row per variant: accuracy with intervals (when labelled), backend, and top-1 agreement, top-5 overlap
+    and logit cosine (mean, worst) against `reference` (default: the first variant) — the compact view of
+    consistency_table."""
     if not results:
         raise ValueError("no stored results to tabulate; evaluate at least one variant first")
-    reference = reference or next(iter(results))
-    if reference not in results:
-        raise KeyError(f"reference variant {reference!r} is not among the results ({', '.join(results)})")
-    rows = []
-    for name, result in results.items():
-        row = {"variant": name, "images": len(result), "backend": result.record.get("backend", {}).get("backend")}
-        acc = accuracy(result)
-        row.update({k: acc[k] for k in ("labelled", "top1", "top1_low", "top1_high", "top5", "top5_low", "top5_high")})
-        agree = agreement(result, results[reference])
-        row.update({k: agree.get(k) for k in ("top1_agreement", "top5_overlap", "cosine_mean", "cosine_worst")})
-        rows.append(row)
-    table = pd.DataFrame(rows).set_index("variant")
+    return compact_variant_table(consistency_table(results, reference or next(iter(results)), compare_with=()),
+                                 results)
+
+
+def compact_variant_table(full, results: dict[str, VariantResult]):
+    """consistency_table → the short A/B table (agreement columns named without the reference suffix)."""
+    reference = full.attrs["reference"]
+    table = full.rename(columns={f"top1_agreement_vs_{reference}": "top1_agreement",
+                                 f"top5_overlap_vs_{reference}": "top5_overlap"})
+    table = table[["images", "labelled", "top1", "top1_low", "top1_high", "top5", "top5_low", "top5_high",
+                   "top1_agreement", "top5_overlap", "cosine_mean", "cosine_worst"]].copy()
+    table.insert(1, "backend", [results[name].record.get("backend", {}).get("backend") for name in table.index])
     table.attrs["reference"] = reference
     return table
 
@@ -362,6 +362,7 @@ def consistency_table(results: dict[str, VariantResult], reference: str | None =
         agree = agreement(result, results[reference])
         row["cosine_mean"] = agree["cosine_mean"]
         row["cosine_p1"] = agree.get("cosine_p1", math.nan)
+        row["cosine_worst"] = agree["cosine_worst"]
         comparison = compare_accuracy(results[reference], result, alpha)
         row["delta_top1_vs_reference"] = comparison["delta_top1"]
         row["mcnemar_p_vs_reference"] = comparison["pvalue"] if name != reference else math.nan

@@ -4,9 +4,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
-
-from .metrics import variant_table
+from .metrics import compact_variant_table, consistency_table
 from .results import ResultsStore
 from .workspace import atomic_path, atomic_write_text
 
@@ -19,43 +17,22 @@ def tick_label(variant: str, width: int = 18) -> str:
 
 
 def plot_summary(store: ResultsStore, variants=None, reference=None, decode_cache=None):
-    """Figure: accuracy with 95% intervals and agreement/cosine per variant; with a decode cache, also the photos
-    with their stored top-1 predictions of the reference variant."""
+    """Figure: accuracy with 95% intervals and agreement/cosine per variant (the dashboard's summary panels); with
+    a decode cache, also the photos with their stored top-1 predictions of the reference variant."""
     # A Figure made without pyplot: no global figure state, and the notebook's backend is left alone.
     from matplotlib.figure import Figure
 
     from .classes import class_name
+    from .dashboard import draw_variant_summary
 
     results = store.load_all(variants)
-    table = variant_table(results, reference)
-    names = list(table.index)
-    show_photos = decode_cache is not None
-    fig = Figure(figsize=(13, 8.5 if show_photos else 4.2), constrained_layout=True)
-    grid = fig.add_gridspec(3 if show_photos else 1, 8)
-    ax_acc = fig.add_subplot(grid[0, :4])
-    ax_agree = fig.add_subplot(grid[0, 4:])
-    x = np.arange(len(names))
-    if table["labelled"].max() > 0:
-        for offset, metric in ((-0.18, "top1"), (0.18, "top5")):
-            values = table[metric].to_numpy(float)
-            err = np.vstack([values - table[f"{metric}_low"].to_numpy(float),
-                             table[f"{metric}_high"].to_numpy(float) - values])
-            ax_acc.bar(x + offset, values * 100, 0.36, yerr=err * 100, capsize=3, label=metric.replace("top", "top-"))
-        ax_acc.set_ylim(0, 105)
-        ax_acc.legend(loc="lower right")
-        ax_acc.set_title(f"Accuracy on {int(table['labelled'].max())} labelled images (95% Wilson CI)")
-    else:
-        ax_acc.text(0.5, 0.5, "no labelled images:\nconsistency metrics only", ha="center", va="center")
-        ax_acc.set_title("Accuracy")
-    ax_acc.set_xticks(x, [tick_label(n) for n in names])
-    ax_acc.set_ylabel("%")
+    full = consistency_table(results, reference or next(iter(results)), compare_with=())
+    table = compact_variant_table(full, results)
     ref = table.attrs["reference"]
-    ax_agree.bar(x - 0.18, table["top1_agreement"] * 100, 0.36, label="top-1 agreement")
-    ax_agree.bar(x + 0.18, table["cosine_mean"] * 100, 0.36, label="mean logit cosine ×100")
-    ax_agree.set_xticks(x, [tick_label(n) for n in names])
-    ax_agree.set_ylim(0, 105)
-    ax_agree.set_title(f"Consistency with {ref}")
-    ax_agree.legend(loc="lower right")
+    show_photos = decode_cache is not None
+    fig = Figure(figsize=(13, 9.5 if show_photos else 4.6), constrained_layout=True)
+    grid = fig.add_gridspec(3 if show_photos else 1, 8, height_ratios=[1.3, 1, 1] if show_photos else None)
+    draw_variant_summary(fig.add_subplot(grid[0, :4]), fig.add_subplot(grid[0, 4:]), full, ref)
     if show_photos:
         reference_result = results[ref]
         ids = decode_cache.dataset.image_ids()
