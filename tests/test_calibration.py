@@ -17,6 +17,7 @@ from trtlab.calib_cache import (CacheMetadata, StaleCacheError, decode_scale, en
 from trtlab.calibrate import (TensorHistogram, collect_statistics, threshold_entropy, threshold_minmax,
                               threshold_percentile)
 from trtlab.quantize import insert_qdq, plan_quantization, quantize_weight
+from trtlab.pipeline import evaluate
 from trtlab.variants import Recipe, build_variant, stats_tensors
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -316,3 +317,34 @@ def test_vectorised_entropy_search_matches_the_plain_algorithm():
         hist.update(np.abs(rng.standard_t(df=3 + trial, size=50_000)).astype(np.float32))
         expected = _entropy_threshold_reference(hist.counts, hist.bin_width)
         assert threshold_entropy(hist) == pytest.approx(min(expected, hist.absmax), rel=1e-9)
+
+
+def test_self_check_catches_an_onnx_runtime_that_disagrees_with_the_qdq_graph(demo_model, demo_cache,
+                                                                              session_workspace, monkeypatch,
+                                                                              capsys):
+    """ONNX Runtime's optimized INT8 kernels have given wrong answers on Q/DQ graphs (the issue's ModelOpt trap):
+    simulate that and check trtlab notices, warns, and still evaluates the literal Q/DQ semantics."""
+    from trtlab.backends.ort import OrtRunner
+    from trtlab.results import ResultsStore
+    from trtlab.variants import evaluate_variant, ort_qdq_self_check
+
+    built = build_variant(demo_model, Recipe(algorithm="minmax"), demo_cache, demo_cache.valid_indices[:6],
+                          session_workspace, progress=False)
+    real_infer = OrtRunner.infer_impl
+
+    def broken_when_optimized(self, batch):
+        logits = real_infer(self, batch)
+        return logits[:, ::-1].copy() if self.graph_optimization == "all" else logits
+
+    monkeypatch.setattr(OrtRunner, "infer_impl", broken_when_optimized)
+    check = ort_qdq_self_check(built.model_path, demo_cache, demo_cache.valid_indices)
+    assert not check["optimized_is_trustworthy"] and check["top1_agreement_optimized_vs_reference"] < 0.5
+    store = ResultsStore(session_workspace / "results-selfcheck")
+    result = evaluate_variant(built, demo_cache, demo_cache.valid_indices[6:], store, progress=True, force=True)
+    assert "disagree with the Q/DQ reference" in capsys.readouterr().out
+    assert result.record["backend"]["graph_optimization"] == "disable"
+    assert result.record["ort_qdq_check"]["optimized_is_trustworthy"] is False
+    # evaluated unoptimized, the variant still tracks FP32 (the reversed logits were never used)
+    monkeypatch.undo()
+    fp32 = evaluate(demo_model, demo_cache, "fp32", store=store, indices=demo_cache.valid_indices[6:], progress=False)
+    assert (result.top1 == fp32.top1).mean() >= 0.85
