@@ -253,9 +253,10 @@ def test_ab_widget_callbacks_without_a_browser(demo_model, session_workspace):
     from trtlab.demo import demo_dataset, demo_split
 
     recipes = recipes_from_selection(("minmax", "percentile"), 6, 4, ["last_layer"], "node_Conv_877", "fp16",
-                                     99.9)
-    assert [r.algorithm for r in recipes] == ["minmax", "percentile"]
-    assert recipes[0].guards == ("last_layer=fp16", "node:node_Conv_877=fp16")
+                                     99.9, include_fp16=True)
+    assert [(r.precision, r.algorithm) for r in recipes] == [("fp16", "entropy"), ("int8", "minmax"),
+                                                             ("int8", "percentile")]
+    assert recipes[1].guards == ("last_layer=fp16", "node:node_Conv_877=fp16")
     with pytest.raises(ValueError, match="at least one"):
         recipes_from_selection((), 6, 4)
     dataset = demo_dataset()
@@ -263,7 +264,7 @@ def test_ab_widget_callbacks_without_a_browser(demo_model, session_workspace):
     panel.children[0].children[0].value = ("minmax", "percentile")  # the algorithms selector
     result = panel.run_callback()
     assert panel.last_result is result
-    assert list(result.table.index) == ["fp32", "int8-minmax", "int8-percentile99.99"]
+    assert list(result.table.index) == ["fp32", "fp16", "int8-minmax", "int8-percentile99.99"]
 
 
 def test_saved_split_is_stratified_disjoint_seeded_and_reused(tmp_path):
@@ -348,3 +349,17 @@ def test_self_check_catches_an_onnx_runtime_that_disagrees_with_the_qdq_graph(de
     monkeypatch.undo()
     fp32 = evaluate(demo_model, demo_cache, "fp32", store=store, indices=demo_cache.valid_indices[6:], progress=False)
     assert (result.top1 == fp32.top1).mean() >= 0.85
+
+
+def test_fp16_recipe_converts_the_graph_and_keeps_guarded_nodes_fp32(demo_model, demo_cache, session_workspace):
+    recipe = Recipe(precision="fp16", guards=("last_layer",))
+    assert recipe.name == "fp16+last_layer" and Recipe.from_dict(recipe.to_dict()) == recipe
+    built = build_variant(demo_model, recipe, workspace=session_workspace, progress=False)
+    model = onnx.load(str(built.model_path))
+    gemm = next(n for n in model.graph.node if n.op_type == "Gemm")
+    inits = {i.name: i for i in model.graph.initializer}
+    assert inits[gemm.input[1]].data_type == onnx.TensorProto.FLOAT
+    conv = next(n for n in model.graph.node if n.op_type == "Conv")
+    assert inits[conv.input[1]].data_type == onnx.TensorProto.FLOAT16
+    assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT  # the input stays float32
+    assert build_variant(demo_model, recipe, workspace=session_workspace, progress=False).reused

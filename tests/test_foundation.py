@@ -131,7 +131,8 @@ def test_demo_job_writes_report(session_workspace, demo_model):
     table = job.table
     # evaluation = the 20 labelled foolbox ImageNet photos; the other 6 photos calibrate
     assert table.loc["fp32", "labelled"] == 20 and table.loc["fp32", "top1"] > 0.75
-    assert list(table.index) == ["fp32", "int8-minmax", "int8-entropy", "int8-percentile99.99"]
+    assert list(table.index) == ["fp32", "fp16", "int8-minmax", "int8-entropy", "int8-percentile99.99"]
+    assert table.loc["fp16", "cosine_mean"] > 0.9999 > table.loc["int8-minmax", "cosine_mean"]
     markdown = job.report["md"].read_text()
     assert all(name in markdown for name in table.index)
 

@@ -75,16 +75,19 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: 
 
 # -- widget callbacks (plain functions) -------------------------------------------------------------------------
 def recipes_from_selection(algorithms, calibration_images: int, calibration_batch: int, guards=(),
-                           node_guards: str = "", guard_precision: str = "fp32", percentile: float = 99.99):
-    """Widget state → recipes: one INT8 recipe per chosen algorithm, all with the same guards."""
+                           node_guards: str = "", guard_precision: str = "fp32", percentile: float = 99.99,
+                           include_fp16: bool = False):
+    """Widget state → recipes: one INT8 recipe per chosen algorithm, all with the same guards (and an FP16 variant
+    first when asked, to see INT8 against FP16 as well as FP32)."""
     if not algorithms:
         raise ValueError("choose at least one calibration algorithm")
     guard_list = list(guards) + [f"node:{n.strip()}" for n in node_guards.split(",") if n.strip()]
     if guard_precision == "fp16":
         guard_list = [f"{g}=fp16" for g in guard_list]
-    return [Recipe(precision="int8", algorithm=a, calibration_images=int(calibration_images),
-                   calibration_batch=int(calibration_batch), guards=tuple(guard_list), percentile=float(percentile))
-            for a in algorithms]
+    fp16 = [Recipe(precision="fp16")] if include_fp16 else []
+    return fp16 + [Recipe(precision="int8", algorithm=a, calibration_images=int(calibration_images),
+                          calibration_batch=int(calibration_batch), guards=tuple(guard_list),
+                          percentile=float(percentile)) for a in algorithms]
 
 
 def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, split: Split | None = None,
@@ -102,6 +105,7 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
     guard_boxes = [w.Checkbox(value=False, description=g) for g in GUARD_CHOICES]
     nodes = w.Text(value="", description="node guards", placeholder="node names, comma separated")
     precision = w.ToggleButtons(options=["fp32", "fp16"], value="fp32", description="guarded in")
+    with_fp16 = w.Checkbox(value=True, description="also an FP16 variant")
     run = w.Button(description="Run A/B", button_style="primary")
     out = w.Output()
 
@@ -110,7 +114,7 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
         with out:
             recipes = recipes_from_selection(algorithms.value, size.value, batch.value,
                                              [b.description for b in guard_boxes if b.value], nodes.value,
-                                             precision.value, percentile.value)
+                                             precision.value, percentile.value, with_fp16.value)
             result = compare(model_path, dataset, recipes, preprocess, split=split, workspace=workspace,
                              calibration_images=size.value)
             panel.last_result = result
@@ -120,7 +124,7 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
 
     run.on_click(on_run)
     panel = w.VBox([w.HBox([algorithms, w.VBox([size, batch, percentile])]), w.HBox(guard_boxes),
-                    w.HBox([nodes, precision]), run, out])
+                    w.HBox([nodes, precision]), with_fp16, run, out])
     panel.run_callback = on_run  # lets tests and scripts press "Run" without a browser
     panel.last_result = None
     return panel
@@ -142,6 +146,7 @@ def calibrate_main(argv=None) -> int:
     parser.add_argument("--calibration-batch", type=int, default=8)
     parser.add_argument("--guards", default="", help="comma separated: first_layer,last_layer,softmax,node:NAME,"
                                                       "op:TYPE; add =fp16 to run a guard in FP16")
+    parser.add_argument("--fp16", action="store_true", help="also build and evaluate an FP16 variant")
     parser.add_argument("--workspace")
     parser.add_argument("--force", action="store_true", help="rebuild and re-evaluate even if cached")
     args = parser.parse_args(argv)
@@ -152,6 +157,8 @@ def calibrate_main(argv=None) -> int:
     recipes = [Recipe(precision="int8", algorithm=a.strip(), percentile=args.percentile,
                       calibration_images=args.calibration_images, calibration_batch=args.calibration_batch,
                       guards=guards) for a in args.algorithms.split(",") if a.strip()]
+    if args.fp16:
+        recipes.insert(0, Recipe(precision="fp16"))
     result = compare(model, dataset, recipes, preset, split=split, workspace=args.workspace, force=args.force,
                      calibration_images=args.calibration_images)
     import pandas as pd

@@ -45,9 +45,9 @@ DEMO_ALGORITHMS = ("minmax", "entropy", "percentile")
 
 def run_demo(workspace=None, model: str = "efficientnet-lite0", progress: bool = True, backend: str = "auto",
              batch_size: int = 32, algorithms=DEMO_ALGORITHMS) -> JobResult:
-    """The bundled default: EfficientNet-Lite0 on the demo photos, whole pipeline — decode cache, calibration on
-    the calibration photos with each algorithm, Q/DQ INT8 variants, evaluation of FP32 and INT8 on the labelled
-    evaluation photos, results store, report."""
+    """The bundled default: EfficientNet-Lite0 on the demo photos, whole pipeline — decode cache, FP16 graph,
+    calibration on the calibration photos with each algorithm, Q/DQ INT8 variants, evaluation of FP32, FP16 and INT8
+    on the labelled evaluation photos, results store, report."""
     from .ab import compare
     from .demo import DEMO_PREPROCESS, demo_dataset, demo_split, export_demo_model
     from .report import write_report
@@ -56,7 +56,7 @@ def run_demo(workspace=None, model: str = "efficientnet-lite0", progress: bool =
     workspace = workspace_dir(workspace)
     model_path = export_demo_model(model, workspace)
     dataset = demo_dataset()
-    recipes = [Recipe(precision="int8", algorithm=a) for a in algorithms]
+    recipes = [Recipe(precision="fp16")] + [Recipe(precision="int8", algorithm=a) for a in algorithms]
     result = compare(model_path, dataset, recipes, DEMO_PREPROCESS, split=demo_split(dataset), workspace=workspace,
                      backend=backend, batch_size=batch_size, progress=progress)
     variants = list(result.table.index)

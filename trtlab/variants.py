@@ -19,12 +19,13 @@ from .calibrate import ALGORITHMS, CalibrationStats, collect_statistics, compute
 from .guards import parse_guard
 from .workspace import atomic_path, atomic_write_json, hash_json, workspace_dir
 
-PRECISIONS = ("fp32", "int8")
+PRECISIONS = ("fp32", "fp16", "int8")
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """What a variant is. `calibration_images`/`calibration_batch` apply to int8 only."""
+    """What a variant is. `calibration_images`/`calibration_batch`/`algorithm` apply to int8 only; fp16 converts
+    the graph to float16 (guards keep nodes in float32)."""
 
     precision: str = "int8"
     algorithm: str = "entropy"
@@ -50,6 +51,8 @@ class Recipe:
         """Readable variant name, e.g. 'int8-entropy+first_layer+last_layer=fp16'."""
         if self.precision == "fp32":
             return "fp32"
+        if self.precision == "fp16":
+            return re.sub(r"[^A-Za-z0-9_.+=-]", "_", "fp16" + "".join(f"+{g}" for g in self.guards)).replace("=", "-")
         algo = f"percentile{self.percentile:g}" if self.algorithm == "percentile" else self.algorithm
         name = f"int8-{algo}" + "".join(f"+{g}" for g in self.guards)
         name = re.sub(r"[^A-Za-z0-9_.+=-]", "_", name).replace("=", "-")
@@ -60,6 +63,8 @@ class Recipe:
         data["guards"] = list(self.guards)
         if self.precision == "fp32":
             return {"precision": "fp32"}
+        if self.precision == "fp16":
+            return {"precision": "fp16", "guards": list(self.guards)}
         if self.algorithm != "percentile":
             data.pop("percentile")
         return data
@@ -117,6 +122,25 @@ def calibration_statistics(model_path, cache, indices, batch_size: int, workspac
     return stats
 
 
+def build_fp16_variant(model_path: Path, recipe: Recipe, workspace=None, force: bool = False) -> BuiltVariant:
+    """The sanitized graph converted to float16 (inputs/outputs stay float32; guarded nodes stay float32) — what
+    TensorRT 11's strongly typed FP16 builds take, and an FP16 reference on ONNX Runtime."""
+    from .fp16 import convert_to_fp16
+    from .model import inspect_classifier
+    from .sanitize import sanitize_model
+
+    sha = inspect_classifier(model_path).sha256
+    key = hash_json({"model": sha, "recipe": recipe.to_dict()})
+    folder = workspace_dir(workspace) / "variants" / f"{model_path.stem}-{sha[:8]}" / f"{recipe.name}-{key}"
+    out_path = folder / "model.onnx"
+    if out_path.exists() and not force:
+        return BuiltVariant(recipe, out_path, folder, reused=True)
+    conversion = convert_to_fp16(sanitize_model(model_path, workspace), guards=recipe.guards, output_path=out_path)
+    atomic_write_json(folder / "variant.json", {"recipe": recipe.to_dict(), "model": str(model_path),
+                                                "model_sha256": sha, "conversion": conversion.summary()})
+    return BuiltVariant(recipe, out_path, folder, conversion.summary())
+
+
 def select_calibration_indices(cache, calibration_indices, recipe: Recipe) -> np.ndarray:
     """The images a recipe calibrates on: the decodable ones among `calibration_indices`, the first
     `recipe.calibration_images` of them (the split already shuffled them, seeded)."""
@@ -143,6 +167,8 @@ def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=No
     model_path = Path(model_path)
     if recipe.precision == "fp32":
         return BuiltVariant(recipe, model_path)
+    if recipe.precision == "fp16":
+        return build_fp16_variant(model_path, recipe, workspace, force)
     if cache is None or calibration_indices is None:
         raise ValueError("an INT8 recipe needs a decode cache and calibration image indices")
     calibration_indices = select_calibration_indices(cache, calibration_indices, recipe)
