@@ -15,5 +15,6 @@ if ! command -v "$PYTHON" >/dev/null 2>&1; then
   echo "setup_kaggle_env.sh: $PYTHON not found: set PYTHON=/path/to/python3" >&2
   exit 2
 fi
-# The module file runs on its own (standard library only), so a half-installed trtlab cannot break the setup.
-exec "$PYTHON" "$HERE/trtlab/trt_env.py" setup "$@"
+# Run as a module from this checkout (trtlab/__init__ imports nothing heavy, so it works before any install); the
+# current directory is kept so relative --root paths mean what the user typed.
+PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}" exec "$PYTHON" -m trtlab.trt_env setup "$@"

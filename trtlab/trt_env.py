@@ -161,16 +161,11 @@ def arch_name(cc: tuple[int, int] | None) -> str:
 
 
 def workspace_dir() -> Path:
-    """trtlab's writable workspace: $TRTLAB_WORKSPACE, else /kaggle/working/trtlab on Kaggle, else ./runs.
+    """trtlab's writable workspace (trtlab.workspace's rule; that module needs only the standard library, so
+    setup_kaggle_env.sh can use this file on a half-installed machine)."""
+    from trtlab.workspace import workspace_dir as shared_workspace_dir
 
-    Same rule as trtlab.workspace.workspace_dir, repeated here (without creating the folder) so this file runs
-    on its own from setup_kaggle_env.sh, where importing the rest of trtlab is not required.
-    """
-    if os.environ.get("TRTLAB_WORKSPACE"):
-        return Path(os.environ["TRTLAB_WORKSPACE"])
-    if Path("/kaggle/working").is_dir():
-        return Path("/kaggle/working/trtlab")
-    return Path.cwd() / "runs"
+    return shared_workspace_dir()
 
 
 def default_lib_dir() -> Path:

@@ -181,7 +181,17 @@ class Event:
             self._event = None
 
 
-class DeviceBuffer:
+class _ReleasedOnExit:
+    """`with buffer:` frees it on exit, even when the cell fails."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+
+
+class DeviceBuffer(_ReleasedOnExit):
     """`nbytes` of GPU memory at the int address `ptr` (what TensorRT's set_tensor_address and a calibrator's
     get_batch need)."""
 
@@ -212,14 +222,9 @@ class DeviceBuffer:
             check(cudart().cudaFree(self.ptr), "cudaFree")
             self.ptr = 0
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.free()
 
 
-class PinnedBuffer:
+class PinnedBuffer(_ReleasedOnExit):
     """Page-locked host memory (cudaMallocHost) viewed as a numpy array, so async copies really overlap."""
 
     def __init__(self, shape, dtype=np.float32):
@@ -240,11 +245,6 @@ class PinnedBuffer:
             check(cudart().cudaFreeHost(self.ptr), "cudaFreeHost")
             self.ptr = 0
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.free()
 
 
 def _host_ptr(array: np.ndarray, writable: bool = False) -> int:
