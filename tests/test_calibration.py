@@ -202,15 +202,15 @@ def test_int8_variants_stay_close_to_fp32_on_real_photos(demo_model, session_wor
     result = compare(demo_model, dataset, [Recipe(algorithm=a) for a in ("minmax", "entropy", "percentile")],
                      split=split, workspace=session_workspace, progress=False)
     table = result.table
-    assert list(table.index) == ["fp32", "int8-minmax", "int8-entropy", "int8-percentile99.99"]
+    assert list(table.index) == ["fp32", "int8-minmax@6", "int8-entropy@6", "int8-percentile99.99@6"]
     assert (table["images"] == 20).all()
     # Real INT8 on real photos: close to FP32 but not identical (a no-op quantizer would give cosine 1.0).
-    assert (table.loc["int8-minmax":, "top1_agreement"] >= 0.85).all()
-    assert (table.loc["int8-minmax":, "cosine_mean"].between(0.95, 0.9999)).all()
-    record = result.store.load("int8-entropy").record
+    assert (table.loc["int8-minmax@6":, "top1_agreement"] >= 0.85).all()
+    assert (table.loc["int8-minmax@6":, "cosine_mean"].between(0.95, 0.9999)).all()
+    record = result.store.load("int8-entropy@6").record
     assert record["recipe"]["algorithm"] == "entropy" and record["backend"]["graph_optimization"] == "disable"
     assert set(record["ort_qdq_check"]) >= {"top1_agreement_optimized_vs_reference", "optimized_is_trustworthy"}
-    cache_file = result.variants["int8-entropy"].calibration_cache
+    cache_file = result.variants["int8-entropy@6"].calibration_cache
     header, scales = read_calibration_cache(cache_file)
     assert header.endswith("EntropyCalibration2") and len(scales) == 50  # 49 Conv + 1 Gemm inputs
     meta = json.loads(Path(str(cache_file) + ".json").read_text())
@@ -230,7 +230,7 @@ def test_variant_build_is_deterministic_and_cached_by_recipe(demo_model, demo_ca
                                              guards=("first_layer",)), demo_cache, calib, session_workspace,
                           progress=False)
     assert other.model_path != first.model_path
-    assert Recipe.from_dict(recipe.to_dict()) == recipe and recipe.name == "int8-percentile99.9+first_layer"
+    assert Recipe.from_dict(recipe.to_dict()) == recipe and recipe.name == "int8-percentile99.9@4+first_layer"
 
 
 def test_reused_calibration_cache_for_another_algorithm_is_refused(demo_model, demo_cache, session_workspace,
@@ -264,7 +264,7 @@ def test_ab_widget_callbacks_without_a_browser(demo_model, session_workspace):
     panel.children[0].children[0].value = ("minmax", "percentile")  # the algorithms selector
     result = panel.run_callback()
     assert panel.last_result is result
-    assert list(result.table.index) == ["fp32", "fp16", "int8-minmax", "int8-percentile99.99"]
+    assert list(result.table.index) == ["fp32", "fp16", "int8-minmax@6", "int8-percentile99.99@6"]
 
 
 def test_saved_split_is_stratified_disjoint_seeded_and_reused(tmp_path):

@@ -411,14 +411,18 @@ def _weights_fake_quantized(source: Path, target: Path, levels: int) -> Path:
 
 @pytest.fixture(scope="module")
 def real_store(demo_model, demo_cache, session_workspace, tmp_path_factory):
+    from trtlab.identity import Experiment
+    from trtlab.model import inspect_classifier
     from trtlab.pipeline import evaluate
 
     # Under <workspace>/results, beside the demo's decode cache, as evaluations normally are.
     store = ResultsStore(session_workspace / "results" / "dashboard-test-real")
     folder = tmp_path_factory.mktemp("perturbed")
     evaluate(demo_model, demo_cache, "fp32", store=store, progress=False)
+    # The 7-bit copy is a variant of the demo model: it is stored under the demo model's experiment.
+    experiment = Experiment.for_evaluation(inspect_classifier(demo_model), demo_cache, range(len(demo_cache.dataset)))
     evaluate(_weights_fake_quantized(demo_model, folder / "w7.onnx", 63), demo_cache, "weights-7bit",
-             recipe={"weights": "7-bit per-tensor"}, store=store, progress=False)
+             recipe={"weights": "7-bit per-tensor"}, store=store, progress=False, experiment=experiment)
     return store
 
 

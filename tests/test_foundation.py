@@ -131,8 +131,8 @@ def test_demo_job_writes_report(session_workspace, demo_model):
     table = job.table
     # evaluation = the 20 labelled foolbox ImageNet photos; the other 6 photos calibrate
     assert table.loc["fp32", "labelled"] == 20 and table.loc["fp32", "top1"] > 0.75
-    assert list(table.index) == ["fp32", "fp16", "int8-minmax", "int8-entropy", "int8-percentile99.99"]
-    assert table.loc["fp16", "cosine_mean"] > 0.9999 > table.loc["int8-minmax", "cosine_mean"]
+    assert list(table.index) == ["fp32", "fp16", "int8-minmax@6", "int8-entropy@6", "int8-percentile99.99@6"]
+    assert table.loc["fp16", "cosine_mean"] > 0.9999 > table.loc["int8-minmax@6", "cosine_mean"]
     markdown = job.report["md"].read_text()
     assert all(name in markdown for name in table.index)
 
@@ -154,8 +154,10 @@ def test_eval_cli_on_a_wnid_folder_with_the_torchvision_preset(photo_folder, ses
                  "--workspace", str(session_workspace)]) == 0
     out = capsys.readouterr().out
     assert "fixed batch of 1" in out and "report:" in out
-    store = ResultsStore.for_eval_set(dataset, __import__("trtlab.preprocess").preprocess.PRESETS["torchvision"],
-                                      session_workspace)
+    from trtlab.dashboard import find_result_stores
+
+    store = next(ResultsStore(p) for p in find_result_stores(session_workspace)
+                 if ResultsStore(p).experiment.model_name == "light_resnet50")
     result = store.load("fp32")
     assert result.record["preprocess"]["name"] == "torchvision" and result.logits.shape == (21, 1000)
 
@@ -175,12 +177,16 @@ def test_interrupted_evaluation_resumes_where_it_stopped(demo_model, demo_cache,
         return real_infer(self, batch)
 
     monkeypatch.setattr(OrtRunner, "infer_impl", infer_then_die)
+    # Another identity than the uninterrupted run (which would otherwise simply be reused).
+    second = {"recipe": {"precision": "fp32"}, "run": "resumed"}
     with pytest.raises(KeyboardInterrupt):
-        evaluate(demo_model, demo_cache, "resumed", store=store, batch_size=4, progress=False, checkpoint_every=8)
+        evaluate(demo_model, demo_cache, "resumed", store=store, batch_size=4, progress=False, checkpoint_every=8,
+                 identity=second)
     assert "resumed" not in store  # nothing half-written is ever presented as a result
     calls.clear()
     monkeypatch.setattr(OrtRunner, "infer_impl", lambda self, batch: (calls.append(len(batch)), real_infer(self, batch))[1])
-    resumed = evaluate(demo_model, demo_cache, "resumed", store=store, batch_size=4, progress=True, checkpoint_every=8)
+    resumed = evaluate(demo_model, demo_cache, "resumed", store=store, batch_size=4, progress=True, checkpoint_every=8,
+                       identity=second)
     assert "resuming an interrupted evaluation after 8 of 26 images" in capsys.readouterr().out
     assert sum(calls) == 26 - 8  # only the images not checkpointed ran again
     np.testing.assert_array_equal(resumed.logits, reference.logits)

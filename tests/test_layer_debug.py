@@ -219,7 +219,8 @@ def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(brok
 
     # The guard list round-trips into a recipe that trtlab's own pipeline builds and evaluates.
     recipe = found.recipe()
-    assert recipe == Recipe(algorithm="entropy", guards=tuple(found.guards))
+    # The recipe names the calibration size the debugger really used (all 6 demo calibration photos).
+    assert recipe == Recipe(algorithm="entropy", calibration_images=6, guards=tuple(found.guards))
     assert Recipe.from_dict(json.loads(json.dumps(recipe.to_dict()))) == recipe
     verified = found.verify()
     assert verified["variant"] == recipe.name and verified["images"] == 20

@@ -27,6 +27,17 @@ def test_notebook_executes_headless(path, demo_model, session_workspace):
     nb = nbformat.read(str(path), as_version=4)
     # TRTLAB_WORKSPACE (set by the session_workspace fixture) is inherited by the kernel: the notebook reuses the
     # exported demo model and caches.
+    prepared = (session_workspace / "imagenet" / "prep.json").exists()  # notebook 01 ran earlier in this session
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent.parent)}}).execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    errors = [o for o in outputs if o.output_type == "error"]
     assert not errors
+    if path.stem[:2] in ("03", "04", "05"):
+        # Figures must render in the notebook, not as '<Figure size ...>' text.
+        assert any("image/png" in o.get("data", {}) for o in outputs), f"{path.name} shows no figure"
+        assert not any("<Figure size" in o.get("data", {}).get("text/plain", "") for o in outputs)
+    if path.stem[:2] in ("02", "03", "04", "05"):
+        # The first thing each says is which data it works on: notebook 01's when it prepared some.
+        first = next(o.get("text", "") for o in outputs if o.output_type == "stream")
+        assert first.startswith("[trtlab] data: ")
+        assert ("prepared by notebook 01" in first) if prepared else ("using the demo photos" in first)

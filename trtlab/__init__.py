@@ -29,7 +29,8 @@ _EXPORTS = {
     "resolve_guards": "guards",
     "build_engines": "backends.trt", "convert_to_fp16": "fp16",
     "sanitize_model": "sanitize",
-    "prepare_imagenet": "imagenet", "load_imagenet": "imagenet",
+    "prepare_imagenet": "imagenet", "load_imagenet": "imagenet", "prepared_data": "prepared",
+    "Experiment": "identity",
     "layer_debugger": "layer_debug", "LayerDebugger": "layer_debug",
 }
 

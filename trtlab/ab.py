@@ -20,55 +20,88 @@ GUARD_CHOICES = ("first_layer", "last_layer", "softmax")
 
 @dataclass
 class ABResult:
-    table: object  # pandas DataFrame, one row per variant
+    table: object  # pandas DataFrame, one row per variant (index: the stored labels)
     store: ResultsStore
     cache: DecodeCache
     split: Split
-    variants: dict[str, BuiltVariant] = field(default_factory=dict)
+    variants: dict[str, BuiltVariant] = field(default_factory=dict)  # stored label → built variant
 
     def plot(self):
+        """The summary figure (accuracy with intervals; consistency with FP32), displayable in any notebook."""
+        from .plots import FigureView
         from .report import plot_summary
 
         fig, _ = plot_summary(self.store, list(self.table.index), reference="fp32")
-        return fig
+        return FigureView(fig)
 
 
 def saved_split(dataset: Dataset, calibration_images: int, seed: int = 0, workspace=None) -> Split:
     """The split for (dataset, calibration size, seed), made once and saved in the workspace so every notebook
     uses the same calibration and evaluation images."""
+    from .variants import CalibrationSizeError
+
+    if calibration_images > len(dataset) - 1:
+        raise CalibrationSizeError(
+            f"{calibration_images} calibration images asked for, but dataset {dataset.name!r} has {len(dataset)} "
+            f"images and evaluation needs at least one: use calibration_images ≤ {len(dataset) - 1}")
     key = hash_json({"fp": dataset.fingerprint(), "n": calibration_images, "seed": seed}, 12)
     path = workspace_dir(workspace) / "splits" / f"{dataset.name}-{key}.json"
     if path.exists():
         return Split.load(path)
-    split = make_split(dataset, calibration_size=min(calibration_images, len(dataset) - 1), seed=seed)
+    split = make_split(dataset, calibration_size=calibration_images, seed=seed)
     split.save(path)
     return split
+
+
+def default_calibration_pool(dataset: Dataset) -> int:
+    """Calibration images of a split made for recipes that name no number: half the data, at most
+    DEFAULT_CALIBRATION_IMAGES (the rest evaluates)."""
+    from .variants import DEFAULT_CALIBRATION_IMAGES
+
+    return max(1, min(DEFAULT_CALIBRATION_IMAGES, len(dataset) // 2))
+
+
+def check_calibration_sizes(recipes, split: Split, dataset: Dataset) -> None:
+    """Refuse, before any work, recipes that ask for more calibration images than the split holds."""
+    from .variants import CalibrationSizeError
+
+    too_many = [r for r in recipes if r.precision == "int8" and (r.calibration_images or 0) > len(split.calibration)]
+    if too_many:
+        raise CalibrationSizeError(
+            f"{', '.join(r.name for r in too_many)} ask(s) for {max(r.calibration_images for r in too_many)} "
+            f"calibration images, but the calibration set of {dataset.name!r} has {len(split.calibration)}; use "
+            f"calibration_images ≤ {len(split.calibration)}, or a split with a larger calibration set")
 
 
 def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: Split | None = None,
             calibration_images: int | None = None, workspace=None, backend: str = "auto", batch_size: int = 32,
             progress: bool = True, force: bool = False) -> ABResult:
     """Build each recipe's variant (calibrating on the split's calibration images), evaluate it and FP32 on the
-    evaluation images, and return the comparison table (read back from the results store)."""
+    evaluation images, and return the comparison table (read back from the results store of this model and
+    these evaluation images)."""
+    from .identity import Experiment
     from .metrics import variant_table
+    from .model import inspect_classifier
 
     recipes = [r if isinstance(r, Recipe) else Recipe(**r) for r in recipes]
     if not any(r.precision == "fp32" for r in recipes):
         recipes = [Recipe(precision="fp32")] + recipes
+    info = inspect_classifier(model_path)  # a wrong model fails here, before any image is decoded
     spec = get_preprocess(preprocess)
-    cache = build_decode_cache(dataset, spec, workspace, progress=progress)
     if split is None:
-        wanted = calibration_images or max(r.calibration_images for r in recipes)
+        wanted = calibration_images or max((r.calibration_images or 0 for r in recipes if r.precision == "int8"),
+                                           default=0) or default_calibration_pool(dataset)
         split = saved_split(dataset, wanted, workspace=workspace)
-    eval_set = split.evaluation_set(dataset)
-    store = ResultsStore.for_eval_set(eval_set, spec, workspace)
+    check_calibration_sizes(recipes, split, dataset)
+    cache = build_decode_cache(dataset, spec, workspace, progress=progress)
+    store = ResultsStore.for_experiment(Experiment.for_evaluation(info, cache, split.evaluation, split), workspace)
     built: dict[str, BuiltVariant] = {}
     for recipe in recipes:
         variant = build_variant(model_path, recipe, cache, split.calibration, workspace, force=force,
                                 progress=progress)
-        evaluate_variant(variant, cache, split.evaluation, store, backend=backend, batch_size=batch_size,
-                         progress=progress, force=force)
-        built[variant.name] = variant
+        result = evaluate_variant(variant, cache, split.evaluation, store, backend=backend, batch_size=batch_size,
+                                  progress=progress, force=force, split=split)
+        built[result.variant] = variant  # recipes that named no calibration size now name the one used
     table = variant_table(store.load_all(list(built)), reference="fp32")
     return ABResult(table, store, cache, split, built)
 
@@ -96,10 +129,13 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
     import ipywidgets as w
     from IPython.display import display
 
-    limit = max_calibration_images or max(1, len(dataset) - 1)
+    # The slider offers only what exists: the split's calibration images (or, without a split, all but one image).
+    available = len(split.calibration) if split is not None else max(1, len(dataset) - 1)
+    limit = min(max_calibration_images or available, available)
     algorithms = w.SelectMultiple(options=["minmax", "entropy", "percentile"], value=("minmax", "entropy"),
                                   description="algorithms")
-    size = w.IntSlider(value=min(64, limit), min=1, max=limit, description="calib images")
+    size = w.IntSlider(value=min(64, limit), min=1, max=limit, description="calib images",
+                       tooltip=f"at most {limit}: the calibration images that exist")
     batch = w.Dropdown(options=[1, 4, 8, 16, 32], value=8, description="calib batch")
     percentile = w.FloatText(value=99.99, description="percentile")
     guard_boxes = [w.Checkbox(value=False, description=g) for g in GUARD_CHOICES]
@@ -119,7 +155,7 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
                              calibration_images=size.value)
             panel.last_result = result
             display(result.table)
-            display(result.plot())
+            display(result.plot())  # a FigureView: rendered as PNG in JupyterLab and in executed notebooks
         return result
 
     run.on_click(on_run)
@@ -142,7 +178,8 @@ def calibrate_main(argv=None) -> int:
     parser.add_argument("--preset", default="tf-lite")
     parser.add_argument("--algorithms", default="minmax,entropy,percentile")
     parser.add_argument("--percentile", type=float, default=99.99)
-    parser.add_argument("--calibration-images", type=int, default=64)
+    parser.add_argument("--calibration-images", type=int, default=None,
+                        help="images to calibrate on (default: the split's calibration set, at most 512)")
     parser.add_argument("--calibration-batch", type=int, default=8)
     parser.add_argument("--guards", default="", help="comma separated: first_layer,last_layer,softmax,node:NAME,"
                                                       "op:TYPE; add =fp16 to run a guard in FP16")
@@ -164,5 +201,6 @@ def calibrate_main(argv=None) -> int:
     import pandas as pd
 
     with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(f"{result.store.describe()}; results in {result.store.folder}")
         print(result.table.round(4))
     return 0

@@ -12,7 +12,6 @@ import argparse
 import base64
 import datetime as _dt
 import html
-import io
 import json
 import math
 import os
@@ -22,12 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .report import tick_label
 from .metrics import (consistency_table, flips, introduced_confusions, pairwise_significance, per_class_drift)
 from .results import ResultsStore, VariantResult
+from .plots import FIGURE_DPI, _figure, _short, figure_png, plot_variant_summary, stamp
 from .workspace import atomic_path, atomic_write_text, check_writable_location, workspace_dir
 
-FIGURE_DPI = 100
 GALLERY_DPI = 72  # galleries are photos, which compress poorly as PNG; a lower dpi keeps the HTML report small
 GALLERY_MAX_IMAGES = 24
 DRIFT_BARS = 12  # classes shown on each side (losers, gainers) of the drift bar chart
@@ -38,30 +36,53 @@ LOSS_COLOUR, GAIN_COLOUR, NEUTRAL_COLOUR = "#c0392b", "#27ae60", "#34495e"
 # Finding the store
 # --------------------------------------------------------------------------------------------------------------
 
-def find_result_stores(workspace=None) -> list[Path]:
-    """Result-store folders under `<workspace>/results`, most recently updated first."""
+def find_result_stores(workspace=None, legacy: bool = False) -> list[Path]:
+    """Result-store folders under `<workspace>/results`, most recently updated first (with `legacy=True`, the
+    stores written by trtlab 0.1 without experiment identity, which are refused)."""
     root = workspace_dir(workspace) / "results"
     if not root.is_dir():
         return []
-    stores = [p for p in root.iterdir() if p.is_dir() and ResultsStore(p).variants()]
+    stores = [p for p in root.iterdir()
+              if p.is_dir() and ResultsStore(p).variants() and ResultsStore(p).is_legacy() == legacy]
     return sorted(stores, key=lambda p: max(f.stat().st_mtime for f in p.glob("*.json")), reverse=True)
 
 
 def open_store(store=None, workspace=None) -> ResultsStore:
     """A ResultsStore from a store, a folder, or (None) the most recently updated store in the workspace."""
     if isinstance(store, ResultsStore):
+        store.check_identity()
         return store
     if store is not None:
         folder = Path(store)
         if not folder.is_dir():
             raise FileNotFoundError(f"results folder {folder} does not exist; pass a folder under "
                                     f"<workspace>/results (python -m trtlab dashboard --list shows them)")
-        return ResultsStore(folder)
+        opened = ResultsStore(folder)
+        opened.check_identity()
+        return opened
     stores = find_result_stores(workspace)
     if not stores:
+        legacy = find_result_stores(workspace, legacy=True)
+        if legacy:
+            ResultsStore(legacy[0]).check_identity()  # raises: says why and how to rebuild
         raise FileNotFoundError(f"no stored results under {workspace_dir(workspace) / 'results'}; evaluate a model "
                                 f"first (python -m trtlab demo, or trtlab.evaluate(...))")
     return ResultsStore(stores[0])
+
+
+def load_results(stores, workspace=None) -> tuple[ResultsStore, dict[str, VariantResult]]:
+    """(first store, every stored result) of one or several stores — which must hold one experiment: results of
+    different models or evaluation sets are refused (identity.MixedExperimentError names both)."""
+    from .identity import check_one_experiment
+
+    stores = [stores] if isinstance(stores, (ResultsStore, str, os.PathLike)) or stores is None else list(stores)
+    opened = [open_store(s, workspace) for s in stores]
+    results: dict[str, VariantResult] = {}
+    for store in opened:
+        for name, result in store.load_all().items():
+            results[name if name not in results else f"{name}~{store.folder.name[-6:]}"] = result
+    check_one_experiment(results)
+    return opened[0], results
 
 
 def resolve_selection(available, chosen=None, reference=None) -> tuple[list[str], str]:
@@ -156,57 +177,6 @@ class Thumbnails:
 # --------------------------------------------------------------------------------------------------------------
 # Figures (matplotlib Figure objects, no pyplot)
 # --------------------------------------------------------------------------------------------------------------
-
-def _figure(width: float, height: float):
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), constrained_layout=True)
-
-
-def _short(name: str, limit: int = 22) -> str:
-    return name if len(name) <= limit else name[: limit - 1] + "…"
-
-
-def plot_variant_summary(table, reference: str):
-    """Left: top-1/top-5 per variant with 95% Wilson intervals (or a note when unlabelled). Right: top-1
-    agreement, top-5 overlap and logit cosine (mean, 1st percentile) against the reference."""
-    fig = _figure(max(9.0, 1.3 * len(table) + 5), 4.2)
-    draw_variant_summary(*fig.subplots(1, 2), table, reference)
-    return fig
-
-
-def draw_variant_summary(ax_acc, ax_cons, table, reference: str) -> None:
-    """The two summary panels on given axes (a consistency_table as input); the report reuses them."""
-    names = list(table.index)
-    x = np.arange(len(names))
-    labelled = int(table["labelled"].max()) if len(table) else 0
-    if labelled:
-        for offset, metric, label in ((-0.2, "top1", "top-1"), (0.2, "top5", "top-5")):
-            values = table[metric].to_numpy(float) * 100
-            err = np.vstack([values - table[f"{metric}_low"].to_numpy(float) * 100,
-                             table[f"{metric}_high"].to_numpy(float) * 100 - values])
-            ax_acc.bar(x + offset, values, 0.4, yerr=err, capsize=3, label=label)
-        ax_acc.set_ylim(0, 105)
-        ax_acc.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8)
-        ax_acc.set_title(f"Accuracy on {labelled} labelled images (95% Wilson CI)")
-    else:
-        ax_acc.text(0.5, 0.5, "no labelled images:\nconsistency metrics only", ha="center", va="center",
-                    transform=ax_acc.transAxes)
-        ax_acc.set_title("Accuracy (needs labels)")
-    ax_acc.set_ylabel("accuracy (%)")
-    ax_acc.set_xticks(x, [tick_label(n) for n in names], fontsize=8)
-    series = [(f"top1_agreement_vs_{reference}", "top-1 agreement"), (f"top5_overlap_vs_{reference}", "top-5 overlap"),
-              ("cosine_mean", "logit cosine, mean"), ("cosine_p1", "logit cosine, 1st pct")]
-    width = 0.8 / len(series)
-    for k, (column, label) in enumerate(series):
-        ax_cons.bar(x + (k - (len(series) - 1) / 2) * width, table[column].to_numpy(float) * 100, width, label=label)
-    low = np.nanmin([table[c].to_numpy(float).min() for c, _ in series]) * 100 if len(table) else 0
-    ax_cons.set_ylim(max(0.0, min(90.0, math.floor(low / 10) * 10 - 5)) if np.isfinite(low) else 0, 101)
-    ax_cons.set_xticks(x, [tick_label(n) for n in names], fontsize=8)
-    ax_cons.set_ylabel("% (cosine ×100)")
-    ax_cons.set_title(f"Consistency with {reference}")
-    ax_cons.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8)
-
 
 def plot_class_drift(drift, top: int = DRIFT_BARS):
     """Horizontal bars: the classes whose top-1 accuracy falls (red) or rises (green) most vs the reference,
@@ -337,16 +307,7 @@ def plot_confusions(confusions, top: int = 10):
     return fig
 
 
-def figure_png(fig, dpi: int = FIGURE_DPI) -> bytes:
-    """The figure as PNG bytes (Agg)."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi)
-    return buffer.getvalue()
 
-
-# --------------------------------------------------------------------------------------------------------------
-# The dashboard
-# --------------------------------------------------------------------------------------------------------------
 
 @dataclass
 class Dashboard:
@@ -361,6 +322,7 @@ class Dashboard:
     flips: dict = field(default_factory=dict)  # variant → flips
     confusions: dict = field(default_factory=dict)  # variant → introduced_confusions
     notes: list = field(default_factory=list)
+    focus: list = field(default_factory=list)  # compared variants whose per-variant figures are drawn
     decode_cache: object = None
     image_root: str | None = None
     workspace: object = None
@@ -375,21 +337,37 @@ class Dashboard:
     def labelled(self) -> int:
         return int(self.table.loc[self.reference, "labelled"])
 
-    def figure_names(self) -> list[str]:
+    def figure_names(self, variants=None) -> list[str]:
+        """The summary, then the per-variant figures of `variants` (default: the focused ones)."""
         names = ["summary"]
-        for variant in self.compared:
-            if self.labelled:
-                names += [f"class_drift-{variant}", f"class_scatter-{variant}", f"drift_histogram-{variant}"]
-            names += [f"flips-{variant}", f"confusions-{variant}"]
+        for variant in (self.focus if variants is None else variants):
+            names += self.variant_figure_names(variant)
         return names
 
+    def variant_figure_names(self, variant: str) -> list[str]:
+        names = [f"class_drift-{variant}", f"class_scatter-{variant}", f"drift_histogram-{variant}"] \
+            if self.labelled else []
+        return names + [f"flips-{variant}", f"confusions-{variant}"]
+
+    def least_agreeing(self, count: int) -> list[str]:
+        """The `count` compared variants that agree least with the reference (top-1 agreement, then cosine)."""
+        rows = self.table.loc[self.compared]
+        order = rows.sort_values([f"top1_agreement_vs_{self.reference}", "cosine_mean"], kind="stable")
+        return [str(name) for name in order.index[:count]]
+
     def make_figure(self, name: str):
-        """A fresh matplotlib Figure by name (see figure_names())."""
+        """A fresh matplotlib Figure by name (see figure_names()), stamped with the experiment it shows."""
+        figure = self._make_figure(name)
+        experiment = self.store.experiment
+        stamp(figure, experiment.short() if experiment else "")
+        return figure
+
+    def _make_figure(self, name: str):
         if name == "summary":
             return plot_variant_summary(self.table, self.reference)
         kind, _, variant = name.partition("-")
         if variant not in self.results or variant == self.reference:
-            raise KeyError(f"no figure {name!r}; available: {', '.join(self.figure_names())}")
+            raise KeyError(f"no figure {name!r}; available: {', '.join(self.figure_names(self.compared))}")
         if kind == "class_drift":
             return plot_class_drift(self.drift[variant])
         if kind == "class_scatter":
@@ -445,15 +423,14 @@ class Dashboard:
         if len(self.significance):
             display(HTML(self.display_significance().to_html(escape=True, index=False)))
         for name, data in self.pngs().items():
+            if name.endswith(tuple(f"-{v}" for v in self.focus)) and name.startswith(("class_drift-", "flips-")) \
+                    and (name.startswith("class_drift-") or not self.labelled):
+                display(Markdown(f"**{name.partition('-')[2]} vs {self.reference}**"))
             display(Image(data=data, format="png"))
 
     def most_changed(self) -> str | None:
         """The compared variant that agrees least with the reference (top-1 agreement, then mean cosine)."""
-        if not self.compared:
-            return None
-        rows = self.table.loc[self.compared]
-        order = rows.sort_values([f"top1_agreement_vs_{self.reference}", "cosine_mean"], kind="stable")
-        return str(order.index[0])
+        return (self.least_agreeing(1) or [None])[0]
 
     def variant_tables(self, variant: str | None = None) -> dict:
         """Per-class drift, flips and introduced confusions of one compared variant (default: most_changed())."""
@@ -467,9 +444,10 @@ class Dashboard:
             tables = {"per-class drift": self.drift[variant], **tables}
         return tables
 
-    def show_variant(self, variant: str | None = None) -> None:
-        """Display variant_tables() in a notebook, or say why there is nothing to show."""
-        from IPython.display import Markdown, display
+    def show_variant(self, variant: str | None = None, figures: bool | None = None) -> None:
+        """Display variant_tables() of one variant in a notebook (and its figures, by default when show() did not
+        already draw them), or say why there is nothing to show."""
+        from IPython.display import Image, Markdown, display
 
         if not self.compared:
             display(Markdown(f"Only **{self.reference}** is selected: evaluate or select a second variant to see "
@@ -480,6 +458,11 @@ class Dashboard:
             display(Markdown(f"**{variant} vs {self.reference}: {title}** ({len(table)} rows)"))
             if len(table):
                 display(table.head(25))
+        if variant not in self.compared:
+            raise KeyError(f"{variant!r} is not compared here; choose from {', '.join(self.compared)}")
+        if figures if figures is not None else variant not in self.focus:
+            for name in self.variant_figure_names(variant):
+                display(Image(data=self.png(name), format="png"))
 
     def save_pngs(self, folder=None) -> list[Path]:
         """Every figure as `<name>.png` in `folder` (default: the report folder), written atomically."""
@@ -519,27 +502,42 @@ def fp16_variant(results: dict[str, VariantResult]) -> str | None:
                 None)
 
 
+DEFAULT_FOCUS = 2  # per-variant figures by default: every compared variant up to this many, else the least agreeing
+
+
 def build_dashboard(store=None, variants=None, reference=None, decode_cache=None, image_root=None, workspace=None,
-                    alpha: float = 0.05) -> Dashboard:
+                    alpha: float = 0.05, focus=None, all_pairs: bool = False) -> Dashboard:
     """Load the chosen variants (default: all stored) from a results store and compute every dashboard table.
 
-    store: a ResultsStore, its folder, or None for the most recently updated store in the workspace.
-    reference: what the others are compared with (default fp32 when stored). decode_cache (optional) supplies
+    store: a ResultsStore, its folder, a list of them (which must hold one experiment — different models or data
+    are refused), or None for the most recently updated store in the workspace. reference: what the others are
+    compared with (default fp32 when stored). Significance is each variant against the reference (`all_pairs=True`:
+    every pair). `focus`: the variants whose per-variant figures (drift, flips, confusions) are drawn — default all
+    when there are at most two, else the two that agree least with the reference. decode_cache (optional) supplies
     thumbnails; without it the evaluation's own cache or the original files are used.
     """
-    store = open_store(store, workspace)
-    available = store.variants()
+    store, stored = load_results(store, workspace)
+    available = list(stored)
     if not available:
         raise FileNotFoundError(f"no stored results in {store.folder}; evaluate a variant first "
                                 f"(python -m trtlab demo, or trtlab.evaluate(...))")
     names, reference = resolve_selection(available, variants, reference)
-    results = store.load_all(names)
+    results = {name: stored[name] for name in names}
     table = consistency_table(results, reference, compare_with=("fp32", fp16_variant(results) or "fp16"), alpha=alpha)
-    dash = Dashboard(store, results, reference, table, pairwise_significance(results, alpha=alpha),
+    significance = pairwise_significance(results, alpha=alpha, reference=None if all_pairs else reference)
+    dash = Dashboard(store, results, reference, table, significance,
                      decode_cache=decode_cache, image_root=image_root, workspace=workspace)
     ref = results[reference]
     labelled = int((ref.labels >= 0).sum())
-    notes = [f"Results store {store.folder}; reference **{reference}**; variants: {', '.join(names)}."]
+    experiment = store.experiment
+    notes = [f"Experiment: {experiment.describe() if experiment else store.folder}.",
+             f"Results store {store.folder}; reference **{reference}**; variants: {', '.join(names)}."]
+    # Stores beside this one (same workspace): other models or data, which are never mixed in — say they exist.
+    others = [p for p in find_result_stores(store.folder.parent.parent) if p != store.folder] \
+        if store.folder.parent.name == "results" else []
+    if others:
+        notes.append(f"{len(others)} other results store(s) in this workspace hold other models or data; they are "
+                     f"never mixed in — `python -m trtlab dashboard --list` shows them, `--store` opens one.")
     if not dash.compared:
         notes.append(f"Only {reference} is {'stored' if len(available) == 1 else 'selected'}: agreement, "
                      f"significance, per-class drift and flips need a second variant"
@@ -564,6 +562,16 @@ def build_dashboard(store=None, variants=None, reference=None, decode_cache=None
     for row in dash.significance.itertuples():
         if row.labelled and row.first == reference:  # every other pair is in the significance table
             notes.append(row.verdict)
+    if focus is None:
+        focus = dash.compared if len(dash.compared) <= DEFAULT_FOCUS else dash.least_agreeing(DEFAULT_FOCUS)
+    unknown = [name for name in focus if name not in dash.compared]
+    if unknown:
+        raise KeyError(f"focus variant(s) {', '.join(map(repr, unknown))} are not compared here; choose from "
+                       f"{', '.join(dash.compared) or 'none'}")
+    dash.focus = list(focus)
+    if len(dash.focus) < len(dash.compared):
+        notes.append(f"Per-variant figures for {', '.join(dash.focus)} (the least agreeing with {reference}); "
+                     f"`dash.show_variant(name)` or `focus=[...]` for the others.")
     dash.notes = notes
     return dash
 
@@ -671,7 +679,8 @@ def _table_html(frame, index: bool = True) -> str:
 def render_html(dash: Dashboard) -> str:
     """The dashboard as one HTML document with no external resources."""
     pngs = dash.pngs()
-    title = f"trtlab accuracy dashboard — {dash.store.folder.name}"
+    experiment = dash.store.experiment
+    title = f"trtlab accuracy dashboard — {experiment.short() if experiment else dash.store.folder.name}"
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{_CSS}</style></head><body>", f"<h1>{html.escape(title)}</h1>",
              f"<p class='meta'>written {_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')} from "
@@ -685,6 +694,8 @@ def render_html(dash: Dashboard) -> str:
         runs.append({"variant": name, "date": record.get("date", "—"),
                      "backend": ", ".join(f"{k}={v}" for k, v in backend.items()) or "—",
                      "model": "/".join(Path(str(record.get("model", "—"))).parts[-2:]),
+                     "calibration images": (record.get("calibration") or {}).get("images", "—"),
+                     "scales": (record.get("scales") or {}).get("source", "—"),
                      "recipe": json.dumps(record.get("recipe", {}), sort_keys=True)})
     if runs:
         import pandas as pd
@@ -698,7 +709,12 @@ def render_html(dash: Dashboard) -> str:
     else:
         parts.append("<p>Needs two variants.</p>")
     parts += ["<h2>Overview</h2>", _img(pngs["summary"], "summary")]
-    for variant in dash.compared:
+    rest = [v for v in dash.compared if v not in dash.focus]
+    if rest:
+        parts.append(f"<p class='meta'>Per-variant sections below: {html.escape(', '.join(dash.focus))} (least "
+                     f"agreeing with {html.escape(dash.reference)}); not drawn: {html.escape(', '.join(rest))} — "
+                     f"export with focus=[...] (CLI: --focus) to see them.</p>")
+    for variant in dash.focus:
         parts.append(f"<h2>{html.escape(variant)} vs {html.escape(dash.reference)}</h2>")
         if variant in dash.drift:
             parts += ["<h3>Per-class accuracy drift</h3>", _img(pngs[f"class_drift-{variant}"], "class drift"),
@@ -808,8 +824,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Write the accuracy/consistency dashboard (self-contained HTML) from stored results.")
     parser.add_argument("--workspace", default=None, help="workspace (default: $TRTLAB_WORKSPACE, "
                                                           "/kaggle/working/trtlab or ./runs)")
-    parser.add_argument("--store", default=None, help="results folder (default: the most recently updated one "
-                                                      "under <workspace>/results)")
+    parser.add_argument("--store", action="append", default=None, help="results folder (default: the most "
+                        "recently updated one under <workspace>/results); repeat to combine stores of one experiment "
+                        "(results of different models or data are refused)")
+    parser.add_argument("--focus", nargs="+", default=None, help="variants whose drift/flips/confusion figures are "
+                        "drawn (default: all when ≤ 2 are compared, else the 2 least agreeing)")
+    parser.add_argument("--all-pairs", action="store_true", help="significance for every pair of variants, not only "
+                        "each against the reference")
     parser.add_argument("--variants", nargs="+", default=None, help="variants to show (default: all stored); "
                                                                      "space- or comma-separated")
     parser.add_argument("--reference", default=None, help="variant the others are compared with (default: fp32)")
@@ -826,14 +847,19 @@ def dashboard_main(argv=None) -> int:
     try:
         if args.list:
             stores = find_result_stores(args.workspace)
-            if not stores:
+            legacy = find_result_stores(args.workspace, legacy=True)
+            if not stores and not legacy:
                 print(f"no result stores under {workspace_dir(args.workspace) / 'results'}")
             for folder in stores:
-                print(f"{folder}: {', '.join(ResultsStore(folder).variants())}")
+                print(f"{folder}\n  {ResultsStore(folder).describe()}\n  variants: "
+                      f"{', '.join(ResultsStore(folder).variants())}")
+            for folder in legacy:
+                print(f"{folder}\n  written by trtlab 0.1 without experiment identity: refused; rebuild it by "
+                      f"re-running what made it, then delete the folder")
             return 0
         variants = [v for item in args.variants for v in item.split(",") if v] if args.variants else None
         dash = build_dashboard(args.store, variants, args.reference, image_root=args.image_root,
-                               workspace=args.workspace)
+                               workspace=args.workspace, focus=args.focus, all_pairs=args.all_pairs)
         for note in dash.notes:
             print(f"- {note.replace('**', '')}")
         print(dash.display_table().to_string())

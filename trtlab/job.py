@@ -27,14 +27,19 @@ class JobResult:
 def run_job(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, backend: str = "auto",
             batch_size: int = 32, progress: bool = True, report_dir=None) -> JobResult:
     """Evaluate FP32 on `dataset` and write the report."""
+    from .identity import experiment_of
+    from .model import inspect_classifier
     from .pipeline import evaluate
     from .report import write_report
 
     workspace = workspace_dir(workspace)
+    inspect_classifier(model_path)  # a wrong model is refused before the images are decoded
     cache = build_decode_cache(dataset, get_preprocess(preprocess), workspace, progress=progress)
-    store = ResultsStore.for_eval_set(dataset, cache.preprocess, workspace)
-    evaluate(model_path, cache, "fp32", backend=backend, batch_size=batch_size, store=store, progress=progress)
-    variants = ["fp32"]
+    result = evaluate(model_path, cache, "fp32", backend=backend, batch_size=batch_size, progress=progress,
+                      workspace=workspace)
+    # The store of this model on this data: another model evaluated on the same folder has its own.
+    store = ResultsStore.for_experiment(experiment_of(result.record), workspace)
+    variants = [result.variant]
     report = write_report(store, Path(report_dir or workspace / "reports" / store.folder.name), variants,
                           reference="fp32", decode_cache=cache)
     return JobResult(Path(model_path), cache, store, variants, report)

@@ -416,7 +416,7 @@ class LayerDebugger:
         valid = cache.valid_indices
         calibration = np.asarray(calibration_indices, np.int64)
         # The same selection build_variant makes, so the scales are the ones a built variant gets.
-        self.calibration_indices = select_calibration_indices(cache, calibration, recipe)
+        self.recipe, self.calibration_indices = select_calibration_indices(cache, calibration, recipe)
         self.evaluation_indices = np.asarray(evaluation_indices, np.int64)
         self.evaluation_indices = self.evaluation_indices[np.isin(self.evaluation_indices, valid)]
         if len(self.calibration_indices) == 0:
@@ -774,20 +774,20 @@ class LayerDebugger:
 
     def verify_recipe(self, recipe, backend: str = "ort", progress: bool | None = None, target: float | None = None):
         """Build `recipe` with build_variant, evaluate it and FP32 with evaluate_variant / evaluate, compare."""
+        from .identity import experiment_of
         from .metrics import agreement
         from .pipeline import evaluate
         from .results import ResultsStore
         from .variants import build_variant, evaluate_variant
 
         progress = self.progress if progress is None else progress
-        eval_set = self.cache.dataset.subset(self.evaluation_indices, name=f"{self.cache.dataset.name}-eval")
-        store = ResultsStore.for_eval_set(eval_set, self.cache.preprocess, self.workspace)
         reference = evaluate(self.model_path, self.cache, "fp32", recipe={"precision": "fp32"}, backend=backend,
-                             store=store, progress=progress, indices=self.evaluation_indices)
+                             progress=progress, indices=self.evaluation_indices, workspace=self.workspace)
+        store = ResultsStore.for_experiment(experiment_of(reference.record), self.workspace)
         built = build_variant(self.model_path, recipe, self.cache, self.calibration_indices, self.workspace,
                               progress=progress)
         result = evaluate_variant(built, self.cache, self.evaluation_indices, store, backend=backend,
-                                  progress=progress)
+                                  progress=progress, workspace=self.workspace)
         agree = agreement(result, reference)
         out = {"variant": built.name, "model_path": str(built.model_path), "guards": list(recipe.guards),
                "top1_agreement": agree["top1_agreement"], "cosine_mean": agree["cosine_mean"],
@@ -935,7 +935,7 @@ def layer_debugger(model_path, dataset, split=None, recipe=None, preprocess="tf-
                    batch_size: int = 8, scale_overrides: dict | None = None, workspace=None,
                    progress: bool = True) -> LayerDebugger:
     """A LayerDebugger for `model_path` on `dataset`: decode cache and split as `trtlab.compare` makes them."""
-    from .ab import saved_split
+    from .ab import default_calibration_pool, saved_split
     from .decode_cache import build_decode_cache
     from .preprocess import get_preprocess
     from .variants import Recipe
@@ -944,7 +944,8 @@ def layer_debugger(model_path, dataset, split=None, recipe=None, preprocess="tf-
     if isinstance(recipe, dict):
         recipe = Recipe.from_dict(recipe)
     cache = build_decode_cache(dataset, get_preprocess(preprocess), workspace, progress=progress)
-    split = split or saved_split(dataset, recipe.calibration_images, workspace=workspace)
+    split = split or saved_split(dataset, recipe.calibration_images or default_calibration_pool(dataset),
+                                 workspace=workspace)
     return LayerDebugger(model_path, cache, split.calibration, split.evaluation, recipe, images=images,
                          batch_size=batch_size, scale_overrides=scale_overrides, workspace=workspace,
                          progress=progress)
@@ -975,7 +976,8 @@ def debug_main(argv=None) -> int:
     parser.add_argument("--preset", default="tf-lite", help="preprocessing preset")
     parser.add_argument("--algorithm", default="entropy", choices=["minmax", "entropy", "percentile"])
     parser.add_argument("--percentile", type=float, default=99.99)
-    parser.add_argument("--calibration-images", type=int, default=64)
+    parser.add_argument("--calibration-images", type=int, default=None,
+                        help="images to calibrate on (default: the split's calibration set, at most 512)")
     parser.add_argument("--calibration-batch", type=int, default=8)
     parser.add_argument("--guards", default="", help="recipe guards kept on throughout (comma separated)")
     parser.add_argument("--images", type=int, default=8, help="evaluation images for tensor errors + sensitivity")

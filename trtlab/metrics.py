@@ -16,7 +16,11 @@ def wilson_interval(successes: int, total: int, z: float = 1.959964) -> tuple[fl
     denom = 1 + z * z / total
     centre = (p + z * z / (2 * total)) / denom
     half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    # At 0 % or 100 % the bound on that side is exactly 0 or 1 (Wilson's formula gives it up to rounding, e.g.
+    # 0.9999999999999999, which made a negative error bar); elsewhere clip rounding into [0, 1].
+    low = 0.0 if successes == 0 else min(p, max(0.0, centre - half))
+    high = 1.0 if successes == total else max(p, min(1.0, centre + half))
+    return (low, high)
 
 
 def accuracy(result: VariantResult) -> dict:
@@ -203,18 +207,26 @@ def compare_accuracy(first: VariantResult, second: VariantResult, alpha: float =
     return out
 
 
-def pairwise_significance(results: dict[str, VariantResult], alpha: float = 0.05, method: str = "auto"):
-    """pandas DataFrame, one row per pair of variants (first stored first): top-1 of each, difference, discordant
-    counts, McNemar statistic and p-value, significant at `alpha`, verdict."""
+def pairwise_significance(results: dict[str, VariantResult], alpha: float = 0.05, method: str = "auto",
+                          reference: str | None = None):
+    """pandas DataFrame, one row per pair of variants (first stored first) — or, given `reference`, one row per
+    variant against the reference (what a dashboard of many variants shows) — with top-1 of each, difference,
+    discordant counts, McNemar statistic and p-value, significant at `alpha`, verdict."""
     import pandas as pd
 
+    from .identity import check_one_experiment
+
+    check_one_experiment(results)
     names = list(results)
+    if reference is not None:
+        pairs = [(reference, name) for name in names if name != reference]
+    else:
+        pairs = [(first, second) for i, first in enumerate(names) for second in names[i + 1:]]
     rows = []
-    for i, first in enumerate(names):
-        for second in names[i + 1:]:
-            row = compare_accuracy(results[first], results[second], alpha, method)
-            row.pop("table")
-            rows.append(row)
+    for first, second in pairs:
+        row = compare_accuracy(results[first], results[second], alpha, method)
+        row.pop("table")
+        rows.append(row)
     columns = ["first", "second", "labelled", "first_top1", "second_top1", "delta_top1", "b", "c", "discordant",
                "method", "statistic", "pvalue", "significant", "verdict"]
     return pd.DataFrame(rows, columns=columns)
@@ -344,8 +356,11 @@ def consistency_table(results: dict[str, VariantResult], reference: str | None =
     `reference`. attrs: reference, compared_with."""
     import pandas as pd
 
+    from .identity import check_one_experiment
+
     if not results:
         raise ValueError("no stored results to tabulate; evaluate at least one variant first")
+    check_one_experiment(results)  # never put two models' or two data sets' numbers in one table
     reference = reference or ("fp32" if "fp32" in results else next(iter(results)))
     if reference not in results:
         raise KeyError(f"reference variant {reference!r} is not among the results ({', '.join(results)})")

@@ -33,14 +33,20 @@ def evaluate(
     indices=None,
     record_extra: dict | None = None,
     checkpoint_every: int = 2048,
+    experiment=None,
+    identity: dict | None = None,
 ) -> VariantResult:
     """Run `model_path` over every decoded image of `cache` and store per-image top-5 and logits as `variant`.
 
-    `indices` restricts evaluation to those images of the cache (e.g. the evaluation half of a split). A variant
-    already stored for the same model file, recipe and images is reused (force=True re-runs it). Logits are
+    `indices` restricts evaluation to those images of the cache (e.g. the evaluation half of a split). Results go
+    to the store of `experiment` (default: this model on these images with this preprocessing; variants pass the
+    experiment of their source model) under the label `variant`, made unique if another variant holds it.
+    `identity` (default: the recipe) is the variant's full identity: a stored result with the same identity, model
+    file and images is reused (force=True re-runs it); nothing with another identity is overwritten. Logits are
     checkpointed every `checkpoint_every` images, so an interrupted evaluation (a Kaggle session timing out)
     resumes where it stopped on the next call with the same model, recipe and images.
     """
+    from .identity import Experiment, variant_identity, variant_key
 
     info = inspect_classifier(model_path)
     if info.image_size != (cache.preprocess.crop, cache.preprocess.crop):
@@ -52,18 +58,26 @@ def evaluate(
             print(f"[trtlab] {Path(model_path).name} has a fixed batch of {info.input_shape[0]}; using batch_size="
                   f"{info.input_shape[0]} (re-export with a dynamic batch for faster evaluation)")
         batch_size = info.input_shape[0]
-    store = store or ResultsStore.for_eval_set(cache.dataset, cache.preprocess, workspace)
     recipe = dict(recipe or {"precision": "fp32"})
+    requested = np.arange(len(cache.dataset)) if indices is None else np.asarray(indices, np.int64)
+    experiment = experiment or Experiment.for_evaluation(info, cache, requested)
+    if store is None:
+        store = ResultsStore.for_experiment(experiment, workspace)
+    else:
+        store.bind(experiment)
+    identity = identity or variant_identity(recipe)
+    key = variant_key(identity)
     valid = cache.valid_indices
-    indices = valid if indices is None else np.asarray(indices, np.int64)[np.isin(indices, valid)]
+    indices = requested[np.isin(requested, valid)]
     ids = cache.dataset.image_ids()
-    if not force and variant in store:
-        stored = store.load(variant)
-        if (stored.record.get("model_sha256") == info.sha256 and stored.record.get("recipe") == recipe
-                and stored.image_ids == [ids[i] for i in indices]):
+    stored_label = store.find(key)
+    if not force and stored_label is not None:
+        stored = store.load(stored_label)
+        if stored.record.get("model_sha256") == info.sha256 and stored.image_ids == [ids[i] for i in indices]:
             if progress:
-                print(f"[trtlab] {variant}: reusing stored results ({len(stored)} images) from {store.folder}")
+                print(f"[trtlab] {stored_label}: reusing stored results ({len(stored)} images) from {store.folder}")
             return stored
+    variant = stored_label or store.free_label(variant, key)
     if len(indices) == 0:
         raise ValueError(f"no decodable images in dataset {cache.dataset.name!r}; see {cache.folder}/failures.json")
     runner = make_runner(model_path, backend=backend, **(runner_options or {}))
@@ -97,7 +111,10 @@ def evaluate(
         logits=logits.astype(np.float16),
         record={
             "model": str(model_path),
-            "model_sha256": info.sha256,
+            "model_sha256": info.sha256,  # the file evaluated; experiment.model_sha256 is its source model
+            "experiment": experiment.to_dict(),
+            "variant_key": key,
+            "identity": identity,
             "recipe": recipe,
             "backend": description,
             "dataset": {"name": cache.dataset.name, "fingerprint": cache.dataset.fingerprint(),

@@ -5,15 +5,9 @@ import math
 from pathlib import Path
 
 from .metrics import compact_variant_table, consistency_table
+from .plots import draw_variant_summary
 from .results import ResultsStore
 from .workspace import atomic_path, atomic_write_text
-
-
-def tick_label(variant: str, width: int = 18) -> str:
-    """Variant names get long with guards ('int8-entropy+first_layer+last_layer-fp16'): break them at '+'."""
-    import textwrap
-
-    return "\n".join(textwrap.wrap(variant.replace("+", " +"), width, break_on_hyphens=False))
 
 
 def plot_summary(store: ResultsStore, variants=None, reference=None, decode_cache=None):
@@ -23,7 +17,6 @@ def plot_summary(store: ResultsStore, variants=None, reference=None, decode_cach
     from matplotlib.figure import Figure
 
     from .classes import class_name
-    from .dashboard import draw_variant_summary
 
     results = store.load_all(variants)
     full = consistency_table(results, reference or next(iter(results)), compare_with=())
@@ -48,7 +41,8 @@ def plot_summary(store: ResultsStore, variants=None, reference=None, decode_cach
                          + ("" if label < 0 else f" (true: {class_name(label)[:12]})" if not ok else ""),
                          fontsize=7, color="black" if ok else "red")
             ax.axis("off")
-    fig.suptitle(f"trtlab report: {store.folder.name}")
+    experiment = store.experiment
+    fig.suptitle("trtlab report — " + (experiment.short() if experiment else store.folder.name), fontsize=11)
     return fig, table
 
 
@@ -71,7 +65,7 @@ def _pct(value) -> str:
 
 
 def render_markdown(table, store: ResultsStore) -> str:
-    lines = [f"# trtlab report — {store.folder.name}", "",
+    lines = [f"# trtlab report — {store.folder.name}", "", f"Experiment: {store.describe()}.", "",
              f"Reference for agreement: **{table.attrs['reference']}**", "",
              "| variant | backend | images | top-1 (95% CI) | top-5 | top-1 agreement | top-5 overlap | cosine mean / worst |",
              "|---|---|---|---|---|---|---|---|"]

@@ -1,8 +1,8 @@
 """The results store: per variant, per image top-5 indices/probabilities and float16 logits, plus a run record.
 
-Inference writes here once; metrics, dashboards and reports only read. One folder per evaluation set
-(dataset name + fingerprint + preprocessing), one `<variant>.npz` + `<variant>.json` pair per variant, each
-written atomically.
+Inference writes here once; metrics, dashboards and reports only read. One folder per experiment (model sha256,
+dataset fingerprint, evaluation images, preprocessing — see identity.py), one `<label>.npz` + `<label>.json` pair
+per variant, each written atomically.
 """
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .workspace import atomic_path, atomic_write_json, hash_json, workspace_dir
+from .identity import STORE_SCHEMA
+from .workspace import atomic_path, atomic_write_json, workspace_dir
 
 
 @dataclass
@@ -57,39 +58,121 @@ def top5_from_logits(logits: np.ndarray, k: int = 5) -> tuple[np.ndarray, np.nda
     return indices.astype(np.int32), np.take_along_axis(probs, indices, axis=1).astype(np.float32)
 
 
-_VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,80}$")
+_VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.+@~-]{1,100}$")
+STORE_FILE = "store.json"
 
 
 class ResultsStore:
-    """Results of every variant evaluated on one evaluation set."""
+    """Results of every variant of one experiment (model, evaluation images, preprocessing; see identity.py).
+
+    `store.json` names the experiment; each variant is `<label>.npz` + `<label>.json`, the record carrying the
+    variant's key. A label stays with one variant key: a different variant gets a different label.
+    """
 
     def __init__(self, folder: str | os.PathLike):
         self.folder = Path(folder)
 
     @classmethod
-    def for_eval_set(cls, dataset, preprocess, workspace=None) -> "ResultsStore":
-        key = hash_json({"dataset": dataset.fingerprint(), "pre": preprocess.to_dict()}, 12)
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", dataset.name)[:40]
-        return cls(workspace_dir(workspace) / "results" / f"{name}-{key}")
+    def for_experiment(cls, experiment, workspace=None) -> "ResultsStore":
+        """The store of `experiment` (identity.Experiment) under <workspace>/results, created when new."""
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{experiment.dataset_name[:32]}-{experiment.model_name[:24]}")
+        store = cls(workspace_dir(workspace) / "results" / f"{name}-{experiment.key}")
+        store.bind(experiment)
+        return store
 
-    def variants(self) -> list[str]:
-        """Stored variants, oldest first."""
+    # -- identity ------------------------------------------------------------------------------------------------
+    @property
+    def experiment(self):
+        """The experiment this store holds (None for a store that records none: built by hand, or empty)."""
+        from .identity import Experiment
+
+        path = self.folder / STORE_FILE
+        raw = json.loads(path.read_text()).get("experiment") if path.exists() else None
+        return Experiment.from_dict(raw) if raw else None
+
+    def is_legacy(self) -> bool:
+        """Written by trtlab 0.1: variants stored, but no store.json and no schema in the records."""
+        if (self.folder / STORE_FILE).exists():
+            return False
+        return any("schema" not in json.loads(p.read_text()) for p in self._record_paths())
+
+    def check_identity(self) -> None:
+        from .identity import LegacyStoreError
+
+        if self.is_legacy():
+            raise LegacyStoreError(
+                f"{self.folder} was written by trtlab 0.1, which recorded neither the model of each result nor the "
+                f"calibration settings (results of different models could share it), so it cannot be trusted; "
+                f"rebuild it by re-running what made it (python -m trtlab demo, eval or calibrate) and delete the "
+                f"old folder (rm -r {self.folder})")
+
+    def bind(self, experiment) -> None:
+        """Make this the store of `experiment`; refuse when it already holds another experiment."""
+        from .identity import MixedExperimentError
+
+        self.check_identity()
+        current = self.experiment
+        if current is None and (self.folder / STORE_FILE).exists() and self.variants():
+            raise MixedExperimentError(f"{self.folder} holds results without experiment identity; results of "
+                                       f"{experiment.describe()} go to a store of their own")
+        if current is not None:
+            if current.key != experiment.key:
+                raise MixedExperimentError(
+                    f"{self.folder} holds {current.describe()}, not {experiment.describe()} (they differ in "
+                    f"{', '.join(current.differences(experiment))}); each results store holds one experiment")
+            return
+        atomic_write_json(self.folder / STORE_FILE, {"schema": STORE_SCHEMA, "experiment": experiment.to_dict()})
+
+    def _record_paths(self) -> list[Path]:
         if not self.folder.is_dir():
             return []
-        found = [p for p in self.folder.glob("*.json") if p.with_suffix(".npz").exists()]
+        return [p for p in self.folder.glob("*.json") if p.name != STORE_FILE and p.with_suffix(".npz").exists()]
+
+    def variants(self) -> list[str]:
+        """Stored variant labels, oldest first."""
+        found = self._record_paths()
         return [p.stem for p in sorted(found, key=lambda p: (p.stat().st_mtime, p.stem))]
 
     def __contains__(self, variant: str) -> bool:
         return (self.folder / f"{variant}.npz").exists() and (self.folder / f"{variant}.json").exists()
 
+    def record(self, variant: str) -> dict:
+        return json.loads((self.folder / f"{variant}.json").read_text())
+
+    def find(self, variant_key: str) -> str | None:
+        """The label under which the variant with this key is stored, if it is."""
+        return next((p.stem for p in self._record_paths()
+                     if json.loads(p.read_text()).get("variant_key") == variant_key), None)
+
+    def free_label(self, label: str, variant_key: str | None) -> str:
+        """`label` when it is free or already this variant's; else `label~<key>` (two variants that share a
+        readable name, e.g. calibrated on different image sets, both stay)."""
+        if label not in self or self.record(label).get("variant_key") == variant_key:
+            return label
+        return f"{label}~{(variant_key or 'nokey')[:6]}"
+
     def save(self, result: VariantResult) -> Path:
         if not _VARIANT_NAME.match(result.variant):
-            raise ValueError(f"variant name {result.variant!r} must be 1-80 letters, digits or _.+-")
+            raise ValueError(f"variant name {result.variant!r} must be 1-100 letters, digits or _.+@~-")
+        from .identity import experiment_of
+
+        experiment = experiment_of(result.record)
+        if experiment is not None:
+            self.bind(experiment)
+        elif not (self.folder / STORE_FILE).exists():  # results without identity (made by hand): say so, once
+            self.check_identity()
+            atomic_write_json(self.folder / STORE_FILE, {"schema": STORE_SCHEMA, "experiment": None})
+        key = result.record.get("variant_key")
+        if result.variant in self and self.record(result.variant).get("variant_key") != key:
+            raise ValueError(f"{self.folder / result.variant}.npz holds another variant (key "
+                             f"{self.record(result.variant).get('variant_key')}, not {key}); refusing to overwrite it "
+                             f"— store this one under store.free_label({result.variant!r}, key)")
         self.folder.mkdir(parents=True, exist_ok=True)
         record = dict(result.record)
         record.setdefault("date", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
         record["variant"] = result.variant
         record["images"] = len(result)
+        record["schema"] = STORE_SCHEMA
         npz_path = self.folder / f"{result.variant}.npz"
         with atomic_path(npz_path, suffix=".npz") as tmp:
             with open(tmp, "wb") as fh:  # a file handle keeps numpy from appending another .npz
@@ -106,15 +189,20 @@ class ResultsStore:
         return npz_path
 
     def load(self, variant: str) -> VariantResult:
+        self.check_identity()
         if variant not in self:
             known = ", ".join(self.variants()) or "none"
             raise KeyError(f"no stored results for variant {variant!r} in {self.folder} (stored: {known}); "
                            f"evaluate it first")
         with np.load(self.folder / f"{variant}.npz") as data:
             arrays = {k: data[k] for k in data.files}
-        record = json.loads((self.folder / f"{variant}.json").read_text())
+        record = self.record(variant)
         return VariantResult(variant, arrays["image_ids"].tolist(), arrays["labels"], arrays["top5_indices"],
                              arrays["top5_probs"], arrays["logits"], record)
 
     def load_all(self, variants=None) -> dict[str, VariantResult]:
         return {v: self.load(v) for v in (variants or self.variants())}
+
+    def describe(self) -> str:
+        experiment = self.experiment
+        return experiment.describe() if experiment else f"results in {self.folder}"

@@ -17,9 +17,12 @@ import numpy as np
 
 from .calibrate import ALGORITHMS, CalibrationStats, collect_statistics, compute_thresholds, scales_from_thresholds
 from .guards import parse_guard
-from .workspace import atomic_path, atomic_write_json, hash_json, workspace_dir
+from .workspace import atomic_path, atomic_write_json, hash_json, sha256_file, workspace_dir
 
 PRECISIONS = ("fp32", "fp16", "int8")
+# Calibration images when a recipe names no number: NVIDIA suggests about 500 for ImageNet classifiers; more costs
+# time and rarely moves a threshold.
+DEFAULT_CALIBRATION_IMAGES = 512
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class Recipe:
     precision: str = "int8"
     algorithm: str = "entropy"
     percentile: float = 99.99
-    calibration_images: int = 64
+    calibration_images: int | None = None  # None: the split's calibration images, at most DEFAULT_CALIBRATION_IMAGES
     calibration_batch: int = 8
     guards: tuple = ()
     seed: int = 0
@@ -40,7 +43,7 @@ class Recipe:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.precision == "int8" and self.algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
-        if self.calibration_images < 1 or self.calibration_batch < 1:
+        if (self.calibration_images is not None and self.calibration_images < 1) or self.calibration_batch < 1:
             raise ValueError("calibration_images and calibration_batch must be ≥ 1")
         object.__setattr__(self, "guards", tuple(self.guards))
         for guard in self.guards:
@@ -48,14 +51,18 @@ class Recipe:
 
     @property
     def name(self) -> str:
-        """Readable variant name, e.g. 'int8-entropy+first_layer+last_layer=fp16'."""
+        """Readable variant name, e.g. 'int8-entropy@64+first_layer+last_layer-fp16' (@ calibration images)."""
         if self.precision == "fp32":
             return "fp32"
         if self.precision == "fp16":
             return re.sub(r"[^A-Za-z0-9_.+=-]", "_", "fp16" + "".join(f"+{g}" for g in self.guards)).replace("=", "-")
         algo = f"percentile{self.percentile:g}" if self.algorithm == "percentile" else self.algorithm
+        # Calibration size always; batch and seed when not the defaults (they rarely change, and rarely matter).
+        algo += f"@{self.calibration_images or 'auto'}" \
+            + (f"b{self.calibration_batch}" if self.calibration_batch != 8 else "") \
+            + (f"s{self.seed}" if self.seed else "")
         name = f"int8-{algo}" + "".join(f"+{g}" for g in self.guards)
-        name = re.sub(r"[^A-Za-z0-9_.+=-]", "_", name).replace("=", "-")
+        name = re.sub(r"[^A-Za-z0-9_.+=@-]", "_", name).replace("=", "-")
         return name if len(name) <= 80 else f"int8-{algo}+{len(self.guards)}guards-{hash_json(self.guards, 8)}"
 
     def to_dict(self) -> dict:
@@ -82,10 +89,22 @@ class BuiltVariant:
     plan: dict = field(default_factory=dict)
     calibration_cache: Path | None = None
     reused: bool = False
+    source_model: Path | None = None  # the FP32 model the variant was made from (the experiment's model)
+    calibration: dict = field(default_factory=dict)  # images actually used: {"images", "ids_hash", "batch", "seed"}
+    scales: dict = field(default_factory=dict)  # {"source": "calibration"} or imported cache and its sha256
 
     @property
     def name(self) -> str:
+        """Readable label; variants whose scales come from an imported cache say so (and which cache)."""
+        if self.scales.get("source") == "imported-cache":
+            return f"{self.recipe.name}+cache-{self.scales['cache_sha256'][:6]}"
         return self.recipe.name
+
+    @property
+    def identity(self) -> dict:
+        from .identity import variant_identity
+
+        return variant_identity(self.recipe.to_dict(), self.calibration, self.scales)
 
 
 def stats_tensors(model) -> list[str]:
@@ -141,11 +160,30 @@ def build_fp16_variant(model_path: Path, recipe: Recipe, workspace=None, force: 
     return BuiltVariant(recipe, out_path, folder, conversion.summary())
 
 
-def select_calibration_indices(cache, calibration_indices, recipe: Recipe) -> np.ndarray:
-    """The images a recipe calibrates on: the decodable ones among `calibration_indices`, the first
-    `recipe.calibration_images` of them (the split already shuffled them, seeded)."""
+class CalibrationSizeError(ValueError):
+    """More calibration images were asked for than the calibration set has."""
+
+
+def select_calibration_indices(cache, calibration_indices, recipe: Recipe) -> tuple[Recipe, np.ndarray]:
+    """(recipe with its calibration size made explicit, the images it calibrates on): the decodable ones among
+    `calibration_indices`, the first `recipe.calibration_images` of them (the split already shuffled them,
+    seeded; None: all of them, at most DEFAULT_CALIBRATION_IMAGES). Asking for more than exist is refused with the
+    available number: a run record must state what was really used."""
     indices = np.asarray(calibration_indices, np.int64)
-    return indices[np.isin(indices, cache.valid_indices)][: recipe.calibration_images]
+    valid = indices[np.isin(indices, cache.valid_indices)]
+    if len(valid) == 0:
+        raise CalibrationSizeError(f"no decodable calibration images in {cache.dataset.name!r}; check the split and "
+                                   f"the decode cache failures ({cache.folder}/failures.json)")
+    if recipe.calibration_images is None:
+        recipe = dataclasses.replace(recipe, calibration_images=min(len(valid), DEFAULT_CALIBRATION_IMAGES))
+    if recipe.calibration_images > len(valid):
+        failed = len(indices) - len(valid)
+        raise CalibrationSizeError(
+            f"{recipe.name} asks for {recipe.calibration_images} calibration images, but the calibration set of "
+            f"{cache.dataset.name!r} has {len(valid)} decodable images"
+            + (f" ({failed} failed to decode)" if failed else "")
+            + f"; use calibration_images ≤ {len(valid)}, or a split with a larger calibration set")
+    return recipe, valid[: recipe.calibration_images]
 
 
 def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=None, workspace=None,
@@ -166,23 +204,31 @@ def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=No
 
     model_path = Path(model_path)
     if recipe.precision == "fp32":
-        return BuiltVariant(recipe, model_path)
+        return BuiltVariant(recipe, model_path, source_model=model_path)
     if recipe.precision == "fp16":
-        return build_fp16_variant(model_path, recipe, workspace, force)
+        built = build_fp16_variant(model_path, recipe, workspace, force)
+        built.source_model = model_path
+        return built
     if cache is None or calibration_indices is None:
         raise ValueError("an INT8 recipe needs a decode cache and calibration image indices")
-    calibration_indices = select_calibration_indices(cache, calibration_indices, recipe)
-    if len(calibration_indices) == 0:
-        raise ValueError("no decodable calibration images; check the split and the decode cache failures")
+    recipe, calibration_indices = select_calibration_indices(cache, calibration_indices, recipe)
     sha = inspect_classifier(model_path).sha256
     ids = cache.dataset.image_ids()
     calib_ids = [ids[i] for i in calibration_indices]
-    key = hash_json({"model": sha, "recipe": recipe.to_dict(), "ids": calib_ids, "pre": cache.preprocess.to_dict()})
+    calibration = {"images": len(calib_ids), "ids_hash": hash_json(calib_ids), "batch": recipe.calibration_batch,
+                   "seed": recipe.seed}
+    imported = bool(reuse_cache and calibration_cache_path and Path(calibration_cache_path).exists())
+    scales_source = ({"source": "imported-cache", "cache_sha256": sha256_file(calibration_cache_path)} if imported
+                     else {"source": "calibration"})
+    # The scales' source is part of the key: a variant built from an imported cache is never reused by a plain run.
+    key = hash_json({"model": sha, "recipe": recipe.to_dict(), "ids": calib_ids, "pre": cache.preprocess.to_dict(),
+                     "scales": scales_source})
     folder = workspace_dir(workspace) / "variants" / f"{model_path.stem}-{sha[:8]}" / f"{recipe.name}-{key}"
     out_path = folder / "model.onnx"
+    described = dict(source_model=model_path, calibration=calibration, scales=scales_source)
     if out_path.exists() and not force:
         return BuiltVariant(recipe, out_path, folder, json.loads((folder / "variant.json").read_text())["plan"],
-                            folder / "calibration.cache", reused=True)
+                            folder / "calibration.cache", reused=True, **described)
     meta = CacheMetadata(model_sha256=sha, algorithm=recipe.algorithm, preprocess=cache.preprocess.to_dict(),
                          images=len(calibration_indices),
                          percentile=recipe.percentile if recipe.algorithm == "percentile" else None,
@@ -191,7 +237,7 @@ def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=No
     source = sanitize_model(model_path, workspace)
     model = onnx.load(str(source))
     plan = plan_quantization(model, recipe.guards)
-    if reuse_cache and calibration_cache_path and Path(calibration_cache_path).exists():
+    if imported:
         scales = load_if_valid(calibration_cache_path, meta)
         if progress:
             print(f"[trtlab] {recipe.name}: scales reused from {calibration_cache_path}")
@@ -210,8 +256,9 @@ def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=No
         onnx.save(quantized, str(tmp))
     atomic_write_json(folder / "variant.json", {"recipe": recipe.to_dict(), "model": str(model_path),
                                                 "model_sha256": sha, "calibration_ids": calib_ids,
+                                                "calibration": calibration, "scales": scales_source,
                                                 "plan": plan.describe()})
-    return BuiltVariant(recipe, out_path, folder, plan.describe(), cache_file)
+    return BuiltVariant(recipe, out_path, folder, plan.describe(), cache_file, **described)
 
 
 def _tensorrt_version() -> str | None:
@@ -248,14 +295,19 @@ def ort_qdq_self_check(model_path, cache, indices, batch_size: int = 8) -> dict:
             "worst_cosine_optimized_vs_reference": cosine, "optimized_is_trustworthy": agreement == 1.0 and cosine > 0.995}
 
 
-def evaluate_variant(built: BuiltVariant, cache, eval_indices, store, backend: str = "auto", batch_size: int = 32,
-                     progress: bool = True, force: bool = False):
-    """Evaluate a built variant on the evaluation images and store its results under the variant's name."""
+def evaluate_variant(built: BuiltVariant, cache, eval_indices, store=None, backend: str = "auto",
+                     batch_size: int = 32, progress: bool = True, force: bool = False, split=None, workspace=None):
+    """Evaluate a built variant on the evaluation images and store its results (under the experiment of its source
+    model and these images; label: the variant's name, made unique when another variant holds it)."""
+    from .identity import Experiment
+    from .model import inspect_classifier
     from .pipeline import evaluate
 
     options = {}
     recipe = built.recipe.to_dict()
-    extra = {}
+    experiment = Experiment.for_evaluation(inspect_classifier(built.source_model or built.model_path), cache,
+                                           eval_indices, split)
+    extra = {"calibration": built.calibration, "scales": built.scales} if built.calibration else {}
     if built.recipe.precision == "int8" and backend in ("auto", "ort") and not str(built.model_path).endswith(".engine"):
         check = ort_qdq_self_check(built.model_path, cache, eval_indices)
         extra["ort_qdq_check"] = check
@@ -267,4 +319,4 @@ def evaluate_variant(built: BuiltVariant, cache, eval_indices, store, backend: s
                   f"{check['worst_cosine_optimized_vs_reference']:.4f}); trtlab evaluates the unoptimized reference.")
     return evaluate(built.model_path, cache, built.name, recipe=recipe, backend=backend, batch_size=batch_size,
                     store=store, progress=progress, force=force, runner_options=options, indices=eval_indices,
-                    record_extra=extra)
+                    record_extra=extra, experiment=experiment, identity=built.identity, workspace=workspace)
