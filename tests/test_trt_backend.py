@@ -163,52 +163,92 @@ def test_timing_cache_is_read_before_and_written_after_each_build(fake_trt, demo
     assert len(calls_named(fake_trt, "Builder.build_serialized_network")) == 1
 
 
-def test_fp16_on_trt10_sets_the_flag_and_pins_guarded_layers(fake_trt10, demo_model, tmp_path):
+def _strongly_typed_flags(trt) -> int:
+    """create_network's flags for a strongly typed network: the STRONGLY_TYPED bit on 10.x, nothing on 11.x
+    (always strongly typed; the flag is deprecated and ignored there)."""
+    return 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED) if trt.__version__.startswith("10.") else 0
+
+
+def _precision_touches(trt) -> list:
+    """Everything TensorRT forbids (10.x) or no longer has (11.x) on a strongly typed network."""
+    return ([c for c in trt.calls if c[0] in ("ILayer.precision=", "ILayer.set_output_type", "ITensor.dtype=",
+                                             "IBuilderConfig.int8_calibrator=", "IBuilderConfig.set_calibration_profile")]
+            + [c for c in calls_named(trt, "IBuilderConfig.set_flag")
+               if c[1].name in ("FP16", "BF16", "INT8", "FP8", "OBEY_PRECISION_CONSTRAINTS", "PREFER_PRECISION_CONSTRAINTS")])
+
+
+def test_legacy_weakly_typed_fp16_on_trt10_sets_the_flag_and_pins_guarded_layers(fake_trt10, demo_model, tmp_path):
     trt = fake_trt10
-    _build(demo_model, "fp16", tmp_path, guards=("first_layer",))
+    build = _build(demo_model, "fp16", tmp_path, guards=("first_layer",), weakly_typed=True)
+    assert calls_named(trt, "Builder.create_network") == [("Builder.create_network", 0)]
     flags = [c[1] for c in calls_named(trt, "IBuilderConfig.set_flag")]
     assert trt.BuilderFlag.FP16 in flags and trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS in flags
     pinned = [c for c in trt.calls if c[0] == "ILayer.precision="]
     assert pinned == [("ILayer.precision=", trt.float32)]
     assert calls_named(trt, "ILayer.set_output_type") == [("ILayer.set_output_type", "node_Conv_881", 0, trt.float32)]
+    assert build.sidecar["recipe"]["weakly_typed"] is True and "--weakly-typed" in build.sidecar["rebuild_command"]
 
 
-def test_fp16_on_trt11_builds_an_fp16_graph_without_precision_flags(fake_trt11, demo_model, tmp_path):
+def test_fp16_builds_a_strongly_typed_fp16_graph_without_precision_flags(fake_trt, demo_model, tmp_path):
     import onnx
     from onnx import TensorProto
 
-    trt = fake_trt11
-    assert not hasattr(trt.BuilderFlag, "FP16")  # removed in 11: touching it would raise
+    trt = fake_trt
     build = _build(demo_model, "fp16", tmp_path, guards=("first_layer",))
-    assert not calls_named(trt, "IBuilderConfig.set_flag")
+    assert calls_named(trt, "Builder.create_network") == [("Builder.create_network", _strongly_typed_flags(trt))]
+    assert not calls_named(trt, "IBuilderConfig.set_flag") and not _precision_touches(trt)
     (_, parsed), = calls_named(trt, "OnnxParser.parse_from_file")
     assert parsed != str(demo_model) and parsed == build.sidecar["built_from"]
     graph = onnx.load(parsed).graph
     inits = {i.name: i.data_type for i in graph.initializer}
-    assert inits["_conv_stem.weight"] == TensorProto.FLOAT  # guarded first conv stays FP32
+    assert inits["_conv_stem.weight"] == TensorProto.FLOAT  # guarded first conv stays FP32, in the graph
     assert inits["_fc.weight"] == TensorProto.FLOAT16
     assert build.sidecar["fp16_conversion"]["fp32_nodes"] == 1
 
 
-def test_int8_qdq_build_per_version(fake_trt, demo_model, qdq_model, tmp_path):
+def test_fp16_on_trt11_has_no_fp16_flag_to_set(fake_trt11, demo_model, tmp_path):
+    assert not hasattr(fake_trt11.BuilderFlag, "FP16")  # removed in 11: touching it would raise
+    with pytest.raises(ValueError, match="weakly_typed=True needs TensorRT 10"):
+        _build(demo_model, "fp16", tmp_path, weakly_typed=True)
+    assert not calls_named(fake_trt11, "Builder.create_network")
+
+
+def test_int8_qdq_build_is_strongly_typed_per_version(fake_trt, qdq_model, tmp_path):
     trt = fake_trt
     build = _build(qdq_model, "int8", tmp_path)
-    flags = [c[1] for c in calls_named(trt, "IBuilderConfig.set_flag")]
-    assert not [c for c in trt.calls if c[0] == "IBuilderConfig.int8_calibrator="]
-    if trt.__version__.startswith("10."):
-        assert flags == [trt.BuilderFlag.INT8, trt.BuilderFlag.FP16]  # weakly typed Q/DQ + FP16 fallback
-    else:
-        assert flags == [] and not hasattr(trt.BuilderFlag, "INT8")  # strongly typed: types come from the graph
-        assert calls_named(trt, "Builder.create_network") == [("Builder.create_network", 0)]
-    assert build.sidecar["recipe"]["precision"] == "int8"
+    assert calls_named(trt, "Builder.create_network") == [("Builder.create_network", _strongly_typed_flags(trt))]
+    assert not calls_named(trt, "IBuilderConfig.set_flag") and not _precision_touches(trt)
+    (_, parsed), = calls_named(trt, "OnnxParser.parse_from_file")
+    assert parsed == str(qdq_model)  # no guards: the Q/DQ graph is built as it is
+    assert build.sidecar["recipe"]["precision"] == "int8" and "fp16_fallback" not in build.sidecar["recipe"]
 
 
-def test_int8_qdq_strongly_typed_on_trt10(fake_trt10, qdq_model, tmp_path):
+def test_int8_guards_are_expressed_in_the_graph(fake_trt, qdq_model, tmp_path):
+    import onnx
+    from onnx import TensorProto
+
+    trt = fake_trt
+    # the guarded node must carry no Q/DQ (the quantizer's guards do that); the first Conv here is quantized
+    with pytest.raises(ValueError, match=r"guarded node\(s\) \['node_Conv_881'\] are quantized.*--guard"):
+        _build(qdq_model, "int8", tmp_path, guards=("first_layer",))
+    # an unquantized node guarded '=fp16' becomes FP16 in the graph, with Casts; no layer precision anywhere
+    build = _build(qdq_model, "int8", tmp_path, guards=("last_layer=fp16",))
+    assert not _precision_touches(trt)
+    (_, parsed), = calls_named(trt, "OnnxParser.parse_from_file")
+    graph = onnx.load(parsed).graph
+    inits = {i.name: i.data_type for i in graph.initializer}
+    assert inits["_fc.weight"] == TensorProto.FLOAT16 and inits["_conv_stem.weight"] == TensorProto.FLOAT
+    assert build.sidecar["fp16_conversion"]["fp16_nodes"] == 1
+    assert [n.op_type for n in graph.node].count("QuantizeLinear") == 1  # the Q/DQ pair is kept as it was
+
+
+def test_legacy_weakly_typed_int8_qdq_on_trt10(fake_trt10, qdq_model, tmp_path):
     trt = fake_trt10
-    _build(qdq_model, "int8", tmp_path, strongly_typed=True)
-    strongly = 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
-    assert calls_named(trt, "Builder.create_network") == [("Builder.create_network", strongly)]
-    assert not calls_named(trt, "IBuilderConfig.set_flag")
+    build = _build(qdq_model, "int8", tmp_path, weakly_typed=True)
+    assert calls_named(trt, "Builder.create_network") == [("Builder.create_network", 0)]
+    flags = [c[1] for c in calls_named(trt, "IBuilderConfig.set_flag")]
+    assert flags == [trt.BuilderFlag.INT8, trt.BuilderFlag.FP16]  # weakly typed Q/DQ + FP16 fallback
+    assert build.sidecar["recipe"]["fp16_fallback"] is True
 
 
 def test_int8_of_a_model_without_qdq_is_refused(fake_trt, demo_model, tmp_path):
@@ -232,6 +272,8 @@ def test_implicit_int8_on_trt10_wires_calibrator_and_calibration_profile(fake_tr
     trt = fake_trt10
     build = _build(demo_model, "int8-implicit", tmp_path, calibration=demo_cache, calibrator=algorithm,
                    calibration_batch=8, guards=("last_layer",))
+    assert calls_named(trt, "Builder.create_network") == [("Builder.create_network", 0)]  # legacy: weakly typed
+    assert build.sidecar["recipe"]["weakly_typed"] is True
     (_, calibrator), = [c for c in trt.calls if c[0] == "IBuilderConfig.int8_calibrator="]
     assert isinstance(calibrator, getattr(trt, base))
     assert ("IInt8Calibrator.__init__", type(calibrator).__name__) in trt.calls  # base initialised explicitly
