@@ -1,19 +1,20 @@
-"""A recording stand-in for the `tensorrt` Python module, for testing trtlab's version dispatch and argument
-wiring on machines without TensorRT. It is NOT TensorRT and never produces a result anyone may quote: it builds
-no engine (the "serialized engine" is a JSON record of the calls it received) and runs nothing.
+"""A recording stand-in for what lies beneath the `tensorrt` Python bindings, for testing trtlab's version
+dispatch and argument wiring on machines without TensorRT's libraries. It is NOT TensorRT and never produces a
+result anyone may quote: it builds no engine (the "serialized engine" is a JSON record of the calls it received)
+and runs nothing.
 
-Only API names documented for each version exist on it, so code that touches a name TensorRT removed fails here
-the way it would fail there (AttributeError):
+It offers only names the REAL bindings of the same major version have, with the real enum values, and only the
+attributes the real bindings let you set: tests/test_trt_real_bindings.py imports the real bindings wheels of
+the oldest and newest supported 10.x and 11.x (stub libraries underneath) and fails when this module offers a
+name, an enum value, a method parameter or a settable attribute that a real version lacks. Known differences it
+reproduces: ILayer.type is read-only; ILayer.precision / set_output_type, ITensor.dtype (settable),
+BuilderFlag.FP16/INT8/OBEY_PRECISION_CONSTRAINTS/REJECT_EMPTY_ALGORITHMS and the IInt8* calibrators exist on
+10.x only; TensorRT 11 renumbered BuilderFlag and NetworkDefinitionCreationFlag.
 
-* TensorRT 10.x Python API: Builder/INetworkDefinition/IBuilderConfig/IOptimizationProfile/ITimingCache/
-  OnnxParser/ParserError/ILogger, BuilderFlag (FP16, INT8, TF32, OBEY_PRECISION_CONSTRAINTS, ...),
-  NetworkDefinitionCreationFlag (EXPLICIT_BATCH deprecated, STRONGLY_TYPED), IInt8EntropyCalibrator2,
-  IInt8MinMaxCalibrator, IBuilderConfig.int8_calibrator / set_calibration_profile, ILayer.precision /
-  set_output_type.
-* TensorRT 11.x: the "Removed Python APIs" list of NVIDIA's 10.x→11.x migration guide is applied: no
-  BuilderFlag.FP16/INT8/BF16/FP8/INT4/FP4/OBEY_/PREFER_PRECISION_CONSTRAINTS/DIRECT_IO, no int8_calibrator,
-  set/get_calibration_profile, quantization flags or IInt8* calibrators, and (strong typing) no per-layer
-  precision.
+``make_fake_tensorrt(version, real=module)`` keeps only the objects a builder returns (Builder, network,
+layers, tensors, config, profile, timing cache, parser) and takes everything else — enums, DataType, Dims,
+ILogger/Logger, the calibrator base classes, nptype — from the real bindings module, so trtlab runs its build
+path against the real API surface and the fake only records what it was given.
 """
 from __future__ import annotations
 
@@ -45,19 +46,36 @@ class _EnumValue:
 
 
 def _enum(name: str, members) -> type:
-    return type(name, (), {m: _EnumValue(name, m, i) for i, m in enumerate(members)})
+    """An enum class; `members` is a {name: value} dict (the real values) or a sequence numbered from 0."""
+    items = members.items() if isinstance(members, dict) else ((m, i) for i, m in enumerate(members))
+    cls = type(name, (), {m: _EnumValue(name, m, v) for m, v in items})
+    cls.__members__ = {m: getattr(cls, m) for m, _ in (members.items() if isinstance(members, dict)
+                                                          else ((m, 0) for m in members))}
+    return cls
 
 
-_BUILDER_FLAGS_10 = ("FP16", "BF16", "INT8", "INT4", "FP8", "FP4", "DEBUG", "GPU_FALLBACK", "REFIT", "DISABLE_TIMING_CACHE",
-                     "TF32", "SPARSE_WEIGHTS", "SAFETY_SCOPE", "OBEY_PRECISION_CONSTRAINTS",
-                     "PREFER_PRECISION_CONSTRAINTS", "DIRECT_IO", "REJECT_EMPTY_ALGORITHMS", "VERSION_COMPATIBLE",
-                     "EXCLUDE_LEAN_RUNTIME", "WEIGHT_STREAMING", "STRIP_PLAN", "REFIT_IDENTICAL")
-_REMOVED_IN_11 = {"FP16", "BF16", "INT8", "INT4", "FP8", "FP4", "OBEY_PRECISION_CONSTRAINTS",
-                  "PREFER_PRECISION_CONSTRAINTS", "DIRECT_IO"}
+# Real values (checked against the real bindings): members present in every pinned version of the major.
+_BUILDER_FLAGS = {
+    10: {"FP16": 0, "INT8": 1, "DEBUG": 2, "GPU_FALLBACK": 3, "REFIT": 4, "DISABLE_TIMING_CACHE": 5, "TF32": 6,
+         "SPARSE_WEIGHTS": 7, "SAFETY_SCOPE": 8, "OBEY_PRECISION_CONSTRAINTS": 9, "PREFER_PRECISION_CONSTRAINTS": 10,
+         "DIRECT_IO": 11, "REJECT_EMPTY_ALGORITHMS": 12, "VERSION_COMPATIBLE": 13, "EXCLUDE_LEAN_RUNTIME": 14,
+         "FP8": 15, "BF16": 17, "STRIP_PLAN": 19, "REFIT_IDENTICAL": 20, "WEIGHT_STREAMING": 21},
+    # TensorRT 11 removed the precision flags and renumbered what follows them.
+    11: {"DEBUG": 2, "GPU_FALLBACK": 3, "REFIT": 4, "DISABLE_TIMING_CACHE": 5, "TF32": 6, "SPARSE_WEIGHTS": 7,
+         "VERSION_COMPATIBLE": 12, "EXCLUDE_LEAN_RUNTIME": 13, "STRIP_PLAN": 18, "REFIT_IDENTICAL": 19,
+         "WEIGHT_STREAMING": 20},
+}
+_NETWORK_FLAGS = {10: {"EXPLICIT_BATCH": 0, "STRONGLY_TYPED": 1}, 11: {"STRONGLY_TYPED": 0}}
+#: What make_fake_tensorrt(version, real=...) takes from the real module instead of faking it.
+REAL_NAMES = ("BuilderFlag", "NetworkDefinitionCreationFlag", "MemoryPoolType", "ProfilingVerbosity",
+              "LayerInformationFormat", "TensorIOMode", "DataType", "float32", "float16", "int8", "int32", "nptype",
+              "ILogger", "Logger", "Dims", "IInt8Calibrator", "IInt8EntropyCalibrator2", "IInt8MinMaxCalibrator",
+              "__version__")
 
 
-def make_fake_tensorrt(version: str) -> types.ModuleType:
-    """A fresh fake `tensorrt` module of `version` ('10.x.y' or '11.x.y'); its `calls` list records every call."""
+def make_fake_tensorrt(version: str, real: types.ModuleType | None = None) -> types.ModuleType:
+    """A fresh fake `tensorrt` module of `version` ('10.x.y' or '11.x.y'); its `calls` list records every call.
+    With `real` (the real bindings module), the REAL_NAMES are the real ones and only the builder side is fake."""
     major = int(version.split(".")[0])
     trt = types.ModuleType("tensorrt")
     trt.__spec__ = importlib.machinery.ModuleSpec("tensorrt", None)
@@ -71,16 +89,16 @@ def make_fake_tensorrt(version: str) -> types.ModuleType:
     def record(*entry):
         calls.append(entry)
 
-    flags = [f for f in _BUILDER_FLAGS_10 if major == 10 or f not in _REMOVED_IN_11]
-    trt.BuilderFlag = _enum("BuilderFlag", flags)
-    trt.NetworkDefinitionCreationFlag = _enum(
-        "NetworkDefinitionCreationFlag", ("EXPLICIT_BATCH", "STRONGLY_TYPED") if major == 10 else ("STRONGLY_TYPED",))
+    trt.BuilderFlag = _enum("BuilderFlag", _BUILDER_FLAGS[major])
+    trt.NetworkDefinitionCreationFlag = _enum("NetworkDefinitionCreationFlag", _NETWORK_FLAGS[major])
     trt.MemoryPoolType = _enum("MemoryPoolType", ("WORKSPACE", "DLA_MANAGED_SRAM", "DLA_LOCAL_DRAM",
                                                   "DLA_GLOBAL_DRAM", "TACTIC_DRAM", "TACTIC_SHARED_MEMORY"))
-    trt.ProfilingVerbosity = _enum("ProfilingVerbosity", ("LAYER_NAMES_ONLY", "NONE", "DETAILED"))
+    trt.ProfilingVerbosity = _enum("ProfilingVerbosity", {"LAYER_NAMES_ONLY": 0, "NONE": 1, "DETAILED": 2})
     trt.LayerInformationFormat = _enum("LayerInformationFormat", ("ONELINE", "JSON"))
     trt.TensorIOMode = _enum("TensorIOMode", ("NONE", "INPUT", "OUTPUT"))
     DataType = _enum("DataType", ("FLOAT", "HALF", "INT8", "INT32", "BOOL", "UINT8", "FP8", "BF16", "INT64", "INT4"))
+    if real is not None:
+        DataType = real.DataType  # tensors the fake parser makes carry the real dtype values
     trt.DataType = DataType
     trt.float32, trt.float16, trt.int8, trt.int32 = DataType.FLOAT, DataType.HALF, DataType.INT8, DataType.INT32
     trt.nptype = lambda dt: {DataType.FLOAT: np.float32, DataType.HALF: np.float16, DataType.INT8: np.int8,
@@ -92,8 +110,15 @@ def make_fake_tensorrt(version: str) -> types.ModuleType:
         def __init__(self):
             record("ILogger.__init__", type(self).__name__)
 
-    trt.ILogger = ILogger
-    trt.Logger = type("Logger", (ILogger,), {})
+    class Logger(ILogger):
+        """The bindings' default logger: Logger(min_severity=Severity.WARNING), min_severity settable."""
+
+        def __init__(self, min_severity=ILogger.Severity.WARNING):
+            ILogger.__init__(self)
+            self.min_severity = min_severity
+
+    Logger.Severity = ILogger.Severity
+    trt.ILogger, trt.Logger = ILogger, Logger
 
     class _Strict:
         """Rejects attributes that are not part of the documented API of this version."""
@@ -108,22 +133,34 @@ def make_fake_tensorrt(version: str) -> types.ModuleType:
             object.__setattr__(self, name, value)
 
     class ITensor(_Strict):
-        _allowed = frozenset({"name", "dtype", "shape"})
+        # ITensor.dtype is settable on 10.x only (TensorRT 11 is strongly typed: read-only there)
+        _allowed = frozenset({"name", "shape"} | ({"dtype"} if major == 10 else set()))
 
         def __init__(self, name, dtype=DataType.FLOAT, shape=()):
             object.__setattr__(self, "name", name)
-            object.__setattr__(self, "dtype", dtype)
+            object.__setattr__(self, "_dtype", dtype)
             object.__setattr__(self, "shape", shape)
 
-    layer_attrs = {"name", "type"} | ({"precision"} if major == 10 else set())
+    def _dtype_get(self):
+        return self._dtype
+
+    def _dtype_set(self, value):
+        record("ITensor.dtype=", value)
+        object.__setattr__(self, "_dtype", value)
+
+    ITensor.dtype = property(_dtype_get, _dtype_set if major == 10 else None)
 
     class ILayer(_Strict):
-        _allowed = frozenset(layer_attrs)
+        _allowed = frozenset({"name"} | ({"precision"} if major == 10 else set()))  # `type` is read-only
 
         def __init__(self, name, op_type, outputs):
             object.__setattr__(self, "name", name)
-            object.__setattr__(self, "type", op_type)
+            object.__setattr__(self, "_type", op_type)
             object.__setattr__(self, "_outputs", outputs)
+
+        @property
+        def type(self):
+            return self._type
 
         @property
         def num_outputs(self):
@@ -263,6 +300,7 @@ def make_fake_tensorrt(version: str) -> types.ModuleType:
 
     class OnnxParser:
         def __init__(self, network, logger):
+            record("OnnxParser", network, logger)
             self._network = network
             self._errors = []
 
@@ -289,6 +327,7 @@ def make_fake_tensorrt(version: str) -> types.ModuleType:
 
     trt.Builder, trt.OnnxParser, trt.ParserError = Builder, OnnxParser, ParserError
     trt.IBuilderConfig, trt.INetworkDefinition, trt.ILayer = IBuilderConfig, INetworkDefinition, ILayer
+    trt.ITensor = ITensor
     trt.IOptimizationProfile, trt.ITimingCache, trt.IHostMemory = IOptimizationProfile, ITimingCache, IHostMemory
 
     if major == 10:
@@ -299,6 +338,13 @@ def make_fake_tensorrt(version: str) -> types.ModuleType:
         trt.IInt8Calibrator = IInt8Calibrator
         trt.IInt8EntropyCalibrator2 = type("IInt8EntropyCalibrator2", (IInt8Calibrator,), {})
         trt.IInt8MinMaxCalibrator = type("IInt8MinMaxCalibrator", (IInt8Calibrator,), {})
+    if real is not None:
+        for name in REAL_NAMES:
+            if hasattr(real, name):
+                setattr(trt, name, getattr(real, name))
+            elif hasattr(trt, name):
+                delattr(trt, name)
+        trt.__doc__ = f"real tensorrt {real.__version__} bindings API + FAKE builder objects (builds nothing)"
     return trt
 
 
