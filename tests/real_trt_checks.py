@@ -32,6 +32,7 @@ VAR_CLASS = {
 #: Functions where those names mean something else (engine-inspector JSON dictionaries, argparse).
 NOT_TENSORRT = {"parse_engine_information", "_tensor_precision", "build_main"}
 #: TensorRT 10 legacy code: only reached on 10.x (weakly typed, implicit INT8); TensorRT 11 may lack its names.
+#: So may code in the body of an `if ... major == 10 ...:`; the build-path checks confirm 11 never gets there.
 LEGACY_V10 = {"_configure_weakly_typed_v10", "apply_layer_guards"}
 SOURCES = ("trtlab/backends/trt.py", "trtlab/backends/trt_calibrator.py")
 #: Module attributes of the fake that are test plumbing, not API.
@@ -241,6 +242,16 @@ def _uses(major: int):
                     return node.name
             return "<module>"
 
+        def in_v10_branch(node):
+            """Inside the body of an `if ... major == 10 ...:` (a TensorRT 10-only branch)."""
+            child = node
+            while child in parents:
+                parent = parents[child]
+                if isinstance(parent, ast.If) and "major == 10" in ast.unparse(parent.test) and child in parent.body:
+                    return True
+                child = parent
+            return False
+
         for node in ast.walk(tree):
             if not isinstance(node, ast.Attribute):
                 continue
@@ -253,7 +264,7 @@ def _uses(major: int):
             kind = "call" if call else "store" if isinstance(node.ctx, ast.Store) else "load"
             npos = len(call.args) if call else 0
             kws = tuple(k.arg for k in call.keywords) if call else ()
-            legacy = func in LEGACY_V10 or rel.endswith("trt_calibrator.py")
+            legacy = func in LEGACY_V10 or rel.endswith("trt_calibrator.py") or in_v10_branch(node)
             if base == "trt" or base.startswith("trt."):
                 if isinstance(parent, ast.Attribute):
                     continue  # the longest chain is recorded once
@@ -282,6 +293,11 @@ def check_trtlab_names_exist(trt, pin, ctx):
                     problems.append(f"{where}: {expr} does not exist")
                     break
             else:
+                *_, owner_name, member = ["trt"] + expr.split(".")
+                owner = eval(expr.rsplit(".", 1)[0], {"trt": trt}) if expr.count(".") > 1 else None
+                doc = enum_member_doc(owner, member) if hasattr(owner, "__members__") else getattr(obj, "__doc__", "")
+                if not legacy and deprecated(doc):
+                    problems.append(f"{where}: {expr} is deprecated in tensorrt {pin}: {doc[:120]}")
                 if kind == "call":
                     sigs = signatures(obj.__init__) if isinstance(obj, type) else signatures(obj)
                     if expr.endswith(".__init__"):
@@ -299,7 +315,11 @@ def check_trtlab_names_exist(trt, pin, ctx):
         checked.add(name)
         if robj is None:
             problems.append(f"{where}: {name} does not exist")
-        elif kind == "store" and not (isinstance(robj, property) and robj.fset is not None):
+            continue
+        doc = enum_member_doc(cls, attr) if hasattr(cls, "__members__") else getattr(robj, "__doc__", "")
+        if not legacy and deprecated(doc):
+            problems.append(f"{where}: {name} is deprecated in tensorrt {pin}: {' '.join(doc.split())[:120]}")
+        if kind == "store" and not (isinstance(robj, property) and robj.fset is not None):
             problems.append(f"{where}: trtlab sets {name}, which is read-only")
         elif kind == "call":
             sigs = signatures(robj)
