@@ -36,7 +36,7 @@ NOT_TENSORRT = {"parse_engine_information", "_tensor_precision", "build_main"}
 LEGACY_V10 = {"_configure_weakly_typed_v10", "apply_layer_guards"}
 SOURCES = ("trtlab/backends/trt.py", "trtlab/backends/trt_calibrator.py")
 #: Module attributes of the fake that are test plumbing, not API.
-FAKE_PLUMBING = {"calls", "parser_failures", "build_returns_none"}
+FAKE_PLUMBING = {"calls", "parser_failures", "build_returns_none", "device_memory"}
 #: Classes user code constructs (the others come from factories): their constructors must match too.
 CONSTRUCTED = {"Builder", "OnnxParser", "Logger", "Runtime"}
 
@@ -124,6 +124,8 @@ def converts(trt, value, annotation: str) -> bool:
         return isinstance(value, bool)
     if a == "str":
         return isinstance(value, str)
+    if a in ("tuple", "list"):
+        return isinstance(value, {"tuple": tuple, "list": list}[a])
     if a in ("buffer", "typing_extensions.Buffer", "collections.abc.Buffer"):
         try:
             memoryview(value)
@@ -389,27 +391,30 @@ def check_calibrators_subclass_the_real_bases(trt, pin, ctx):
 def _record_builds(trt, pin, ctx, paths):
     """Run trtlab's build_engine for each (name, precision, options) with the real API surface over fake builder
     objects; returns {name: fake module (its .calls) or the exception raised}."""
-    import importlib
-
     from fake_tensorrt import make_fake_tensorrt
 
+    import trtlab.backends.trt as backend  # imports `tensorrt` at call time, so it gets the hybrid below
+
+    cache = ctx.setdefault("_builds", {})  # both build checks share the recorded builds
     results = {}
     for name, precision, model, options in paths:
+        if name in cache:
+            results[name] = cache[name]
+            continue
         hybrid = make_fake_tensorrt(pin, real=trt)
         sys.modules["tensorrt"] = hybrid
         try:
-            import trtlab.backends.trt as backend
-
-            importlib.reload(backend)
             workspace = Path(tempfile.mkdtemp(prefix=f"ws-{name}-"))
             build = backend.build_engine(ctx[model], precision, workspace=workspace, gpu=GPU, progress=False,
                                          **options)
             hybrid.sidecar = json.loads(build.sidecar_path.read_text())
+            hybrid.engine_path = build.engine_path
             results[name] = hybrid
         except Exception as exc:  # noqa: BLE001 - reported by the caller
             results[name] = exc
         finally:
             sys.modules["tensorrt"] = trt
+        cache[name] = results[name]
     return results
 
 
@@ -547,9 +552,48 @@ def check_strongly_typed_rule(trt, pin, ctx):
     return {"create_network_flags": expected_flags}
 
 
+def check_runner_and_inspector_against_the_real_api(trt, pin, ctx):
+    """TrtRunner and inspect_engine with the real enums, nptype, ILogger and Dims over the fake runtime objects
+    and numpy "device" memory: every runtime call exists, fits the real signature and its values convert."""
+    from fake_tensorrt import FakeCuda, make_fake_tensorrt
+
+    from trtlab.backends import cuda_rt
+    from trtlab.backends.trt import TrtRunner, inspect_engine
+
+    built = _record_builds(trt, pin, ctx, _default_paths(int(pin.split(".")[0]))[:1])["fp32"]
+    assert not isinstance(built, Exception), built
+    hybrid = make_fake_tensorrt(pin, real=trt)
+    saved = {name: getattr(cuda_rt, name) for name in ("device_info", "Stream", "Event", "DeviceBuffer",
+                                                       "PinnedBuffer")}
+    sys.modules["tensorrt"] = hybrid
+    try:
+        FakeCuda(hybrid, GPU).install(setattr)
+        batch = np.random.default_rng(0).standard_normal((3, 3, 224, 224), dtype=np.float32)
+        with TrtRunner(built.engine_path) as runner:
+            logits = runner.infer(batch)
+            assert runner._dtypes[runner.input_name] == np.float32  # real nptype(real DataType.FLOAT)
+        np.testing.assert_allclose(logits[:, :3], batch.mean(axis=(1, 2, 3))[:, None] + np.arange(3), rtol=1e-5)
+        assert inspect_engine(built.engine_path).counts["layers"] > 0
+    finally:
+        sys.modules["tensorrt"] = trt
+        for name, value in saved.items():
+            setattr(cuda_rt, name, value)
+    problems = []
+    _verify_calls(trt, hybrid, problems, "runner", True)
+    runtime_calls = {c[0] for c in hybrid.calls}
+    for needed in ("Runtime", "Runtime.deserialize_cuda_engine", "IExecutionContext.set_input_shape",
+                   "IExecutionContext.set_tensor_address", "IExecutionContext.execute_async_v3",
+                   "EngineInspector.get_engine_information"):
+        if needed not in runtime_calls:
+            problems.append(f"the runner never called {needed}: the check is not looking at the runtime path")
+    assert not problems, f"tensorrt {pin}:\n  " + "\n  ".join(problems)
+    return {"runtime_calls": len(hybrid.calls)}
+
+
 CHECKS = [check_version_dispatch, check_fake_matches_real, check_trtlab_names_exist,
           check_logger_subclasses_the_real_ilogger, check_calibrators_subclass_the_real_bases,
-          check_build_paths_against_the_real_api, check_strongly_typed_rule]
+          check_build_paths_against_the_real_api, check_strongly_typed_rule,
+          check_runner_and_inspector_against_the_real_api]
 
 
 def main(pin: str, ctx: dict) -> None:

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from fake_tensorrt import calls_named, make_fake_tensorrt
+from fake_tensorrt import FakeCuda, calls_named, make_fake_tensorrt
 
 GPU = {"name": "NVIDIA Tesla T4", "compute_capability": "7.5"}
 VERSIONS = ["10.9.0.34", "11.1.0.8"]
@@ -357,6 +357,50 @@ def test_engine_of_another_version_is_rebuilt_not_reused(demo_model, tmp_path, m
     new = _build(demo_model, "fp32", tmp_path)
     assert not new.reused and new.engine_path == old.engine_path
     assert json.loads(new.sidecar_path.read_text())["tensorrt_version"] == VERSIONS[1]
+
+
+def test_runner_runs_an_engine_in_chunks_of_its_max_batch(fake_trt, demo_model, tmp_path, monkeypatch):
+    from trtlab.backends.trt import TrtRunner
+
+    trt = fake_trt
+    FakeCuda(trt, GPU).install(monkeypatch.setattr)  # numpy "device" memory: the runner's logic, not CUDA's
+    build = _build(demo_model, "fp32", tmp_path, min_batch=1, opt_batch=2, max_batch=4)
+    batch = np.random.default_rng(0).standard_normal((6, 3, 224, 224), dtype=np.float32)
+    with TrtRunner(build.engine_path) as runner:
+        logits = runner.infer(batch)
+        assert (runner.input_name, runner.max_batch, runner.input_shape) == ("input", 4, ("batch", 3, 224, 224))
+        assert runner.last_gpu_ms and runner.last_gpu_ms > 0
+        assert runner.describe()["tensorrt"] == trt.__version__
+    # the fake engine writes logits[i, k] = mean(input[i]) + k: every image came back in its own row
+    expected = batch.mean(axis=(1, 2, 3))[:, None] + np.arange(1000, dtype=np.float32)
+    np.testing.assert_allclose(logits, expected, rtol=1e-5, atol=1e-5)
+    shapes = [c[2] for c in calls_named(trt, "IExecutionContext.set_input_shape")]
+    assert shapes == [(4, 3, 224, 224), (4, 3, 224, 224), (2, 3, 224, 224)]  # buffers at max, then 4 + 2
+    assert not trt.device_memory  # every device buffer released on exit
+
+
+def test_runner_refuses_an_engine_tensorrt_cannot_deserialize(fake_trt, demo_model, tmp_path, monkeypatch):
+    from trtlab.backends.trt import EngineCompatibilityError, TrtRunner
+
+    FakeCuda(fake_trt, GPU).install(monkeypatch.setattr)
+    build = _build(demo_model, "fp32", tmp_path)
+    build.engine_path.write_bytes(b"not an engine")
+    with pytest.raises(EngineCompatibilityError, match="(?s)could not deserialize.*python -m trtlab build"):
+        TrtRunner(build.engine_path).activate()
+
+
+def test_inspect_engine_goes_through_the_engine_inspector(fake_trt, demo_model, tmp_path, monkeypatch):
+    from trtlab.backends.trt import inspect_engine
+
+    trt = fake_trt
+    FakeCuda(trt, GPU).install(monkeypatch.setattr)
+    build = _build(demo_model, "fp32", tmp_path, opt_batch=8, max_batch=16)
+    inspection = inspect_engine(build.engine_path)
+    assert inspection.counts["layers"] == len(json.loads(build.engine_path.read_bytes())["layer_names"]) > 90
+    assert calls_named(trt, "EngineInspector.get_engine_information") == [
+        ("EngineInspector.get_engine_information", trt.LayerInformationFormat.JSON)]
+    assert calls_named(trt, "IExecutionContext.set_input_shape")[-1][2] == (8, 3, 224, 224)  # the opt batch
+    assert [c[0] for c in trt.calls].count("EngineInspector.execution_context=") == 1
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -180,6 +180,7 @@ def make_fake_tensorrt(version: str, real: types.ModuleType | None = None) -> ty
             self._flags = flags
             self._layers: list = []
             self._inputs: list = []
+            self._outputs: dict = {}  # name -> dims after the batch dimension
 
         @property
         def num_layers(self):
@@ -198,6 +199,7 @@ def make_fake_tensorrt(version: str, real: types.ModuleType | None = None) -> ty
     class IOptimizationProfile(_Strict):
         def set_shape(self, input, min, opt, max):  # noqa: A002 — the documented keyword names
             record("IOptimizationProfile.set_shape", input, tuple(min), tuple(opt), tuple(max))
+            self.__dict__.setdefault("_shapes", {})[input] = [list(min), list(opt), list(max)]
 
     class IHostMemory(bytes):
         """Supports the buffer protocol like the real IHostMemory (bytes gives it that on Python 3.10+)."""
@@ -242,7 +244,8 @@ def make_fake_tensorrt(version: str, real: types.ModuleType | None = None) -> ty
 
         def add_optimization_profile(self, profile):
             record("IBuilderConfig.add_optimization_profile", profile)
-            return 0
+            self.__dict__.setdefault("_profiles", []).append(profile)
+            return len(self._profiles) - 1
 
         def create_timing_cache(self, serialized_timing_cache):
             record("IBuilderConfig.create_timing_cache", bytes(serialized_timing_cache))
@@ -281,8 +284,12 @@ def make_fake_tensorrt(version: str, real: types.ModuleType | None = None) -> ty
             record("Builder.build_serialized_network", network, config)
             if trt.build_returns_none:
                 return None
+            profile = config.__dict__.get("_profiles", [None])[0]
             payload = {"FAKE": "not a TensorRT engine", "version": version,
-                       "flags": sorted(f.name for f in config._flags), "layers": network.num_layers}
+                       "flags": sorted(f.name for f in config._flags), "layers": network.num_layers,
+                       "layer_names": [layer.name for layer in network._layers],
+                       "inputs": {t.name: (profile._shapes.get(t.name) if profile else None) for t in network._inputs},
+                       "outputs": network._outputs}
             return IHostMemory(json.dumps(payload).encode())
 
     class ParserError:
@@ -314,6 +321,8 @@ def make_fake_tensorrt(version: str, real: types.ModuleType | None = None) -> ty
                 return False
             inits = {i.name for i in graph.initializer}
             self._network._inputs = [ITensor(i.name) for i in graph.input if i.name not in inits]
+            self._network._outputs = {o.name: [d.dim_value for d in o.type.tensor_type.shape.dim][1:]
+                                      for o in graph.output}
             for node in graph.node:  # the real parser names layers after ONNX nodes
                 self._network._layers.append(ILayer(node.name, node.op_type, [ITensor(o) for o in node.output]))
             return True
@@ -329,6 +338,7 @@ def make_fake_tensorrt(version: str, real: types.ModuleType | None = None) -> ty
     trt.IBuilderConfig, trt.INetworkDefinition, trt.ILayer = IBuilderConfig, INetworkDefinition, ILayer
     trt.ITensor = ITensor
     trt.IOptimizationProfile, trt.ITimingCache, trt.IHostMemory = IOptimizationProfile, ITimingCache, IHostMemory
+    _add_runtime(trt, record)
 
     if major == 10:
         class IInt8Calibrator:
@@ -346,6 +356,192 @@ def make_fake_tensorrt(version: str, real: types.ModuleType | None = None) -> ty
                 delattr(trt, name)
         trt.__doc__ = f"real tensorrt {real.__version__} bindings API + FAKE builder objects (builds nothing)"
     return trt
+
+
+def _add_runtime(trt, record) -> None:
+    """The runtime side: Runtime → ICudaEngine (from the fake builder's JSON "engine") → IExecutionContext, and
+    EngineInspector. Device memory is `trt.device_memory` ({address: numpy uint8 array}, filled by
+    FakeCuda below); executing writes logits[i, k] = mean(input[i]) + k, so a test can check what came back."""
+    trt.device_memory = {}
+
+    class ICudaEngine:
+        def __init__(self, payload):
+            self._payload = payload
+            self._inputs = list(payload["inputs"])
+            self._outputs = list(payload["outputs"])
+
+        @property
+        def num_io_tensors(self):
+            return len(self._inputs) + len(self._outputs)
+
+        def get_tensor_name(self, index):
+            return (self._inputs + self._outputs)[index]
+
+        def get_tensor_mode(self, name):
+            return trt.TensorIOMode.INPUT if name in self._inputs else trt.TensorIOMode.OUTPUT
+
+        def get_tensor_shape(self, name):
+            if name in self._inputs:
+                return (-1, *self._payload["inputs"][name][2][1:])
+            return (-1, *self._payload["outputs"][name])
+
+        def get_tensor_profile_shape(self, name, profile_index):
+            record("ICudaEngine.get_tensor_profile_shape", name, profile_index)
+            return [tuple(s) for s in self._payload["inputs"][name]]
+
+        def get_tensor_dtype(self, name):
+            return trt.DataType.FLOAT
+
+        def create_execution_context(self):
+            return IExecutionContext(self)
+
+        def create_engine_inspector(self):
+            return EngineInspector(self)
+
+    class IExecutionContext:
+        def __init__(self, engine):
+            self._engine = engine
+            self._shapes = {}
+            self._addresses = {}
+
+        def set_input_shape(self, name, shape):
+            record("IExecutionContext.set_input_shape", name, shape)
+            low, _, high = self._engine._payload["inputs"][name]
+            if not all(lo <= s <= hi for lo, s, hi in zip(low, shape, high)):
+                return False
+            self._shapes[name] = tuple(shape)
+            return True
+
+        def get_tensor_shape(self, name):
+            batch = next(iter(self._shapes.values()))[0]
+            if name in self._engine._inputs:
+                return self._shapes[name]
+            return (batch, *self._engine._payload["outputs"][name])
+
+        def set_tensor_address(self, name, memory):
+            record("IExecutionContext.set_tensor_address", name, memory)
+            self._addresses[name] = memory
+            return True
+
+        def execute_async_v3(self, stream_handle):
+            record("IExecutionContext.execute_async_v3", stream_handle)
+            (name, shape), = self._shapes.items()
+            count = int(np.prod(shape))
+            data = trt.device_memory[self._addresses[name]][: count * 4].view(np.float32).reshape(shape)
+            for out in self._engine._outputs:
+                classes = self._engine._payload["outputs"][out][-1]
+                logits = data.mean(axis=tuple(range(1, data.ndim)))[:, None] + np.arange(classes, dtype=np.float32)
+                raw = np.ascontiguousarray(logits, np.float32).view(np.uint8).reshape(-1)
+                trt.device_memory[self._addresses[out]][: raw.size] = raw
+            return True
+
+    class EngineInspector:
+        def __init__(self, engine):
+            self._engine = engine
+            self._context = None
+
+        @property
+        def execution_context(self):
+            return self._context
+
+        @execution_context.setter
+        def execution_context(self, context):
+            record("EngineInspector.execution_context=", context)
+            self._context = context
+
+        def get_engine_information(self, format):  # noqa: A002 — the real parameter name
+            record("EngineInspector.get_engine_information", format)
+            precision = "FP16" if "FP16" in self._engine._payload["flags"] else "FP32"
+            layers = [{"Name": name, "LayerType": "FAKE", "ParameterType": "FAKE",
+                       "Inputs": [{"Format/Datatype": f"Row major linear {precision}"}], "Outputs": []}
+                      for name in self._engine._payload["layer_names"]]
+            return json.dumps({"Layers": layers, "Bindings": self._engine._inputs + self._engine._outputs})
+
+    class Runtime:
+        def __init__(self, logger):
+            record("Runtime", logger)
+
+        def deserialize_cuda_engine(self, serialized_engine):
+            record("Runtime.deserialize_cuda_engine", serialized_engine)
+            try:
+                payload = json.loads(bytes(serialized_engine))
+            except ValueError:
+                return None
+            return ICudaEngine(payload) if payload.get("FAKE") else None
+
+    trt.Runtime, trt.ICudaEngine, trt.IExecutionContext, trt.EngineInspector = (Runtime, ICudaEngine,
+                                                                                 IExecutionContext, EngineInspector)
+
+
+class FakeCuda:
+    """Stand-ins for trtlab.backends.cuda_rt (device_info, Stream, Event, DeviceBuffer, PinnedBuffer) whose
+    "device" memory is numpy arrays registered in `trt.device_memory`, so TrtRunner runs without a GPU.
+    `install(setattr)` patches them in (pass monkeypatch.setattr, or a plain setattr)."""
+
+    def __init__(self, trt, gpu: dict):
+        self.trt, self.gpu = trt, dict(gpu)
+        self.next_address = 0x10000
+
+    def install(self, set_attribute) -> None:
+        from trtlab.backends import cuda_rt
+
+        fake = self
+
+        class Stream:
+            def __init__(self):
+                self.handle = 0xC0DA
+
+            def synchronize(self):
+                pass
+
+            def close(self):
+                pass
+
+        class Event:
+            clock = [0.0]
+
+            def __init__(self):
+                self.t = None
+
+            def record(self, stream):
+                Event.clock[0] += 0.25
+                self.t = Event.clock[0]
+
+            @staticmethod
+            def elapsed_ms(start, end):
+                return end.t - start.t
+
+            def close(self):
+                pass
+
+        class DeviceBuffer:
+            def __init__(self, nbytes):
+                self.nbytes = int(nbytes)
+                self.ptr = fake.next_address
+                fake.next_address += max(self.nbytes, 1) + 256
+                fake.trt.device_memory[self.ptr] = np.zeros(max(self.nbytes, 1), np.uint8)
+
+            def copy_from_host(self, host, stream=None):
+                raw = np.ascontiguousarray(host).view(np.uint8).reshape(-1)
+                fake.trt.device_memory[self.ptr][: raw.size] = raw
+
+            def copy_to_host(self, host, stream=None):
+                host[...] = fake.trt.device_memory[self.ptr][: host.nbytes].view(host.dtype).reshape(host.shape)
+
+            def free(self):
+                fake.trt.device_memory.pop(self.ptr, None)
+
+        class PinnedBuffer:
+            def __init__(self, shape, dtype=np.float32):
+                self.array = np.zeros(tuple(int(d) for d in shape), dtype)
+                self.nbytes = self.array.nbytes
+
+            def free(self):
+                self.array = None
+
+        set_attribute(cuda_rt, "device_info", lambda device=0: dict(fake.gpu))
+        for cls in (Stream, Event, DeviceBuffer, PinnedBuffer):
+            set_attribute(cuda_rt, cls.__name__, cls)
 
 
 def calls_named(trt, name: str) -> list[tuple]:
