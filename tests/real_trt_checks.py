@@ -158,6 +158,10 @@ def check_version_dispatch(trt, pin, ctx):
     legacy = hasattr(trt, "IInt8EntropyCalibrator2") and hasattr(trt.BuilderFlag, "INT8") \
         and isinstance(getattr(trt.ILayer, "precision", None), property)
     assert legacy == (major == 10), f"TensorRT {pin}: legacy precision API present={legacy}, major {major}"
+    # the stub's version function is what the real bindings report (major * 10000 + minor * 100 + patch)
+    from trt_bindings import parser_version_number
+
+    assert trt.get_nv_onnx_parser_version() == parser_version_number(pin)
     return {"major": major}
 
 

@@ -12,8 +12,8 @@ C functions from them directly (the factories ``create*_INTERNAL``, the plugin r
   (``install.sh`` runs ``python3 tests/trt_bindings.py install``; the tests never download anything);
 * ``build_stubs``: compiles, with gcc, one stub library per TensorRT ``DT_NEEDED`` entry of the extension,
   defining exactly the extension's undefined symbols that the process cannot already resolve (``readelf``):
-  factories return nullptr, ``getNvOnnxParserVersion`` returns the version as NvOnnxParser.h encodes it
-  (major * 10000 + minor * 100 + patch);
+  factories return nullptr, version functions (``getNvOnnxParserVersion``; ``getInferLibVersion`` if a wheel
+  ever imports it) return the version as the headers encode it (major * 10000 + minor * 100 + patch);
 * ``run_with_bindings``: runs Python code in a subprocess where the stubs are loaded RTLD_GLOBAL, the
   extension is imported RTLD_LAZY | RTLD_GLOBAL, and ``sys.modules['tensorrt']`` is the real module (what the
   ``tensorrt`` meta package re-exports), so ``import tensorrt`` inside trtlab gets the real API surface.
@@ -121,9 +121,19 @@ def undefined_symbols(extension: Path) -> list[str]:
 
 
 def parser_version_number(version: str) -> int:
-    """NvOnnxParser.h: NV_ONNX_PARSER_VERSION = major * 10000 + minor * 100 + patch (e.g. 10.16.1 → 101601)."""
+    """The encoded version: NvOnnxParser.h NV_ONNX_PARSER_VERSION and NvInferRuntimeBase.h NV_TENSORRT_VERSION
+    are both major * 10000 + minor * 100 + patch since TensorRT 10 (e.g. 10.16.1 → 101601)."""
     major, minor, patch = (int(p) for p in version.split(".")[:3])
     return major * 10000 + minor * 100 + patch
+
+
+#: Version functions a bindings build may import, and what each returns (the pinned wheels import only
+#: getNvOnnxParserVersion; the others are here so a future wheel that imports them still gets the right number).
+def _version_functions(version: str) -> dict:
+    major, minor, patch = (int(p) for p in version.split(".")[:3])
+    number = parser_version_number(version)
+    return {"getNvOnnxParserVersion": number, "getInferLibVersion": number, "getInferLibMajorVersion": major,
+            "getInferLibMinorVersion": minor, "getInferLibPatchVersion": patch}
 
 
 def _library_for(symbol: str, libraries: list[str]) -> str:
@@ -150,9 +160,10 @@ def build_stubs(version: str, out_dir: Path) -> dict:
         by_lib[_library_for(symbol, libraries)].append(symbol)
     for lib, symbols in by_lib.items():
         lines = ["/* trtlab test stub: NOT TensorRT. Factories return nullptr; nothing here computes. */"]
+        versions = _version_functions(version)
         for symbol in symbols:
-            if symbol == "getNvOnnxParserVersion":
-                lines.append(f"int {symbol}(void) {{ return {parser_version_number(version)}; }}")
+            if symbol in versions:
+                lines.append(f"int {symbol}(void) {{ return {versions[symbol]}; }}")
             elif symbol == "initLibNvInferPlugins":
                 lines.append(f"int {symbol}(void* logger, const char* ns) {{ return 0; }}")
             else:

@@ -1,10 +1,12 @@
 """TensorRT backend for TensorRT 10.x and 11.x: engine builds, engine files with sidecars, the runner, engine
 inspection and latency benchmarks. `python -m trtlab build ...` lands in :func:`build_main`.
 
-Written against NVIDIA's documentation; this module has NOT been run against a real TensorRT here (TensorRT
-cannot be installed on trtlab's development and CI machines). The version-dispatch and argument wiring is
-tested with a recording stand-in (tests/fake_tensorrt), the cuda-python parts for real on a GPU, and
-tests/test_trt_backend.py runs the real thing wherever ``import tensorrt`` works.
+Written against NVIDIA's documentation; this module has NOT been run against a real TensorRT builder here
+(TensorRT's libraries cannot be installed on trtlab's development and CI machines). tests/test_trt_real_bindings.py
+checks it against the REAL TensorRT Python bindings of the oldest and newest supported 10.x and 11.x (names,
+signatures, enum values, settable attributes, subclassing, the strongly typed rule), over recording builder and
+runtime objects (tests/fake_tensorrt); the cuda-python parts ran for real on a GPU, and tests/test_trt_backend.py
+runs the real thing wherever ``import tensorrt`` works.
 
 Precision by TensorRT major version. The default on both is a strongly typed network (TensorRT 10.x: flag
 NetworkDefinitionCreationFlag.STRONGLY_TYPED; 11.x: always, the flag is deprecated and ignored), so every layer
