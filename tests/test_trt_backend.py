@@ -468,6 +468,21 @@ def test_build_cli_without_tensorrt_says_so(monkeypatch, capsys):
     assert "build needs TensorRT" in err and "python -m trtlab doctor" in err
 
 
+def test_build_cli_legacy_weakly_typed_flag_reaches_the_builder(fake_trt10, demo_model, tmp_path, monkeypatch,
+                                                                capsys):
+    from trtlab.backends.trt import build_main
+
+    trt = fake_trt10
+    FakeCuda(trt, GPU).install(monkeypatch.setattr)  # the CLI asks the (fake) GPU for its name
+    args = ["--model", str(demo_model), "--precision", "fp16", "--workspace", str(tmp_path), "--no-timing-cache"]
+    assert build_main(args + ["--weakly-typed"]) == 0
+    assert calls_named(trt, "Builder.create_network") == [("Builder.create_network", 0)]
+    assert trt.BuilderFlag.FP16 in [c[1] for c in calls_named(trt, "IBuilderConfig.set_flag")]
+    assert build_main(args) == 0  # default: strongly typed, no precision flag
+    assert calls_named(trt, "Builder.create_network")[-1] == ("Builder.create_network", _strongly_typed_flags(trt))
+    assert "fp16: " in capsys.readouterr().out
+
+
 def test_build_engines_falls_back_to_onnx_runtime_and_benchmarks(monkeypatch, demo_model, session_workspace, capsys):
     from trtlab.backends import trt as trt_backend
 

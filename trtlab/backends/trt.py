@@ -245,8 +245,8 @@ def build_engine(onnx_path, precision: str = "fp32", output: str | os.PathLike |
     only: TensorRT's own calibrator fed from `calibration`, a trtlab DecodeCache). Other `options` are
     BuildOptions fields (min/opt/max_batch, workspace_mb, guards, fp16_fallback, weakly_typed, tf32,
     calibrator, calibration_batch, calibration_images). Networks are strongly typed unless `weakly_typed=True`
-    (TensorRT 10 legacy path, implied by 'int8-implicit'); guards are then expressed in the ONNX graph. The engine goes to `<workspace>/engines/` with a JSON
-    sidecar (TensorRT version, GPU, compute capability, recipe hash, build time); the timing cache
+    (TensorRT 10 legacy path, implied by 'int8-implicit'), and guards are expressed in the ONNX graph. The engine
+    goes to `<workspace>/engines/` with a JSON sidecar (TensorRT version, GPU, compute capability, recipe hash, build time); the timing cache
     `<workspace>/engines/timing.cache` is read before and written after every build.
     """
     from ..model import inspect_classifier
