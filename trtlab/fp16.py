@@ -1,6 +1,7 @@
-"""ONNX → FP16 / mixed-precision graph, for TensorRT 11's strongly typed networks (and ONNX Runtime).
+"""ONNX → FP16 / mixed-precision graph, for the strongly typed networks trtlab builds on TensorRT 10 and 11 (and
+ONNX Runtime).
 
-TensorRT 11 removed BuilderFlag.FP16: a strongly typed network runs every layer in the type its tensors have
+TensorRT 11 removed BuilderFlag.FP16 (deprecated since 10.12): a strongly typed network runs every layer in the type its tensors have
 in the graph, so an FP16 engine needs an FP16 graph (NVIDIA's migration guide points to ModelOpt AutoCast for
 this; trtlab does the same conversion itself, with its own guards). The rewrite reads like an
 onnx-graphsurgeon pass:

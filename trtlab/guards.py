@@ -2,7 +2,8 @@
 
 A guard is a string: 'first_layer', 'last_layer', 'softmax', 'op:<OpType>' or 'node:<name>', optionally suffixed
 '=fp16' (run that node in FP16) — the default keeps it in FP32. The quantizer leaves guarded nodes unquantized;
-TensorRT 10 implicit builds map the same list to layer.precision + OBEY_PRECISION_CONSTRAINTS.
+strongly typed TensorRT builds keep them in the graph ('=fp16' as Casts, trtlab.fp16); only TensorRT 10's legacy
+weakly typed builds (weakly_typed=True, int8-implicit) map the list to layer.precision + OBEY_PRECISION_CONSTRAINTS.
 """
 from __future__ import annotations
 

@@ -1,24 +1,36 @@
 """TensorRT backend for TensorRT 10.x and 11.x: engine builds, engine files with sidecars, the runner, engine
 inspection and latency benchmarks. `python -m trtlab build ...` lands in :func:`build_main`.
 
-Written against NVIDIA's documentation; this module has NOT been run against a real TensorRT here (TensorRT
-cannot be installed on trtlab's development and CI machines). The version-dispatch and argument wiring is
-tested with a recording stand-in (tests/fake_tensorrt), the cuda-python parts for real on a GPU, and
-tests/test_trt_backend.py runs the real thing wherever ``import tensorrt`` works.
+Written against NVIDIA's documentation; this module has NOT been run against a real TensorRT builder here
+(TensorRT's libraries cannot be installed on trtlab's development and CI machines). tests/test_trt_real_bindings.py
+checks it against the REAL TensorRT Python bindings of the oldest and newest supported 10.x and 11.x (names,
+signatures, enum values, settable attributes, subclassing, the strongly typed rule), over recording builder and
+runtime objects (tests/fake_tensorrt); the cuda-python parts ran for real on a GPU, and tests/test_trt_backend.py
+runs the real thing wherever ``import tensorrt`` works.
 
-Precision by TensorRT major version (TensorRT 10.x→11.x Python migration guide, "Removed Python APIs"):
+Precision by TensorRT major version. The default on both is a strongly typed network (TensorRT 10.x: flag
+NetworkDefinitionCreationFlag.STRONGLY_TYPED; 11.x: always, the flag is deprecated and ignored), so every layer
+runs in the type its tensors have in the ONNX graph and guards are expressed in the graph: FP16 Casts around the
+FP32-kept nodes (trtlab.fp16), and for INT8 guarded nodes simply carry no Q/DQ (trtlab's quantizer). TensorRT
+forbids precision constraints on a strongly typed network ("Setting layer precision and layer output types is
+not allowed", NetworkDefinitionCreationFlag docs), and deprecates BuilderFlag.FP16/INT8,
+OBEY_PRECISION_CONSTRAINTS and ILayer.set_output_type since 10.12 and the implicit calibrators since 10.1; 11.x
+removed them (10.x→11.x Python migration guide, "Removed Python APIs").
 
-==================  ===========================================  ===============================================
-variant             TensorRT 10.x                                 TensorRT 11.x
-==================  ===========================================  ===============================================
-fp32                no precision flag (TF32 cleared)             no precision flag (TF32 cleared)
-fp16                BuilderFlag.FP16; guards → layer.precision   BuilderFlag.FP16 removed: the ONNX is converted
-                    + set_output_type + OBEY_PRECISION_...       to FP16 in the graph (trtlab.fp16), guards FP32
-int8 (Q/DQ ONNX)    BuilderFlag.INT8 (+FP16 fallback) on a        strongly typed (always on); no flag
-                    weakly typed network, or strongly typed
-int8-implicit       BuilderFlag.INT8 + int8_calibrator +          removed (IInt8Calibrator, int8_calibrator):
-                    set_calibration_profile                       refused with the explicit path explained
-==================  ===========================================  ===============================================
+==================  ================================================  ==========================================
+variant             TensorRT 10.x                                     TensorRT 11.x
+==================  ================================================  ==========================================
+fp32                strongly typed; TF32 cleared                      same (no STRONGLY_TYPED flag needed)
+fp16                strongly typed FP16 graph (trtlab.fp16), guards   same
+                    kept FP32 in the graph
+int8 (Q/DQ ONNX)    strongly typed Q/DQ graph; guarded nodes carry    same
+                    no Q/DQ ('=fp16' guards: FP16 Casts in the graph)
+legacy 10.x         weakly_typed=True: BuilderFlag.FP16 / INT8 (+FP16  refused (removed in 11)
+                    fallback), guards → layer.precision +
+                    set_output_type + OBEY_PRECISION_CONSTRAINTS
+int8-implicit       legacy, weakly typed: BuilderFlag.INT8 +            refused with the explicit path explained
+                    int8_calibrator + set_calibration_profile
+==================  ================================================  ==========================================
 """
 from __future__ import annotations
 
@@ -111,11 +123,12 @@ class BuildOptions:
     max_batch: int = 64
     workspace_mb: int = 2048
     guards: tuple = ()
-    #: TensorRT 10 INT8 builds: let layers without Q/DQ (or calibration) run FP16 rather than FP32, as the FP16
-    #: variant does — so an INT8-vs-FP16 comparison compares INT8 against FP16, not against FP32.
+    #: Legacy weakly typed INT8 builds (TensorRT 10 only): also set BuilderFlag.FP16, so layers without Q/DQ (or
+    #: calibration) may run FP16 rather than FP32. A strongly typed build runs them in the graph's type instead.
     fp16_fallback: bool = True
-    #: TensorRT 10 Q/DQ builds: strongly typed network (no precision flags), i.e. what TensorRT 11 does.
-    strongly_typed: bool = False
+    #: TensorRT 10 only, legacy: a weakly typed network with BuilderFlag.FP16/INT8 and guards as layer precision
+    #: + OBEY_PRECISION_CONSTRAINTS (deprecated since TensorRT 10.12, removed in 11). 'int8-implicit' implies it.
+    weakly_typed: bool = False
     #: FP32 variants: TF32 tensor-core math is on by default in TensorRT; off here so FP32 means FP32.
     tf32: bool = False
     calibrator: str = "entropy"
@@ -129,10 +142,14 @@ class BuildOptions:
             raise ValueError(f"batch profile needs 1 <= min_batch <= opt_batch <= max_batch, got "
                              f"{self.min_batch}/{self.opt_batch}/{self.max_batch}")
         self.guards = tuple(self.guards or ())
+        if self.precision == "int8-implicit":
+            self.weakly_typed = True  # TensorRT's calibrators need BuilderFlag.INT8, i.e. a weakly typed network
 
     def recipe(self) -> dict:
         recipe = asdict(self)
         recipe["guards"] = list(self.guards)
+        if not (self.weakly_typed and self.precision in ("int8", "int8-implicit")):
+            recipe.pop("fp16_fallback")  # only the legacy weakly typed INT8 path reads it
         if self.precision != "int8-implicit":  # calibration settings do not change other engines
             for key in ("calibrator", "calibration_batch", "calibration_images"):
                 recipe.pop(key)
@@ -165,6 +182,8 @@ def rebuild_command(onnx_path, options: BuildOptions) -> str:
     parts = [f"python -m trtlab build --model {onnx_path} --precision {options.precision}",
              f"--min-batch {options.min_batch} --opt-batch {options.opt_batch} --max-batch {options.max_batch}"]
     parts += [f"--guard {g}" for g in options.guards]
+    if options.weakly_typed and options.precision != "int8-implicit":
+        parts.append("--weakly-typed")
     if options.precision == "int8-implicit":
         parts.append(f"--calibrator {options.calibrator} --calib-data <folder used for calibration>")
     return " ".join(parts + ["--force"])
@@ -224,9 +243,10 @@ def build_engine(onnx_path, precision: str = "fp32", output: str | os.PathLike |
 
     precision: 'fp32', 'fp16', 'int8' (a Q/DQ ONNX from trtlab's quantizer) or 'int8-implicit' (TensorRT 10
     only: TensorRT's own calibrator fed from `calibration`, a trtlab DecodeCache). Other `options` are
-    BuildOptions fields (min/opt/max_batch, workspace_mb, guards, fp16_fallback, strongly_typed, tf32,
-    calibrator, calibration_batch, calibration_images). The engine goes to `<workspace>/engines/` with a JSON
-    sidecar (TensorRT version, GPU, compute capability, recipe hash, build time); the timing cache
+    BuildOptions fields (min/opt/max_batch, workspace_mb, guards, fp16_fallback, weakly_typed, tf32,
+    calibrator, calibration_batch, calibration_images). Networks are strongly typed unless `weakly_typed=True`
+    (TensorRT 10 legacy path, implied by 'int8-implicit'), and guards are expressed in the ONNX graph. The engine
+    goes to `<workspace>/engines/` with a JSON sidecar (TensorRT version, GPU, compute capability, recipe hash, build time); the timing cache
     `<workspace>/engines/timing.cache` is read before and written after every build.
     """
     from ..model import inspect_classifier
@@ -254,9 +274,10 @@ def build_engine(onnx_path, precision: str = "fp32", output: str | os.PathLike |
         raise ValueError(f"{Path(onnx_path).name} has no QuantizeLinear/DequantizeLinear nodes; precision='int8' builds "
                          f"a Q/DQ model made by trtlab's quantizer (notebook 01 / `python -m trtlab calibrate`)"
                          + ("; on TensorRT 10 you can also use precision='int8-implicit'" if major == 10 else ""))
-    if opts.strongly_typed and major == 10 and opts.precision not in ("fp32", "int8"):
-        raise ValueError("strongly_typed=True applies to fp32 and int8 (Q/DQ) builds; a strongly typed FP16 engine "
-                         "needs an FP16 graph (trtlab.fp16.convert_to_fp16) built as 'fp32'")
+    if opts.weakly_typed and major >= 11:
+        raise ValueError(f"weakly_typed=True needs TensorRT 10: TensorRT {trt.__version__} builds strongly typed "
+                         f"networks only (BuilderFlag.FP16/INT8 and layer precision constraints were removed in 11); "
+                         f"drop weakly_typed, trtlab expresses precision and guards in the ONNX graph")
 
     gpu = dict(gpu) if gpu is not None else _device_info()
     recipe = opts.recipe()
@@ -287,26 +308,21 @@ def build_engine(onnx_path, precision: str = "fp32", output: str | os.PathLike |
 
     source = Path(onnx_path)
     conversion = None
-    if opts.precision == "fp16" and major >= 11:
-        from ..fp16 import convert_to_fp16
-
-        source = folder / f"{Path(onnx_path).stem}.fp16.{recipe_hash}.onnx"
-        conversion = convert_to_fp16(onnx_path, guards=opts.guards, output_path=source)
-        if progress:
+    if not opts.weakly_typed:
+        # Strongly typed: the graph's types are the engine's types, so precision and guards live in the graph.
+        source, conversion = _strongly_typed_source(onnx_path, opts, folder / f"{Path(onnx_path).stem}."
+                                                    f"{opts.precision}.{recipe_hash}.onnx")
+        if conversion is not None and progress:
             s = conversion.summary()
-            print(f"[trtlab] fp16: TensorRT {trt.__version__} is strongly typed, so the graph itself is FP16: "
-                  f"{s['fp16_nodes']} nodes FP16, {s['fp32_nodes']} kept FP32, {s['casts_inserted']} Cast(s) -> {source}")
+            print(f"[trtlab] {opts.precision}: strongly typed network, precision expressed in the graph: "
+                  f"{s['fp16_nodes']} nodes FP16, {s['fp32_nodes']} FP32, {s['casts_inserted']} Cast(s) -> {source}")
 
     import onnx
 
     onnx_model = onnx.load(str(source), load_external_data=False)
     logger = _make_logger(trt, verbose)
     builder = trt.Builder(logger)
-    network_flags = 0
-    if major == 10 and opts.precision == "int8" and opts.strongly_typed:
-        network_flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
-    # TRT 10: EXPLICIT_BATCH is deprecated and ignored (always explicit); TRT 11: every network is strongly typed.
-    network = builder.create_network(network_flags)
+    network = builder.create_network(network_creation_flags(trt, major, opts))
     parser = trt.OnnxParser(network, logger)
     if not parser.parse_from_file(str(source)) or parser.num_errors:
         raise OnnxParseError(f"TensorRT {trt.__version__} could not parse {source.name}:\n"
@@ -331,17 +347,17 @@ def build_engine(onnx_path, precision: str = "fp32", output: str | os.PathLike |
         previous = cache_file.read_bytes() if cache_file.is_file() else b""
         config.set_timing_cache(config.create_timing_cache(previous), False)
 
-    guard_nodes = []
-    if opts.guards and major == 10 and opts.precision != "fp32":
-        from ..fp16 import resolve_guard_nodes
-
-        guard_nodes = resolve_guard_nodes(onnx_model, opts.guards)
     calibrator = None
-    if major == 10:
-        calibrator = _configure_precision_v10(trt, builder, config, network, onnx_model, opts, guard_nodes, info,
-                                              calibration, calib, folder, use_calibration_cache, progress)
+    if opts.weakly_typed:
+        guard_nodes = []
+        if opts.guards and opts.precision != "fp32":
+            from ..fp16 import resolve_guard_nodes
+
+            guard_nodes = resolve_guard_nodes(onnx_model, opts.guards)
+        calibrator = _configure_weakly_typed_v10(trt, builder, config, network, onnx_model, opts, guard_nodes, info,
+                                                 calibration, calib, folder, use_calibration_cache, progress)
     else:
-        _configure_precision_v11(trt, config, opts)
+        _configure_strongly_typed(trt, config, opts)
 
     if progress:
         print(f"[trtlab] {opts.precision}: building with TensorRT {trt.__version__} on {gpu.get('name')} "
@@ -391,16 +407,67 @@ def build_engine(onnx_path, precision: str = "fp32", output: str | os.PathLike |
     return EngineBuild(engine_path, sidecar, False, seconds)
 
 
-def _configure_precision_v10(trt, builder, config, network, onnx_model, opts, guard_nodes, info, calibration,
-                             calib, folder, use_calibration_cache, progress):
-    """TensorRT 10: weakly typed precision flags, guards as layer precision, the implicit INT8 calibrator."""
+def network_creation_flags(trt, major: int, opts: BuildOptions) -> int:
+    """create_network's flags: TensorRT 10 strongly typed unless the legacy weakly typed path was asked for;
+    TensorRT 11 networks are always strongly typed (its STRONGLY_TYPED flag is deprecated and ignored).
+    EXPLICIT_BATCH is never needed (deprecated and ignored since 10.0)."""
+    if major == 10 and not opts.weakly_typed:
+        return 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+    return 0
+
+
+def _strongly_typed_source(onnx_path, opts: BuildOptions, target: Path):
+    """(ONNX file to parse, FP16Conversion or None) for a strongly typed build, with precision and guards
+    expressed in the graph: FP16 variants become an FP16 graph with guarded nodes kept FP32; INT8 (Q/DQ) graphs
+    keep their types, their guards must already be unquantized (the quantizer's guards), and '=fp16' guards get
+    their node converted to FP16 with Casts. FP32 needs nothing: every node is FP32 already."""
+    from ..fp16 import convert_to_fp16
+
+    if opts.precision == "fp16":
+        return target, convert_to_fp16(onnx_path, guards=opts.guards, output_path=target)
+    if opts.precision != "int8" or not opts.guards:
+        return Path(onnx_path), None
+    import onnx
+
+    from ..fp16 import resolve_guard_nodes
+
+    model = onnx.load(str(onnx_path), load_external_data=False)
+    guarded = resolve_guard_nodes(model, opts.guards)
+    dequantized = {o for n in model.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
+    quantized = [g.name for g in guarded if any(i in dequantized for n in model.graph.node if n.name == g.name
+                                                for i in n.input)]
+    if quantized:
+        raise ValueError(f"guarded node(s) {quantized[:5]} are quantized (a DequantizeLinear feeds them) in "
+                         f"{Path(onnx_path).name}; a strongly typed network runs them INT8 whatever the build says. "
+                         f"Quantize with the same guards (notebook 01 / `python -m trtlab calibrate --guard ...`) so "
+                         f"they get no Q/DQ, or on TensorRT 10 use weakly_typed=True (deprecated since 10.12)")
+    fp16 = [g.name for g in guarded if g.precision == "fp16"]
+    if not fp16:
+        return Path(onnx_path), None  # fp32 guards: no Q/DQ means the node runs in the graph's FP32
+    keep = [n.name for n in model.graph.node if n.name and n.name not in set(fp16)]
+    return target, convert_to_fp16(model, guards=[f"node:{name}=fp16" for name in fp16], keep_fp32_nodes=keep,
+                                   output_path=target)
+
+
+def _configure_strongly_typed(trt, config, opts):
+    """Strongly typed (TensorRT 10 default, TensorRT 11 always): types come from the graph, so the only precision
+    knob left is TF32 for FP32 math. No BuilderFlag.FP16/INT8/OBEY_PRECISION_CONSTRAINTS: on a strongly typed
+    network TensorRT forbids them (10.x) or no longer has them (11.x)."""
+    if opts.precision == "fp32" and not opts.tf32:
+        config.clear_flag(trt.BuilderFlag.TF32)
+
+
+def _configure_weakly_typed_v10(trt, builder, config, network, onnx_model, opts, guard_nodes, info, calibration,
+                                calib, folder, use_calibration_cache, progress):
+    """TensorRT 10 legacy path (weakly_typed=True, int8-implicit): precision flags, guards as layer precision,
+    the implicit INT8 calibrator. All deprecated since 10.12 (calibrators since 10.1) and removed in 11."""
     flag = trt.BuilderFlag
     calibrator = None
     if opts.precision == "fp32" and not opts.tf32:
         config.clear_flag(flag.TF32)
     elif opts.precision == "fp16":
         config.set_flag(flag.FP16)
-    elif opts.precision == "int8" and not opts.strongly_typed:
+    elif opts.precision == "int8":
         # Weakly typed explicit quantization: INT8 enables the Q/DQ-fused kernels, FP16 the fallback.
         config.set_flag(flag.INT8)
         if opts.fp16_fallback:
@@ -432,14 +499,9 @@ def _configure_precision_v10(trt, builder, config, network, onnx_model, opts, gu
     return calibrator
 
 
-def _configure_precision_v11(trt, config, opts):
-    """TensorRT 11: strongly typed, so the only precision knob left is TF32 for FP32 math."""
-    if opts.precision == "fp32" and not opts.tf32:
-        config.clear_flag(trt.BuilderFlag.TF32)
-
-
 def apply_layer_guards(trt, network, onnx_model, guard_nodes) -> dict[str, str]:
-    """TensorRT 10: pin the layers that came from guarded ONNX nodes to the guard's precision.
+    """TensorRT 10 legacy weakly typed path only: pin the layers that came from guarded ONNX nodes to the guard's
+    precision (never on a strongly typed network, where TensorRT forbids layer precision and output types).
 
     The ONNX parser names a layer after its ONNX node and gives its output tensors the ONNX tensor names, so a
     layer belongs to a node when the names match or when it produces one of the node's outputs. Returns
@@ -997,6 +1059,9 @@ def build_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workspace-mb", type=int, default=2048, help="builder workspace memory pool limit")
     parser.add_argument("--guard", action="append", default=[], help="keep a node FP32 (first_layer, last_layer, "
                                                                      "softmax, op:<Op>, node:<name>[=fp16])")
+    parser.add_argument("--weakly-typed", action="store_true",
+                        help="TensorRT 10 legacy path: precision flags and layer precision guards instead of a "
+                             "strongly typed network (deprecated since TensorRT 10.12, refused on 11)")
     parser.add_argument("--calibrator", choices=("entropy", "minmax"), default="entropy")
     parser.add_argument("--calib-data", default=None, help="image folder for int8-implicit ('demo' = demo photos)")
     parser.add_argument("--calib-images", type=int, default=512)
@@ -1028,7 +1093,7 @@ def build_main(argv: list[str] | None = None) -> int:
             dataset = Dataset.from_folder(args.calib_data)
         calibration = build_decode_cache(dataset, args.preset, args.workspace)
     options = dict(min_batch=args.min_batch, opt_batch=args.opt_batch, max_batch=args.max_batch,
-                   workspace_mb=args.workspace_mb, guards=tuple(args.guard))
+                   workspace_mb=args.workspace_mb, guards=tuple(args.guard), weakly_typed=args.weakly_typed)
     if "int8-implicit" in precisions:
         options.update(calibrator=args.calibrator, calibration_images=args.calib_images,
                        calibration_batch=args.calib_batch)
