@@ -44,13 +44,10 @@ STAGE_COMMANDS = {
 }
 
 # What each stage command's options mean for validation before the stage runs: option → check_inputs argument.
-# (prep's --labels is a label *source* name, not a CSV, so it is not listed there.)
+# (prep's --labels is a label *source* name, not a CSV, so it is not listed there; debug validates itself.)
 STAGE_PRECHECKS = {
     "calibrate": {"--model": "model", "--data": "data", "--labels": "labels", "--workspace": "workspace",
                   "--calibration-images": "calibration_images", "--calibration-batch": "calibration_batch"},
-    "debug": {"--model": "model", "--data": "data", "--labels": "labels", "--workspace": "workspace",
-              "--calibration-images": "calibration_images", "--calibration-batch": "calibration_batch",
-              "--batch-size": "batch_size", "--images": "images", "--out": "out"},
     "dashboard": {"--workspace": "workspace", "--out": "out"},
     "build": {"--model": "model", "--workspace": "workspace"},
     "prep": {"--workspace": "workspace"},

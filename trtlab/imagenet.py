@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import logging
 import json
 import os
 import re
@@ -30,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from .dataset import IMAGE_EXTENSIONS, Dataset
+from .errors import UserError
 from .split import Split, make_split
 from .workspace import READ_ONLY_ROOTS, atomic_write_json, atomic_write_text, check_writable_location, workspace_dir
 
@@ -44,7 +46,9 @@ PREP_JSON, REPORT_JSON = "prep.json", "check_report.json"
 _PRUNE = {"train", "test", "Annotations", "ImageSets"}
 
 
-class ImageNetPrepError(ValueError):
+log = logging.getLogger(__name__)
+
+class ImageNetPrepError(UserError, ValueError):
     """ImageNet val inputs that cannot be used as they are; the message says what is wrong and what to do."""
 
 
@@ -764,7 +768,7 @@ def organize(prep: ImageNetPrep, layout: str = "wnid", target: str | os.PathLike
         _rewrite_after_move(prep, new_paths)
     if progress:
         verb = "moved" if move else "linked"
-        print(f"[trtlab] {len(destinations):,} images {verb} into {base} ({layout} layout)")
+        log.info("%s images %s into %s (%s layout)", f"{len(destinations):,}", verb, base, layout)
     return base
 
 
@@ -848,7 +852,7 @@ def prep_main(argv: list[str] | None = None) -> int:
         if args.decode != "none":
             cache = prep.decode(args.preset, args.decode, args.eval_per_class, workers=args.workers, pool=args.pool,
                                 check_disk=not args.ignore_disk_check)
-            print(f"[trtlab] decode cache {cache.folder}: {len(cache.valid_indices):,} images ready, "
+            log.info(f"decode cache {cache.folder}: {len(cache.valid_indices):,} images ready, "
                   f"{len(cache.failures)} skipped")
     except (ImageNetPrepError, InsufficientDiskSpace) as exc:
         print(f"error: {exc}", file=sys.stderr)
