@@ -15,7 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .workspace import atomic_path, atomic_write_json, hash_json, workspace_dir
+from .workspace import atomic_path, atomic_write_json, hash_json, read_json_checked, read_npz_checked, set_aside, \
+    workspace_dir
+
+RESULT_ARRAYS = ("image_ids", "labels", "top5_indices", "top5_probs", "logits")
 
 
 @dataclass
@@ -80,7 +83,30 @@ class ResultsStore:
         return [p.stem for p in sorted(found, key=lambda p: (p.stat().st_mtime, p.stem))]
 
     def __contains__(self, variant: str) -> bool:
-        return (self.folder / f"{variant}.npz").exists() and (self.folder / f"{variant}.json").exists()
+        npz, record = self.folder / f"{variant}.npz", self.folder / f"{variant}.json"
+        return npz.exists() and record.exists() and self._intact(variant)
+
+    def _intact(self, variant: str) -> bool:
+        """Cheap damage check (the record parses, the .npz's zip directory lists the arrays); a damaged pair is
+        set aside (named in a warning) so the variant counts as not stored and is evaluated again."""
+        import zipfile
+
+        npz, record = self.folder / f"{variant}.npz", self.folder / f"{variant}.json"
+        try:
+            with zipfile.ZipFile(npz) as archive:
+                names = {n.removesuffix(".npy") for n in archive.namelist()}
+            missing = [k for k in RESULT_ARRAYS if k not in names]
+            reason = f"arrays {missing} missing" if missing else None
+        except (zipfile.BadZipFile, OSError, ValueError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+        if reason is not None:
+            set_aside(npz, reason)
+        if read_json_checked(record) is None or reason is not None:
+            for path in (npz, record):  # never leave half a variant behind
+                if path.exists():
+                    set_aside(path, "its other half was damaged")
+            return False
+        return True
 
     def save(self, result: VariantResult) -> Path:
         if not _VARIANT_NAME.match(result.variant):
@@ -110,9 +136,16 @@ class ResultsStore:
             known = ", ".join(self.variants()) or "none"
             raise KeyError(f"no stored results for variant {variant!r} in {self.folder} (stored: {known}); "
                            f"evaluate it first")
-        with np.load(self.folder / f"{variant}.npz") as data:
-            arrays = {k: data[k] for k in data.files}
-        record = json.loads((self.folder / f"{variant}.json").read_text())
+        arrays = read_npz_checked(self.folder / f"{variant}.npz", RESULT_ARRAYS)
+        record = read_json_checked(self.folder / f"{variant}.json")
+        if arrays is None or record is None:  # damaged beyond the cheap check: set aside, named, evaluate again
+            for path in (self.folder / f"{variant}.npz", self.folder / f"{variant}.json"):
+                if path.exists():
+                    set_aside(path, "its other half was damaged")
+            from .errors import DamagedArtefact
+
+            raise DamagedArtefact(f"the stored results of {variant!r} in {self.folder} were damaged and have been "
+                                  f"set aside", "run the evaluation again; it recomputes them")
         return VariantResult(variant, arrays["image_ids"].tolist(), arrays["labels"], arrays["top5_indices"],
                              arrays["top5_probs"], arrays["logits"], record)
 
