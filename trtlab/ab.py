@@ -80,7 +80,9 @@ def recipes_from_selection(algorithms, calibration_images: int, calibration_batc
     """Widget state → recipes: one INT8 recipe per chosen algorithm, all with the same guards (and an FP16 variant
     first when asked, to see INT8 against FP16 as well as FP32)."""
     if not algorithms:
-        raise ValueError("choose at least one calibration algorithm")
+        from .errors import UserValueError
+
+        raise UserValueError("no calibration algorithm is selected", "choose at least one of minmax, entropy, percentile")
     guard_list = list(guards) + [f"node:{n.strip()}" for n in node_guards.split(",") if n.strip()]
     if guard_precision == "fp16":
         guard_list = [f"{g}=fp16" for g in guard_list]
@@ -110,8 +112,11 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
     out = w.Output()
 
     def on_run(_=None):
+        from .errors import shown_in
+
         out.clear_output()
-        with out:
+        result = None
+        with out, shown_in(out):  # a user mistake shows as one `error: … — …` line, not a traceback
             recipes = recipes_from_selection(algorithms.value, size.value, batch.value,
                                              [b.description for b in guard_boxes if b.value], nodes.value,
                                              precision.value, percentile.value, with_fp16.value)
