@@ -1,7 +1,7 @@
 """Layer-wise debugging of an INT8 variant and automatic guard search.
 
 Three tools, from "INT8 lost 1% agreement" to "guard these layers", each on ONNX Runtime with graph optimizations
-disabled (the literal Q/DQ reference semantics that TensorRT implements; see variants.ort_qdq_self_check):
+disabled (the literal Q/DQ reference semantics that TensorRT implements; see ort_check.ort_qdq_self_check):
 
 1. **Per-tensor comparison** (`LayerDebugger.tensor_errors`): the INT8 variant and FP32 run on the same images with
    every original tensor exposed as an output (Polygraphy calls this "mark all"). The quantizer keeps all original

@@ -225,27 +225,7 @@ def _tensorrt_version() -> str | None:
     return getattr(tensorrt, "__version__", None)
 
 
-def ort_qdq_self_check(model_path, cache, indices, batch_size: int = 8) -> dict:
-    """Run one batch of a Q/DQ model through ONNX Runtime with all graph optimizations and with none.
-
-    With none, ONNX Runtime executes QuantizeLinear/DequantizeLinear/Conv literally (the reference semantics that
-    TensorRT implements); with all, it fuses them into its own INT8 kernels, which on some CPUs and graphs give
-    different — even wrong — answers. trtlab evaluates Q/DQ variants unoptimized and reports the difference.
-    """
-    from .backends.ort import OrtRunner
-    from .metrics import cosine_per_image
-    from .preprocess import normalize_batch
-
-    chunk = np.asarray(indices, np.int64)[:batch_size]
-    batch = normalize_batch(np.asarray(cache.crops[chunk]), cache.preprocess)
-    with OrtRunner(model_path, graph_optimization="disable") as runner:
-        reference = runner.infer(batch)
-    with OrtRunner(model_path, graph_optimization="all") as runner:
-        optimized = runner.infer(batch)
-    agreement = float((reference.argmax(1) == optimized.argmax(1)).mean())
-    cosine = float(cosine_per_image(reference, optimized).min())
-    return {"images": len(chunk), "top1_agreement_optimized_vs_reference": agreement,
-            "worst_cosine_optimized_vs_reference": cosine, "optimized_is_trustworthy": agreement == 1.0 and cosine > 0.995}
+from .ort_check import ort_qdq_self_check  # noqa: E402,F401  (moved to ort_check: CPU cause, k of n, fast reference)
 
 
 def evaluate_variant(built: BuiltVariant, cache, eval_indices, store, backend: str = "auto", batch_size: int = 32,
