@@ -152,7 +152,8 @@ def test_eval_cli_on_a_wnid_folder_with_the_torchvision_preset(photo_folder, ses
     assert len(dataset) == 21 and dataset.labelled_count == 21  # labels come from the WNID folder names
     assert main(["eval", "--model", str(resnet), "--data", str(photo_folder), "--preset", "torchvision",
                  "--workspace", str(session_workspace)]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out + captured.err  # the fixed-batch note is a log message (stderr); the report path is output
     assert "fixed batch of 1" in out and "report:" in out
     store = ResultsStore.for_eval_set(dataset, __import__("trtlab.preprocess").preprocess.PRESETS["torchvision"],
                                       session_workspace)

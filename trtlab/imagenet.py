@@ -574,7 +574,10 @@ def prepare_imagenet(root: str | os.PathLike | None = None, *, images: str | os.
     Errors (duplicate ids, unknown WNIDs, conflicting labels, no labelled images, and with `expect_full_set` any
     deviation from 50,000 = 1,000 × 50) raise ImageNetPrepError; other findings are printed and recorded.
     """
-    say = print if progress else (lambda *a, **k: None)
+    def say(text: str) -> None:  # progress notes go to the trtlab logger (-q silences them)
+        if progress:
+            log.info(text.removeprefix("[trtlab] "))
+
     arguments = {"root": root, "images": images, "labels": labels, "devkit": devkit, "ground_truth": ground_truth,
                  "loc_solution": loc_solution, "synset_mapping": synset_mapping, "class_index": class_index,
                  "calibration_per_class": calibration_per_class, "calibration_size": calibration_size, "seed": seed,
@@ -623,7 +626,8 @@ def prepare_imagenet(root: str | os.PathLike | None = None, *, images: str | os.
     atomic_write_json(folder / PREP_JSON, record)
     prep = ImageNetPrep(folder, inputs.images_dir, source.kind, source.description, dataset, split, summary,
                         classes, class_source)
-    say(prep.summary())
+    if progress:
+        print(prep.summary())  # what prep produced: the command's output, on stdout
     return prep
 
 
