@@ -254,6 +254,10 @@ def test_rows_for_missing_files_are_reported(photos, tmp_path, caplog):
     labels = dict(zip(dataset.image_ids(), dataset.labels))
     assert labels["n01440764/img0.png"] == 0 and labels["n01440764/img1.png"] == 1
     assert labels["n01443537/img2.png"] == -1
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="trtlab"):
+        Dataset.from_folder(photos, labels_csv=csv_path)  # the same cause: said once per process
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
 
 
 def test_conflicting_duplicate_rows_are_an_error_naming_them(model, photos, ws, tmp_path, capsys, evaluated):

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import UserError, UserFileNotFound
+from .log import warn_once
 from .workspace import hash_json
 
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png"}
@@ -164,8 +165,9 @@ class LabelsTable:
         unused = [k for k in self.labels if k not in used]
         if unused:
             shown = ", ".join(f"{k!r} (line {self.lines[k]})" for k in unused[:5])
-            log.warning("%s: %d row(s) name files that are not under %s and are ignored: %s%s", name, len(unused),
-                        root, shown, ", …" if len(unused) > 5 else "")
+            warn_once(log, ("labels-rows-without-files", self.path, str(root), len(unused)),
+                      "%s: %d row(s) name files that are not under %s and are ignored: %s%s", name, len(unused),
+                      root, shown, ", …" if len(unused) > 5 else "")
         unlabelled = int((labels == UNLABELLED).sum())
         if unlabelled:
             log.info("%s: %d of %d image(s) have no row and stay unlabelled (they still count for agreement "

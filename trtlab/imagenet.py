@@ -31,9 +31,10 @@ from pathlib import Path
 import numpy as np
 
 from .dataset import IMAGE_EXTENSIONS, Dataset
-from .errors import UserError
+from .errors import UserError, UserFileNotFound
 from .split import Split, make_split
-from .workspace import READ_ONLY_ROOTS, atomic_write_json, atomic_write_text, check_writable_location, workspace_dir
+from .workspace import READ_ONLY_ROOTS, atomic_write_json, atomic_write_text, check_writable_location, \
+    read_json_checked, workspace_dir
 
 VAL_IMAGES, VAL_CLASSES, VAL_PER_CLASS = 50_000, 1_000, 50
 VAL_ID = re.compile(r"^ILSVRC2012_val_(\d{8})$")
@@ -47,6 +48,10 @@ _PRUNE = {"train", "test", "Annotations", "ImageSets"}
 
 
 log = logging.getLogger(__name__)
+
+class ImageNetPrepFileNotFound(UserFileNotFound):
+    """ImageNet val is not prepared in the workspace (a FileNotFoundError, as before)."""
+
 
 class ImageNetPrepError(UserError, ValueError):
     """ImageNet val inputs that cannot be used as they are; the message says what is wrong and what to do.
@@ -708,10 +713,12 @@ def _load_or_make_split(path: Path, dataset: Dataset, per_class, size, seed, say
 def load_imagenet(workspace=None) -> ImageNetPrep:
     """The ImageNet val prepared earlier in this workspace (by prepare_imagenet / `python -m trtlab prep`)."""
     folder = workspace_dir(workspace) / "imagenet"
-    if not (folder / PREP_JSON).exists():
-        raise FileNotFoundError(f"ImageNet val is not prepared in {folder.parent}; run notebook 01_imagenet_prep or "
-                                f"`python -m trtlab prep --root <imagenet folder>` first")
-    record = json.loads((folder / PREP_JSON).read_text())
+    # A damaged prep.json is set aside (named in a warning) and counts as "not prepared": prep rebuilds it.
+    record = read_json_checked(folder / PREP_JSON)
+    if record is None:
+        raise ImageNetPrepFileNotFound(f"ImageNet val is not prepared in {folder.parent}",
+                                       "run notebook 01_imagenet_prep or `python -m trtlab prep --root <imagenet "
+                                       "folder>` first")
     images_dir = Path(record["images_dir"])
     paths, labels = [], []
     with open(folder / LABELS_CSV, newline="") as fh:

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import UserValueError
-from .workspace import atomic_path, atomic_write_json, hash_json, workspace_dir
+from .workspace import atomic_path, atomic_write_json, hash_json, read_json_checked, workspace_dir
 
 log = logging.getLogger(__name__)
 
@@ -609,8 +609,8 @@ class LayerDebugger:
                            f"layers are e.g. {self.layers[:4]}")
         state_path = self.sensitivity_state_path(layers)
         state = {"runs": {}, "baseline": {}}
-        if resume and state_path.exists():
-            state = json.loads(state_path.read_text())
+        if resume:  # a damaged state file is set aside (named) and the runs are redone
+            state = read_json_checked(state_path) or state
         resumed = sum(1 for v in state["runs"].values() if v["batches"] >= self._batch_count())
         names = compared_tensors(self.fp32)
         # 'only' runs start from the unquantized variant's tensors, 'all_but' runs from the fully quantized one's.
@@ -725,7 +725,7 @@ class LayerDebugger:
         ids = self.cache.dataset.image_ids()
         key = hash_json({"debugger": self.key, "eval": [ids[i] for i in self.evaluation_indices]})
         state_path = self.folder / f"search-{key}.json"
-        evaluated = json.loads(state_path.read_text()) if (resume and state_path.exists()) else {}
+        evaluated = (read_json_checked(state_path) or {}) if resume else {}
 
         def evaluate(added: list[str]) -> dict:
             step_key = "|".join([precision] + added)
