@@ -505,6 +505,7 @@ def test_messages_go_through_logging_and_q_silences_them(model, photos, ws, caps
     assert main(["eval", "--model", str(model), "--data", str(photos), "--workspace", str(ws), "-q"]) == 0
     quiet = capsys.readouterr()
     assert "decode cache for" not in quiet.err and "decoded" not in quiet.err
+    assert "img/s" not in quiet.err  # no progress bars under -q either
     assert "FP32 top-1" in quiet.out  # the product's output stays on stdout
     other = ws.parent / "ws-verbose"
     assert main(["eval", "--model", str(model), "--data", str(photos), "--workspace", str(other)]) == 0
