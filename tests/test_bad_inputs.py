@@ -528,3 +528,16 @@ def test_self_check_line_counts_k_of_n_names_the_cause_and_is_said_once(caplog):
     assert len(messages) == 1 and "\n" not in messages[0]
     assert "5 of 8 sample images disagree" in messages[0]
     assert "AVX2" in messages[0] and "without VNNI" in messages[0] and "TensorRT accumulates in int32" in messages[0]
+
+
+def test_a_damaged_sanitized_model_is_set_aside_and_rebuilt(model, ws, caplog):
+    from trtlab.model import inspect_classifier
+    from trtlab.sanitize import sanitize_model
+
+    first = sanitize_model(model, ws)
+    good = inspect_classifier(first)
+    first.write_bytes(first.read_bytes()[:40])  # truncated by hand
+    with caplog.at_level(logging.WARNING, logger="trtlab"):
+        again = sanitize_model(model, ws)
+    assert again == first and inspect_classifier(again).output_shape == good.output_shape
+    assert str(first) in caplog.text and list(first.parent.glob(f"{first.name}.damaged-*"))
