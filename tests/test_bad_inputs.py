@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import logging
-import os
 import re
 from pathlib import Path
 
@@ -361,7 +360,6 @@ def test_disk_full_during_decoding_names_the_crops_file(model, photos, ws, tmp_p
 
 
 def test_the_disk_precheck_names_only_flags_that_exist(model, photos, tmp_path, capsys, monkeypatch):
-    import shutil
     from collections import namedtuple
 
     import trtlab.decode_cache as dc
@@ -374,7 +372,6 @@ def test_the_disk_precheck_names_only_flags_that_exist(model, photos, tmp_path, 
     eval_flags = {"--model", "--data", "--labels", "--preset", "--workspace", "--backend", "--batch-size"}
     for flag in re.findall(r"(?<![\w-])--[a-z-]+", line):
         assert flag in eval_flags or f"prep {flag}" in line or "prep --decode" in line, flag
-    del shutil
 
 
 def test_a_read_only_workspace_is_refused_before_any_work(model, photos, tmp_path, capsys, monkeypatch):

@@ -7,7 +7,6 @@ written atomically.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import re
 from dataclasses import dataclass, field
