@@ -540,3 +540,34 @@ def test_a_damaged_sanitized_model_is_set_aside_and_rebuilt(model, ws, caplog):
         again = sanitize_model(model, ws)
     assert again == first and inspect_classifier(again).output_shape == good.output_shape
     assert str(first) in caplog.text and list(first.parent.glob(f"{first.name}.damaged-*"))
+
+
+def test_notebooks_show_info_and_v_shows_debug(monkeypatch):
+    import io
+    import sys
+    import types
+
+    from trtlab import log
+
+    logger = logging.getLogger("trtlab")
+    saved = (list(logger.handlers), logger.level)
+    try:
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        fake = types.ModuleType("IPython")
+        fake.get_ipython = lambda: object()  # "inside a kernel"
+        monkeypatch.setitem(sys.modules, "IPython", fake)
+        log.setup_for_notebook()
+        assert logger.level == logging.INFO and len(logger.handlers) == 1
+        stream = io.StringIO()
+        log.setup(1, stream=stream)  # -v
+        logging.getLogger("trtlab.decode_cache").debug("a debug note")
+        log.setup(-1, stream=stream)  # -q
+        logging.getLogger("trtlab.decode_cache").info("an info note")
+        assert stream.getvalue() == "[trtlab] a debug note\n" and len(logger.handlers) == 1
+    finally:
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        for handler in saved[0]:
+            logger.addHandler(handler)
+        logger.setLevel(saved[1])
