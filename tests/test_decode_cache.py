@@ -178,7 +178,7 @@ def test_status_without_failure_reason_is_decoded_again(demo_data, tmp_path):
     assert again.decoded_now == 1 and (again.status == DECODED).all()
 
 
-def test_disk_estimate_refuses_when_cache_does_not_fit(demo_data, tmp_path, monkeypatch, capsys):
+def test_disk_estimate_refuses_when_cache_does_not_fit(demo_data, tmp_path, monkeypatch, caplog):
     assert estimate_cache_bytes(50_000, "tf-lite") == 50_000 * 224 * 224 * 3  # ≈ 7.5 GB
     real = shutil.disk_usage(tmp_path)
     monkeypatch.setattr("trtlab.decode_cache.shutil.disk_usage",
@@ -186,9 +186,10 @@ def test_disk_estimate_refuses_when_cache_does_not_fit(demo_data, tmp_path, monk
     with pytest.raises(InsufficientDiskSpace, match=r"needs 3\.91 MB more but only 1\.00 MB is free.*check_disk=False"):
         build_decode_cache(demo_data, "tf-lite", tmp_path, progress=False)
     assert not (cache_folder(demo_data, "tf-lite", tmp_path) / "crops.u8").exists()
-    cache = build_decode_cache(demo_data, "tf-lite", tmp_path, check_disk=False, progress=True)
+    with caplog.at_level("INFO", logger="trtlab"):  # progress notes are log messages since issue 12
+        cache = build_decode_cache(demo_data, "tf-lite", tmp_path, check_disk=False, progress=True)
     assert cache.decoded_now == len(demo_data)
-    out = capsys.readouterr().out
+    out = caplog.text
     assert "26 images × 150,528 bytes = 3.91 MB" in out and "images/s" in out
 
 

@@ -55,7 +55,7 @@ def test_non_nchw_input_is_refused_naming_input_and_shape(tmp_path, shape, hint)
     assert "'pixels'" in message and str(shape).replace("'", "") in message.replace("'", "") and hint in message
 
 
-def test_evaluate_stores_results_and_reuses_them(demo_model, demo_cache, session_workspace, capsys):
+def test_evaluate_stores_results_and_reuses_them(demo_model, demo_cache, session_workspace, caplog):
     store = ResultsStore(session_workspace / "results-test-eval")
     first = evaluate(demo_model, demo_cache, "fp32", store=store, batch_size=8, progress=False)
     assert store.variants() == ["fp32"]
@@ -72,9 +72,9 @@ def test_evaluate_stores_results_and_reuses_them(demo_model, demo_cache, session
     # The real model on the real photos: most labelled photos are right (FP32 reference is ~90%).
     acc = accuracy(loaded)
     assert acc["labelled"] == 21 and acc["top1"] > 0.75 and acc["top1_low"] < acc["top1"] < acc["top1_high"]
-    capsys.readouterr()
+    caplog.set_level("INFO", logger="trtlab")
     again = evaluate(demo_model, demo_cache, "fp32", store=store, progress=True)
-    assert "reusing stored results" in capsys.readouterr().out
+    assert "reusing stored results" in caplog.text
     np.testing.assert_array_equal(again.logits, loaded.logits)
 
 
@@ -152,7 +152,8 @@ def test_eval_cli_on_a_wnid_folder_with_the_torchvision_preset(photo_folder, ses
     assert len(dataset) == 21 and dataset.labelled_count == 21  # labels come from the WNID folder names
     assert main(["eval", "--model", str(resnet), "--data", str(photo_folder), "--preset", "torchvision",
                  "--workspace", str(session_workspace)]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out + captured.err  # the fixed-batch note is a log message (stderr); the report path is output
     assert "fixed batch of 1" in out and "report:" in out
     from trtlab.dashboard import find_result_stores
 
@@ -163,7 +164,7 @@ def test_eval_cli_on_a_wnid_folder_with_the_torchvision_preset(photo_folder, ses
 
 
 def test_interrupted_evaluation_resumes_where_it_stopped(demo_model, demo_cache, session_workspace, monkeypatch,
-                                                         capsys):
+                                                         caplog):
     from trtlab.backends.ort import OrtRunner
 
     store = ResultsStore(session_workspace / "results-test-resume")
@@ -184,10 +185,11 @@ def test_interrupted_evaluation_resumes_where_it_stopped(demo_model, demo_cache,
                  identity=second)
     assert "resumed" not in store  # nothing half-written is ever presented as a result
     calls.clear()
+    caplog.set_level("INFO", logger="trtlab")
     monkeypatch.setattr(OrtRunner, "infer_impl", lambda self, batch: (calls.append(len(batch)), real_infer(self, batch))[1])
     resumed = evaluate(demo_model, demo_cache, "resumed", store=store, batch_size=4, progress=True, checkpoint_every=8,
                        identity=second)
-    assert "resuming an interrupted evaluation after 8 of 26 images" in capsys.readouterr().out
+    assert "resuming an interrupted evaluation after 8 of 26 images" in caplog.text
     assert sum(calls) == 26 - 8  # only the images not checkpointed ran again
     np.testing.assert_array_equal(resumed.logits, reference.logits)
     assert not (store.folder / ".partial" / "resumed").exists()

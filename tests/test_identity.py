@@ -118,7 +118,7 @@ def test_two_calibration_sizes_give_two_stored_variants(demo_model, session_work
     assert auto.store.load("int8-minmax@6").record["recipe"]["calibration_images"] == 6
     # More than exist: refused with the available number, before any work; nothing stored changes.
     stored = sorted(result.store.variants())
-    with pytest.raises(CalibrationSizeError, match=r"has 6; use calibration_images ≤ 6"):
+    with pytest.raises(CalibrationSizeError, match=r"has 6 — use calibration_images ≤ 6"):
         compare(demo_model, dataset, [Recipe(algorithm="entropy", calibration_images=25)], split=split,
                 workspace=session_workspace, progress=False)
     assert sorted(result.store.variants()) == stored
@@ -249,19 +249,22 @@ def test_dashboard_of_ten_variants_compares_each_with_the_reference(tmp_path):
 # Prepared data: what notebook 01 leaves, notebooks 02-05 use
 # ----------------------------------------------------------------------------------------------------------------
 
-def test_prepared_data_is_what_later_notebooks_use(photo_folder, tmp_path, capsys):
+def test_prepared_data_is_what_later_notebooks_use(photo_folder, tmp_path, caplog):
+    import logging
     import os
 
     import trtlab
     from trtlab.imagenet import ImageNetPrepError, prepare_imagenet
 
+    caplog.set_level(logging.INFO, logger="trtlab")
     workspace = tmp_path / "ws"
     fallback = trtlab.prepared_data(workspace)
-    assert fallback.source == "demo" and "no prepared dataset" in capsys.readouterr().out
+    assert fallback.source == "demo" and "no prepared dataset" in caplog.text
     prep = prepare_imagenet(images=photo_folder, workspace=workspace, calibration_per_class=None,
                             calibration_size=8, progress=False)
+    caplog.clear()
     data = trtlab.prepared_data(workspace)
-    printed = capsys.readouterr().out
+    printed = caplog.text
     assert data.source == "prepared" and "prepared by notebook 01" in printed and "calibration 8 / evaluation 13" \
         in printed
     dataset, split = data

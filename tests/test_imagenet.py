@@ -326,7 +326,8 @@ def test_cli_prepares_and_decodes(tmp_path, demo_data, capsys):
     write_kaggle(root, sorted(truth.items()))
     code = main(["prep", "--root", str(root), "--workspace", str(tmp_path / "ws"), "--calibration-size", "6",
                  "--decode", "all", "--workers", "2"])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out + captured.err  # progress notes are log messages (stderr) since issue 12
     assert code == 0
     assert "images/s" in out and f"{len(truth)} images ready" in out
     assert len(read_labels_csv(tmp_path / "ws" / "imagenet" / "imagenet_val_labels.csv")) == len(truth)

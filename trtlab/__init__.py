@@ -32,7 +32,14 @@ _EXPORTS = {
     "prepare_imagenet": "imagenet", "load_imagenet": "imagenet", "prepared_data": "prepared",
     "Experiment": "identity",
     "layer_debugger": "layer_debug", "LayerDebugger": "layer_debug",
+    "UserError": "errors",
 }
+
+
+# In a notebook, trtlab's INFO messages show without any setup (outside IPython, logging is left alone).
+from .log import setup_for_notebook as _setup_for_notebook  # noqa: E402
+
+_setup_for_notebook()
 
 
 def __getattr__(name: str):

@@ -43,7 +43,7 @@ def saved_split(dataset: Dataset, calibration_images: int, seed: int = 0, worksp
     if calibration_images > len(dataset) - 1:
         raise CalibrationSizeError(
             f"{calibration_images} calibration images asked for, but dataset {dataset.name!r} has {len(dataset)} "
-            f"images and evaluation needs at least one: use calibration_images ≤ {len(dataset) - 1}")
+            f"images and evaluation needs at least one", f"use calibration_images ≤ {len(dataset) - 1}")
     key = hash_json({"fp": dataset.fingerprint(), "n": calibration_images, "seed": seed}, 12)
     path = workspace_dir(workspace) / "splits" / f"{dataset.name}-{key}.json"
     if path.exists():
@@ -69,8 +69,8 @@ def check_calibration_sizes(recipes, split: Split, dataset: Dataset) -> None:
     if too_many:
         raise CalibrationSizeError(
             f"{', '.join(r.name for r in too_many)} ask(s) for {max(r.calibration_images for r in too_many)} "
-            f"calibration images, but the calibration set of {dataset.name!r} has {len(split.calibration)}; use "
-            f"calibration_images ≤ {len(split.calibration)}, or a split with a larger calibration set")
+            f"calibration images, but the calibration set of {dataset.name!r} has {len(split.calibration)}",
+            f"use calibration_images ≤ {len(split.calibration)}, or a split with a larger calibration set")
 
 
 def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: Split | None = None,
@@ -113,7 +113,9 @@ def recipes_from_selection(algorithms, calibration_images: int, calibration_batc
     """Widget state → recipes: one INT8 recipe per chosen algorithm, all with the same guards (and an FP16 variant
     first when asked, to see INT8 against FP16 as well as FP32)."""
     if not algorithms:
-        raise ValueError("choose at least one calibration algorithm")
+        from .errors import UserValueError
+
+        raise UserValueError("no calibration algorithm is selected", "choose at least one of minmax, entropy, percentile")
     guard_list = list(guards) + [f"node:{n.strip()}" for n in node_guards.split(",") if n.strip()]
     if guard_precision == "fp16":
         guard_list = [f"{g}=fp16" for g in guard_list]
@@ -146,8 +148,11 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
     out = w.Output()
 
     def on_run(_=None):
+        from .errors import shown_in
+
         out.clear_output()
-        with out:
+        result = None
+        with out, shown_in(out):  # a user mistake shows as one `error: … — …` line, not a traceback
             recipes = recipes_from_selection(algorithms.value, size.value, batch.value,
                                              [b.description for b in guard_boxes if b.value], nodes.value,
                                              precision.value, percentile.value, with_fp16.value)

@@ -213,6 +213,8 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
     from .preprocess import normalize_batch
 
     info = inspect_classifier(model_path)
+    if info.fixed_batch:  # a model exported with a fixed batch runs only that batch (trtlab.validate.check_sizes)
+        batch_size = info.fixed_batch
     model = onnx.load(str(model_path))
     graph_inputs = {i.name for i in model.graph.input}
     existing_outputs = {o.name for o in model.graph.output}

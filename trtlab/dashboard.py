@@ -870,6 +870,12 @@ def dashboard_main(argv=None) -> int:
                 print(f"[trtlab] figure: {png}")
         return 0
     except (FileNotFoundError, KeyError, ValueError, PermissionError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"error: {message}", file=sys.stderr)
+        from .errors import UserError
+
+        if isinstance(exc, UserError):
+            print(exc.line(), file=sys.stderr)
+        else:
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+            what, _, fix = str(message).partition("; ")  # messages say what was wrong; then what to do
+            print(f"error: {what} — {fix}" if fix else f"error: {what}", file=sys.stderr)
         return 2

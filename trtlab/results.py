@@ -7,7 +7,6 @@ per variant, each written atomically.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -16,7 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from .identity import STORE_SCHEMA
-from .workspace import atomic_path, atomic_write_json, workspace_dir
+from .workspace import atomic_path, atomic_write_json, read_json_checked, read_npz_checked, set_aside, workspace_dir
+
+RESULT_ARRAYS = ("image_ids", "labels", "top5_indices", "top5_probs", "logits")
 
 
 @dataclass
@@ -87,14 +88,17 @@ class ResultsStore:
         from .identity import Experiment
 
         path = self.folder / STORE_FILE
-        raw = json.loads(path.read_text()).get("experiment") if path.exists() else None
+        raw = (read_json_checked(path) or {}).get("experiment") if path.exists() else None
+        if raw is None:  # store.json damaged (set aside) or lost: the records carry the experiment too
+            raw = next((r["experiment"] for r in map(read_json_checked, self._record_paths())
+                        if r and r.get("experiment")), None)
         return Experiment.from_dict(raw) if raw else None
 
     def is_legacy(self) -> bool:
         """Written by trtlab 0.1: variants stored, but no store.json and no schema in the records."""
         if (self.folder / STORE_FILE).exists():
             return False
-        return any("schema" not in json.loads(p.read_text()) for p in self._record_paths())
+        return any("schema" not in (read_json_checked(p) or {"schema": None}) for p in self._record_paths())
 
     def check_identity(self) -> None:
         from .identity import LegacyStoreError
@@ -102,7 +106,7 @@ class ResultsStore:
         if self.is_legacy():
             raise LegacyStoreError(
                 f"{self.folder} was written by trtlab 0.1, which recorded neither the model of each result nor the "
-                f"calibration settings (results of different models could share it), so it cannot be trusted; "
+                f"calibration settings (results of different models could share it), so it cannot be trusted",
                 f"rebuild it by re-running what made it (python -m trtlab demo, eval or calibrate) and delete the "
                 f"old folder (rm -r {self.folder})")
 
@@ -113,13 +117,15 @@ class ResultsStore:
         self.check_identity()
         current = self.experiment
         if current is None and (self.folder / STORE_FILE).exists() and self.variants():
-            raise MixedExperimentError(f"{self.folder} holds results without experiment identity; results of "
-                                       f"{experiment.describe()} go to a store of their own")
+            raise MixedExperimentError(f"{self.folder} holds results without experiment identity",
+                                       f"results of {experiment.describe()} go to a store of their own: leave "
+                                       f"store=None")
         if current is not None:
             if current.key != experiment.key:
                 raise MixedExperimentError(
                     f"{self.folder} holds {current.describe()}, not {experiment.describe()} (they differ in "
-                    f"{', '.join(current.differences(experiment))}); each results store holds one experiment")
+                    f"{', '.join(current.differences(experiment))}); each results store holds one experiment",
+                    "leave store=None: trtlab picks (or makes) the store of this model and data")
             return
         atomic_write_json(self.folder / STORE_FILE, {"schema": STORE_SCHEMA, "experiment": experiment.to_dict()})
 
@@ -134,15 +140,38 @@ class ResultsStore:
         return [p.stem for p in sorted(found, key=lambda p: (p.stat().st_mtime, p.stem))]
 
     def __contains__(self, variant: str) -> bool:
-        return (self.folder / f"{variant}.npz").exists() and (self.folder / f"{variant}.json").exists()
+        npz, record = self.folder / f"{variant}.npz", self.folder / f"{variant}.json"
+        return npz.exists() and record.exists() and self._intact(variant)
+
+    def _intact(self, variant: str) -> bool:
+        """Cheap damage check (the record parses, the .npz's zip directory lists the arrays); a damaged pair is
+        set aside (named in a warning) so the variant counts as not stored and is evaluated again."""
+        import zipfile
+
+        npz, record = self.folder / f"{variant}.npz", self.folder / f"{variant}.json"
+        try:
+            with zipfile.ZipFile(npz) as archive:
+                names = {n.removesuffix(".npy") for n in archive.namelist()}
+            missing = [k for k in RESULT_ARRAYS if k not in names]
+            reason = f"arrays {missing} missing" if missing else None
+        except (zipfile.BadZipFile, OSError, ValueError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+        if reason is not None:
+            set_aside(npz, reason)
+        if read_json_checked(record) is None or reason is not None:
+            for path in (npz, record):  # never leave half a variant behind
+                if path.exists():
+                    set_aside(path, "its other half was damaged")
+            return False
+        return True
 
     def record(self, variant: str) -> dict:
-        return json.loads((self.folder / f"{variant}.json").read_text())
+        return read_json_checked(self.folder / f"{variant}.json") or {}
 
     def find(self, variant_key: str) -> str | None:
         """The label under which the variant with this key is stored, if it is."""
         return next((p.stem for p in self._record_paths()
-                     if json.loads(p.read_text()).get("variant_key") == variant_key), None)
+                     if (read_json_checked(p) or {}).get("variant_key") == variant_key and p.stem in self), None)
 
     def free_label(self, label: str, variant_key: str | None) -> str:
         """`label` when it is free or already this variant's; else `label~<key>` (two variants that share a
@@ -194,9 +223,16 @@ class ResultsStore:
             known = ", ".join(self.variants()) or "none"
             raise KeyError(f"no stored results for variant {variant!r} in {self.folder} (stored: {known}); "
                            f"evaluate it first")
-        with np.load(self.folder / f"{variant}.npz") as data:
-            arrays = {k: data[k] for k in data.files}
-        record = self.record(variant)
+        arrays = read_npz_checked(self.folder / f"{variant}.npz", RESULT_ARRAYS)
+        record = read_json_checked(self.folder / f"{variant}.json")
+        if arrays is None or record is None:  # damaged beyond the cheap check: set aside, named, evaluate again
+            for path in (self.folder / f"{variant}.npz", self.folder / f"{variant}.json"):
+                if path.exists():
+                    set_aside(path, "its other half was damaged")
+            from .errors import DamagedArtefact
+
+            raise DamagedArtefact(f"the stored results of {variant!r} in {self.folder} were damaged and have been "
+                                  f"set aside", "run the evaluation again; it recomputes them")
         return VariantResult(variant, arrays["image_ids"].tolist(), arrays["labels"], arrays["top5_indices"],
                              arrays["top5_probs"], arrays["logits"], record)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .workspace import atomic_path, sha256_file, workspace_dir
+from .errors import UserValueError
+from .workspace import atomic_path, set_aside, sha256_file, workspace_dir
 
 MIN_OPSET = 13
 
@@ -19,15 +20,21 @@ def sanitize_model(model_path, workspace=None, force: bool = False) -> Path:
     sha = sha256_file(model_path)
     target = workspace_dir(workspace) / "sanitized" / f"{model_path.stem}-{sha[:12]}.onnx"
     if target.exists() and not force:
-        return target
+        from .model import ModelInputError, inspect_classifier
+
+        try:
+            inspect_classifier(target)  # parses, one image input, N×C output: what trtlab wrote
+            return target
+        except ModelInputError as exc:  # hand-damaged or truncated copy: set aside (named) and rebuilt below
+            set_aside(target, exc.what)
     model = onnx.load(str(model_path))
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
     if opset < MIN_OPSET:
         try:
             model = onnx.version_converter.convert_version(model, MIN_OPSET)
         except Exception as exc:  # the converter names the op it cannot convert
-            raise ValueError(f"{model_path.name} uses opset {opset}; per-channel Q/DQ needs opset ≥ {MIN_OPSET} and "
-                             f"the ONNX version converter failed ({exc}); re-export the model with opset ≥ 13") from exc
+            raise UserValueError(f"{model_path.name} uses opset {opset}; per-channel Q/DQ needs opset ≥ {MIN_OPSET} and "
+                                 f"the ONNX version converter failed ({exc})", "re-export the model with opset ≥ 13") from exc
     with atomic_path(target, suffix=".onnx") as tmp:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC

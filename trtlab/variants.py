@@ -7,6 +7,8 @@ derived from one pass over the calibration images.
 """
 from __future__ import annotations
 
+import logging
+
 import dataclasses
 import json
 import re
@@ -16,8 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from .calibrate import ALGORITHMS, CalibrationStats, collect_statistics, compute_thresholds, scales_from_thresholds
+from .errors import UserValueError
 from .guards import parse_guard
 from .workspace import atomic_path, atomic_write_json, hash_json, sha256_file, workspace_dir
+
+log = logging.getLogger(__name__)
 
 PRECISIONS = ("fp32", "fp16", "int8")
 # Calibration images when a recipe names no number: NVIDIA suggests about 500 for ImageNet classifiers; more costs
@@ -133,7 +138,7 @@ def calibration_statistics(model_path, cache, indices, batch_size: int, workspac
     if path.exists():
         stats = CalibrationStats.load(path)
         if progress:
-            print(f"[trtlab] calibration statistics for these {stats.images} images reused from {path.name}")
+            log.info(f"calibration statistics for these {stats.images} images reused from {path.name}")
         return stats
     tensors = stats_tensors(onnx.load(str(model_path), load_external_data=False))
     stats = collect_statistics(model_path, tensors, cache, indices, batch_size, progress)
@@ -160,7 +165,7 @@ def build_fp16_variant(model_path: Path, recipe: Recipe, workspace=None, force: 
     return BuiltVariant(recipe, out_path, folder, conversion.summary())
 
 
-class CalibrationSizeError(ValueError):
+class CalibrationSizeError(UserValueError):
     """More calibration images were asked for than the calibration set has."""
 
 
@@ -172,8 +177,8 @@ def select_calibration_indices(cache, calibration_indices, recipe: Recipe) -> tu
     indices = np.asarray(calibration_indices, np.int64)
     valid = indices[np.isin(indices, cache.valid_indices)]
     if len(valid) == 0:
-        raise CalibrationSizeError(f"no decodable calibration images in {cache.dataset.name!r}; check the split and "
-                                   f"the decode cache failures ({cache.folder}/failures.json)")
+        raise CalibrationSizeError(f"no decodable calibration images in {cache.dataset.name!r}",
+                                   f"check the split and the decode cache failures ({cache.folder}/failures.json)")
     if recipe.calibration_images is None:
         recipe = dataclasses.replace(recipe, calibration_images=min(len(valid), DEFAULT_CALIBRATION_IMAGES))
     if recipe.calibration_images > len(valid):
@@ -181,8 +186,8 @@ def select_calibration_indices(cache, calibration_indices, recipe: Recipe) -> tu
         raise CalibrationSizeError(
             f"{recipe.name} asks for {recipe.calibration_images} calibration images, but the calibration set of "
             f"{cache.dataset.name!r} has {len(valid)} decodable images"
-            + (f" ({failed} failed to decode)" if failed else "")
-            + f"; use calibration_images ≤ {len(valid)}, or a split with a larger calibration set")
+            + (f" ({failed} failed to decode)" if failed else ""),
+            f"use calibration_images ≤ {len(valid)}, or a split with a larger calibration set")
     return recipe, valid[: recipe.calibration_images]
 
 
@@ -240,7 +245,7 @@ def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=No
     if imported:
         scales = load_if_valid(calibration_cache_path, meta)
         if progress:
-            print(f"[trtlab] {recipe.name}: scales reused from {calibration_cache_path}")
+            log.info(f"{recipe.name}: scales reused from {calibration_cache_path}")
     else:
         stats = calibration_statistics(source, cache, calibration_indices, recipe.calibration_batch, workspace,
                                        progress)
@@ -272,27 +277,7 @@ def _tensorrt_version() -> str | None:
     return getattr(tensorrt, "__version__", None)
 
 
-def ort_qdq_self_check(model_path, cache, indices, batch_size: int = 8) -> dict:
-    """Run one batch of a Q/DQ model through ONNX Runtime with all graph optimizations and with none.
-
-    With none, ONNX Runtime executes QuantizeLinear/DequantizeLinear/Conv literally (the reference semantics that
-    TensorRT implements); with all, it fuses them into its own INT8 kernels, which on some CPUs and graphs give
-    different — even wrong — answers. trtlab evaluates Q/DQ variants unoptimized and reports the difference.
-    """
-    from .backends.ort import OrtRunner
-    from .metrics import cosine_per_image
-    from .preprocess import normalize_batch
-
-    chunk = np.asarray(indices, np.int64)[:batch_size]
-    batch = normalize_batch(np.asarray(cache.crops[chunk]), cache.preprocess)
-    with OrtRunner(model_path, graph_optimization="disable") as runner:
-        reference = runner.infer(batch)
-    with OrtRunner(model_path, graph_optimization="all") as runner:
-        optimized = runner.infer(batch)
-    agreement = float((reference.argmax(1) == optimized.argmax(1)).mean())
-    cosine = float(cosine_per_image(reference, optimized).min())
-    return {"images": len(chunk), "top1_agreement_optimized_vs_reference": agreement,
-            "worst_cosine_optimized_vs_reference": cosine, "optimized_is_trustworthy": agreement == 1.0 and cosine > 0.995}
+from .ort_check import ort_qdq_self_check  # noqa: E402,F401  (moved to ort_check: CPU cause, k of n, fast reference)
 
 
 def evaluate_variant(built: BuiltVariant, cache, eval_indices, store=None, backend: str = "auto",
@@ -303,20 +288,25 @@ def evaluate_variant(built: BuiltVariant, cache, eval_indices, store=None, backe
     from .model import inspect_classifier
     from .pipeline import evaluate
 
+    from .identity import variant_key
+    from .ort_check import reference_runner_options, report_self_check
+    from .results import ResultsStore
+
     options = {}
     recipe = built.recipe.to_dict()
     experiment = Experiment.for_evaluation(inspect_classifier(built.source_model or built.model_path), cache,
                                            eval_indices, split)
+    store = store or ResultsStore.for_experiment(experiment, workspace)
     extra = {"calibration": built.calibration, "scales": built.scales} if built.calibration else {}
-    if built.recipe.precision == "int8" and backend in ("auto", "ort") and not str(built.model_path).endswith(".engine"):
-        check = ort_qdq_self_check(built.model_path, cache, eval_indices)
+    stored = not force and store.find(variant_key(built.identity)) is not None
+    if built.recipe.precision == "int8" and backend in ("auto", "ort") and not str(built.model_path).endswith(".engine") \
+            and not stored:  # stored results are reused as they are: no second self-check, no repeated warning
+        check = ort_qdq_self_check(built.model_path, cache, eval_indices, variant=built.name)
         extra["ort_qdq_check"] = check
-        options = {"graph_optimization": "disable"}
-        if not check["optimized_is_trustworthy"] and progress:
-            print(f"[trtlab] warning: {built.name}: ONNX Runtime's optimized INT8 kernels disagree with the Q/DQ "
-                  f"reference on {check['images']} images (top-1 agreement "
-                  f"{check['top1_agreement_optimized_vs_reference']:.0%}, worst cosine "
-                  f"{check['worst_cosine_optimized_vs_reference']:.4f}); trtlab evaluates the unoptimized reference.")
+        # The literal Q/DQ semantics (what TensorRT computes), by the fastest ONNX Runtime setting that reproduces
+        # them on the sample batch.
+        options = reference_runner_options(check)
+        report_self_check(check, key=str(built.folder))
     return evaluate(built.model_path, cache, built.name, recipe=recipe, backend=backend, batch_size=batch_size,
                     store=store, progress=progress, force=force, runner_options=options, indices=eval_indices,
                     record_extra=extra, experiment=experiment, identity=built.identity, workspace=workspace)

@@ -2,14 +2,20 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import hashlib
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
+
+from .errors import DamagedArtefact, UserPermissionError, write_error
 
 READ_ONLY_ROOTS = ("/kaggle/input",)
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def workspace_dir(override: str | os.PathLike | None = None) -> Path:
@@ -23,7 +29,10 @@ def workspace_dir(override: str | os.PathLike | None = None) -> Path:
     else:
         path = Path.cwd() / "runs"
     check_writable_location(path)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise (write_error(path, exc) or exc) from exc
     return path
 
 
@@ -32,9 +41,9 @@ def check_writable_location(path: str | os.PathLike) -> None:
     resolved = os.path.abspath(os.fspath(path))
     for root in READ_ONLY_ROOTS:
         if resolved == root or resolved.startswith(root + os.sep):
-            raise PermissionError(
-                f"{resolved} is under {root}, which holds read-only inputs that trtlab never modifies; "
-                f"choose a folder under /kaggle/working (or pass workspace=...)"
+            raise UserPermissionError(
+                f"{resolved} is under {root}, which holds read-only inputs that trtlab never modifies",
+                "choose a folder under /kaggle/working (--workspace / --out, or workspace=...)",
             )
 
 
@@ -46,8 +55,11 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """
     path = Path(path)
     check_writable_location(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix + ".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix + ".tmp")
+    except OSError as exc:
+        raise (write_error(path, exc) or exc) from exc
     os.close(fd)
     umask = os.umask(0)
     os.umask(umask)
@@ -55,9 +67,12 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     try:
         yield Path(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        # Disk full / read-only inside the block: say which file, not a bare "[Errno 28]" (the old file is intact).
+        if isinstance(exc, OSError) and (converted := write_error(path, exc)) is not None:
+            raise converted from exc
         raise
 
 
@@ -114,3 +129,77 @@ def hash_json(obj, length: int = 16) -> str:
     """Stable short hash of a JSON-able object (dict keys sorted)."""
     text = json.dumps(obj, sort_keys=True, default=_json_default, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
+
+
+# -- damaged artefacts ----------------------------------------------------------------------------------------
+def set_aside(path: str | os.PathLike, reason: str) -> Path | None:
+    """Rename a damaged workspace file to `<name>.damaged-<UTC time>` (kept for inspection, never read again) and
+    log which file and why. Returns the new path (None when the file vanished meanwhile)."""
+    path = Path(path)
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    target = path.with_name(f"{path.name}.damaged-{stamp}")
+    try:
+        os.replace(path, target)
+    except FileNotFoundError:
+        return None
+    log.warning("%s is damaged (%s); set aside as %s and rebuilt", path, reason, target.name)
+    return target
+
+
+def _damage_errors() -> tuple:
+    import pickle
+    import zipfile
+
+    return (ValueError, KeyError, EOFError, TypeError, IndexError, zipfile.BadZipFile, pickle.UnpicklingError)
+
+
+_DAMAGE = _damage_errors()
+
+
+def read_checked(path: str | os.PathLike, reader: Callable[[Path], T], check: Callable[[T], str | None] | None = None,
+                 missing=None, rebuild: bool = True):
+    """`reader(path)` for a file trtlab wrote itself, with damage detected instead of a bare parser error.
+
+    When reading fails (truncated, garbage, wrong JSON) or `check(value)` returns a reason, the file is set aside
+    (`set_aside`) and `missing` is returned so the caller rebuilds it; with `rebuild=False` a DamagedArtefact
+    naming the path is raised instead. A file that does not exist returns `missing`.
+    """
+    path = Path(path)
+    if not path.exists():
+        return missing
+    try:
+        value = reader(path)
+        reason = check(value) if check is not None else None
+    except _DAMAGE as exc:  # parser errors only: I/O errors (EACCES, EIO) are not the file's content
+        reason = f"{type(exc).__name__}: {exc}"
+    if reason is None:
+        return value
+    if not rebuild:
+        set_aside(path, reason)
+        raise DamagedArtefact(f"{path} is damaged ({reason}) and was set aside",
+                              "run the command again to rebuild it")
+    set_aside(path, reason)
+    return missing
+
+
+def read_json_checked(path: str | os.PathLike, expect=dict, missing=None):
+    """A JSON file trtlab wrote (`read_checked` with json.loads; the top level must be an `expect`)."""
+    def check(value):
+        return None if isinstance(value, expect) else f"expected a JSON {expect.__name__}, found {type(value).__name__}"
+
+    return read_checked(path, lambda p: json.loads(p.read_text(encoding="utf-8")), check, missing)
+
+
+def read_npz_checked(path: str | os.PathLike, keys=(), missing=None) -> dict | None:
+    """All arrays of an .npz trtlab wrote, as a dict (`read_checked`); `keys` must all be present."""
+    import numpy as np
+
+    def reader(p):
+        with np.load(p, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+
+    def check(arrays):
+        absent = [k for k in keys if k not in arrays]
+        return f"missing arrays {absent}" if absent else None
+
+    return read_checked(path, reader, check, missing)

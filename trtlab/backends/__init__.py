@@ -35,11 +35,16 @@ def make_runner(model_path, backend: str = "auto", verbose: bool = True, **optio
         runner = OrtRunner(model_path, **options)
     elif backend == "trt":
         if not tensorrt_available():
-            raise RuntimeError("backend 'trt' needs TensorRT, which does not import here; run notebook 00_env_setup "
-                               "(or setup_kaggle_env.sh) to find and load it, or use backend='ort'")
+            from ..errors import UserError
+
+            raise UserError("backend 'trt' needs TensorRT, which does not import here",
+                            "run notebook 00_env_setup (or `python -m trtlab doctor`, setup_kaggle_env.sh) to find "
+                            "and load it, or use backend='ort'")
         from .trt import TrtRunner
 
         runner = TrtRunner(model_path, **options)
     else:
-        raise ValueError(f"unknown backend {backend!r}; choose from {('auto',) + BACKENDS}")
+        from ..errors import UserValueError
+
+        raise UserValueError(f"unknown backend {backend!r}", f"choose one of {', '.join(('auto',) + BACKENDS)}")
     return runner

@@ -46,10 +46,15 @@ class Runner(ABC):
         if not self.is_active:
             raise RuntimeError(f"runner {self.name} is not active; use `with runner:` or call runner.activate()")
         batch = self.check_input(batch)
+        count = batch.shape[0]
+        fixed = self.input_shape[0] if self.input_shape and isinstance(self.input_shape[0], int) else None
+        if fixed and count < fixed:
+            # The last batch of a fixed-batch model: pad with copies of its last image, keep only the real rows.
+            batch = np.concatenate([batch, np.repeat(batch[-1:], fixed - count, axis=0)])
         start = time.perf_counter()
         logits = self.infer_impl(batch)
         self.last_inference_time = time.perf_counter() - start
-        return logits
+        return logits[:count]
 
     def check_input(self, batch: np.ndarray) -> np.ndarray:
         batch = np.asarray(batch)
@@ -60,7 +65,7 @@ class Runner(ABC):
                 isinstance(e, int) and e != b for e, b in zip(expected[1:], batch.shape[1:]))):
             raise ValueError(f"{self.name}: input {self.input_name!r} expects shape {list(expected)}, "
                              f"got {list(batch.shape)}")
-        if expected and isinstance(expected[0], int) and batch.shape[0] != expected[0]:
+        if expected and isinstance(expected[0], int) and batch.shape[0] > expected[0]:
             raise ValueError(f"{self.name}: the model has a fixed batch of {expected[0]}, got {batch.shape[0]}; "
                              f"re-export it with a dynamic batch or use batch_size={expected[0]}")
         return np.ascontiguousarray(batch)

@@ -14,7 +14,12 @@ class OrtRunner(Runner):
     backend = "ort"
 
     def __init__(self, model_path: str | os.PathLike, providers: list[str] | None = None,
-                 graph_optimization: str = "all", intra_op_threads: int | None = None, name: str | None = None):
+                 graph_optimization: str = "all", intra_op_threads: int | None = None, name: str | None = None,
+                 disable_quant_qdq: bool = False):
+        """`disable_quant_qdq=True` sets ONNX Runtime's session option `session.disable_quant_qdq`: graph
+        optimizations stay on but QuantizeLinear/DequantizeLinear pairs are not fused into ORT's own INT8 kernels,
+        so a Q/DQ model computes its literal semantics (fake-quantized float ops) at near-FP32 speed — the
+        faster literal INT8 reference (tests/test_literal_reference.py checks it against optimizations off)."""
         super().__init__(name or f"ort:{os.path.basename(os.fspath(model_path))}")
         if graph_optimization not in OPT_LEVELS:
             raise ValueError(f"graph_optimization must be one of {OPT_LEVELS}, got {graph_optimization!r}")
@@ -22,6 +27,7 @@ class OrtRunner(Runner):
         self.requested_providers = providers
         self.graph_optimization = graph_optimization
         self.intra_op_threads = intra_op_threads
+        self.disable_quant_qdq = bool(disable_quant_qdq)
         self.session = None
 
     def activate_impl(self) -> None:
@@ -37,6 +43,8 @@ class OrtRunner(Runner):
         if self.intra_op_threads:
             options.intra_op_num_threads = self.intra_op_threads
         options.log_severity_level = 3
+        if self.disable_quant_qdq:
+            options.add_session_config_entry("session.disable_quant_qdq", "1")
         providers = self.requested_providers or default_providers()
         self.session = ort.InferenceSession(self.model_path, options, providers=providers)
         meta = self.session.get_inputs()[0]
@@ -59,6 +67,7 @@ class OrtRunner(Runner):
             "onnxruntime": ort.__version__,
             "providers": self.session.get_providers() if self.session else self.requested_providers,
             "graph_optimization": self.graph_optimization,
+            **({"disable_quant_qdq": True} if self.disable_quant_qdq else {}),
         }
 
 

@@ -34,11 +34,12 @@ int8-implicit       legacy, weakly typed: BuilderFlag.INT8 +            refused 
 """
 from __future__ import annotations
 
+import logging
+
 import argparse
 import datetime as _dt
 import json
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -46,6 +47,8 @@ from pathlib import Path
 import numpy as np
 
 from .base import Runner
+
+log = logging.getLogger(__name__)
 
 PRECISIONS = ("fp32", "fp16", "int8", "int8-implicit")
 SIDECAR_FORMAT = 1
@@ -210,9 +213,9 @@ def _make_logger(trt, verbose: bool = False):
         def log(self, severity, msg):
             if severity in (trt.ILogger.Severity.INTERNAL_ERROR, trt.ILogger.Severity.ERROR):
                 self.errors.append(str(msg))
-                print(f"[TensorRT] ERROR: {msg}", file=sys.stderr)
+                log.error(f"[TensorRT] {msg}")
             elif severity == trt.ILogger.Severity.WARNING or verbose:
-                print(f"[TensorRT] {msg}", file=sys.stderr)
+                log.info(f"[TensorRT] {msg}")
 
     return CapturingLogger()
 
@@ -300,11 +303,11 @@ def build_engine(onnx_path, precision: str = "fp32", output: str | os.PathLike |
             sidecar = check_engine_compatible(engine_path, trt.__version__, gpu)
             if sidecar.get("recipe_hash") == recipe_hash:
                 if progress:
-                    print(f"[trtlab] {opts.precision}: reusing {engine_path} (same recipe, TensorRT and GPU)")
+                    log.info(f"{opts.precision}: reusing {engine_path} (same recipe, TensorRT and GPU)")
                 return EngineBuild(engine_path, sidecar, True, 0.0)
         except EngineCompatibilityError as exc:
             if progress:
-                print(f"[trtlab] {opts.precision}: rebuilding: {exc.args[0].splitlines()[0]}")
+                log.info(f"{opts.precision}: rebuilding: {exc.args[0].splitlines()[0]}")
 
     source = Path(onnx_path)
     conversion = None
@@ -314,7 +317,7 @@ def build_engine(onnx_path, precision: str = "fp32", output: str | os.PathLike |
                                                     f"{opts.precision}.{recipe_hash}.onnx")
         if conversion is not None and progress:
             s = conversion.summary()
-            print(f"[trtlab] {opts.precision}: strongly typed network, precision expressed in the graph: "
+            log.info(f"{opts.precision}: strongly typed network, precision expressed in the graph: "
                   f"{s['fp16_nodes']} nodes FP16, {s['fp32_nodes']} FP32, {s['casts_inserted']} Cast(s) -> {source}")
 
     import onnx
@@ -360,7 +363,7 @@ def build_engine(onnx_path, precision: str = "fp32", output: str | os.PathLike |
         _configure_strongly_typed(trt, config, opts)
 
     if progress:
-        print(f"[trtlab] {opts.precision}: building with TensorRT {trt.__version__} on {gpu.get('name')} "
+        log.info(f"{opts.precision}: building with TensorRT {trt.__version__} on {gpu.get('name')} "
               f"(batch {opts.min_batch}/{opts.opt_batch}/{opts.max_batch}) -> {engine_path}")
     started = time.time()
     try:
@@ -403,7 +406,7 @@ def build_engine(onnx_path, precision: str = "fp32", output: str | os.PathLike |
     }
     atomic_write_json(sidecar_path(engine_path), sidecar)
     if progress:
-        print(f"[trtlab] {opts.precision}: built in {seconds:.1f} s -> {engine_path}")
+        log.info(f"{opts.precision}: built in {seconds:.1f} s -> {engine_path}")
     return EngineBuild(engine_path, sidecar, False, seconds)
 
 
@@ -494,7 +497,7 @@ def _configure_weakly_typed_v10(trt, builder, config, network, onnx_model, opts,
         matched = apply_layer_guards(trt, network, onnx_model, guard_nodes)
         config.set_flag(flag.OBEY_PRECISION_CONSTRAINTS)
         if progress:
-            print(f"[trtlab] guards: {len(matched)} TensorRT layer(s) pinned "
+            log.info(f"guards: {len(matched)} TensorRT layer(s) pinned "
                   f"({', '.join(sorted(matched)[:6])}{'…' if len(matched) > 6 else ''})")
     return calibrator
 
@@ -865,7 +868,7 @@ def benchmark_engine(engine_path, batch_sizes=(1, 8, 32), iterations: int = 50, 
         variant = name or runner.sidecar.get("recipe", {}).get("precision", Path(engine_path).stem)
         for batch in tqdm(list(batch_sizes), desc=f"benchmark {variant}", unit="batch"):
             if batch > runner.max_batch:
-                print(f"[trtlab] {variant}: skipping batch {batch} (engine max batch {runner.max_batch})")
+                log.info(f"{variant}: skipping batch {batch} (engine max batch {runner.max_batch})")
                 continue
             stats = latency_stats(runner.time_execute(batch, iterations, warmup), batch)
             rows.append({"variant": variant, "backend": "trt", "timer": "cuda events", **stats})
@@ -1008,7 +1011,7 @@ def build_engines(model=None, precisions=("fp32", "fp16", "int8"), int8_model=No
         import_tensorrt()  # raises with the reason and the fix
     if not use_trt:
         reason = "TensorRT does not import here" if backend == "auto" else "backend='ort' requested"
-        print(f"[trtlab] {reason}: no engines to build; continuing on ONNX Runtime with the ONNX variants.")
+        log.info(f"{reason}: no engines to build; continuing on ONNX Runtime with the ONNX variants.")
     variants: dict[str, Path] = {}
     for precision in precisions:
         if precision == "int8":
@@ -1016,14 +1019,14 @@ def build_engines(model=None, precisions=("fp32", "fp16", "int8"), int8_model=No
             if source is None:
                 notes.append(f"int8: no Q/DQ ONNX of {model.name} found in {workspace_dir(workspace) / 'models'}; "
                              f"run notebook 01 (calibrate + quantize) first")
-                print(f"[trtlab] {notes[-1]}")
+                log.info(f"{notes[-1]}")
                 continue
         else:
             source = model
         if use_trt:
             if precision == "int8-implicit" and calibration is None:
                 notes.append("int8-implicit: skipped, pass calibration=<DecodeCache> to calibrate with TensorRT")
-                print(f"[trtlab] {notes[-1]}")
+                log.info(f"{notes[-1]}")
                 continue
             variants[precision] = build_engine(source, precision, workspace=workspace, calibration=calibration,
                                                **options).engine_path
@@ -1077,7 +1080,7 @@ def build_main(argv: list[str] | None = None) -> int:
     try:
         import_tensorrt()
     except TensorRTUnavailable as exc:
-        print(f"[trtlab] build needs TensorRT: {exc}", file=sys.stderr)
+        log.error(f"build needs TensorRT: {exc}")
         return 2
     calibration = None
     precisions = args.precision or ["fp32", "fp16"]
@@ -1102,7 +1105,7 @@ def build_main(argv: list[str] | None = None) -> int:
                                 timing_cache=not args.no_timing_cache, force=args.force, verbose=args.verbose,
                                 **options)
     except (ImplicitInt8Unsupported, OnnxParseError, EngineBuildError, EngineCompatibilityError, ValueError) as exc:
-        print(f"[trtlab] build failed: {exc}", file=sys.stderr)
+        log.error(f"build failed: {exc}")
         return 1
     for name, path in engines.variants.items():
         print(f"{name}: {path}")
