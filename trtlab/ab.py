@@ -13,7 +13,7 @@ from .preprocess import get_preprocess
 from .results import ResultsStore
 from .split import Split, make_split
 from .variants import BuiltVariant, Recipe, build_variant, evaluate_variant
-from .workspace import hash_json, workspace_dir
+from .workspace import hash_json, read_checked, workspace_dir
 
 GUARD_CHOICES = ("first_layer", "last_layer", "softmax")
 
@@ -46,8 +46,9 @@ def saved_split(dataset: Dataset, calibration_images: int, seed: int = 0, worksp
             f"images and evaluation needs at least one", f"use calibration_images ≤ {len(dataset) - 1}")
     key = hash_json({"fp": dataset.fingerprint(), "n": calibration_images, "seed": seed}, 12)
     path = workspace_dir(workspace) / "splits" / f"{dataset.name}-{key}.json"
-    if path.exists():
-        return Split.load(path)
+    saved = read_checked(path, Split.load)  # None when absent, or damaged (then set aside, named, and remade)
+    if saved is not None:
+        return saved
     split = make_split(dataset, calibration_size=calibration_images, seed=seed)
     split.save(path)
     return split
@@ -86,7 +87,10 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: 
     recipes = [r if isinstance(r, Recipe) else Recipe(**r) for r in recipes]
     if not any(r.precision == "fp32" for r in recipes):
         recipes = [Recipe(precision="fp32")] + recipes
+    from .validate import check_labels
+
     info = inspect_classifier(model_path)  # a wrong model fails here, before any image is decoded
+    check_labels(dataset, info)  # labels outside the model's classes too
     spec = get_preprocess(preprocess)
     if split is None:
         wanted = calibration_images or max((r.calibration_images or 0 for r in recipes if r.precision == "int8"),

@@ -33,7 +33,9 @@ def run_job(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, 
     from .report import write_report
 
     workspace = workspace_dir(workspace)
-    inspect_classifier(model_path)  # a wrong model is refused before the images are decoded
+    from .validate import check_labels
+
+    check_labels(dataset, inspect_classifier(model_path))  # a wrong model or labels: refused before any decoding
     cache = build_decode_cache(dataset, get_preprocess(preprocess), workspace, progress=progress)
     result = evaluate(model_path, cache, "fp32", backend=backend, batch_size=batch_size, progress=progress,
                       workspace=workspace)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import logging
 
-import json
 import os
 import platform
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +16,7 @@ from .decode_cache import DecodeCache
 from .model import inspect_classifier
 from .preprocess import normalize_batch
 from .results import ResultsStore, VariantResult, top5_from_logits
-from .workspace import atomic_path, atomic_write_json, hash_json
+from .workspace import atomic_path, atomic_write_json, hash_json, read_checked, read_json_checked
 
 log = logging.getLogger(__name__)
 
@@ -146,13 +145,15 @@ class EvaluationCheckpoint:
         self.saved_chunks = 0
 
     def load(self) -> list[np.ndarray]:
-        meta = self.folder / "key.json"
-        if not meta.exists() or json.loads(meta.read_text()).get("key") != self.key:
+        if (read_json_checked(self.folder / "key.json") or {}).get("key") != self.key:
             self.clear()
             return []
-        chunks = sorted(self.folder.glob("chunk-*.npy"))
+        chunks = [read_checked(path, np.load) for path in sorted(self.folder.glob("chunk-*.npy"))]
+        if any(chunk is None for chunk in chunks):  # a damaged chunk (set aside): start this evaluation over
+            self.clear()
+            return []
         self.saved_chunks = len(chunks)
-        return [np.load(path) for path in chunks]
+        return chunks
 
     def add(self, logits: np.ndarray) -> None:
         self.pending.append(logits)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 
 import dataclasses
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ import numpy as np
 from .calibrate import ALGORITHMS, CalibrationStats, collect_statistics, compute_thresholds, scales_from_thresholds
 from .errors import UserValueError
 from .guards import parse_guard
-from .workspace import atomic_path, atomic_write_json, hash_json, sha256_file, workspace_dir
+from .workspace import atomic_path, atomic_write_json, hash_json, read_json_checked, sha256_file, workspace_dir
 
 log = logging.getLogger(__name__)
 
@@ -123,20 +122,32 @@ def stats_tensors(model) -> list[str]:
     return list(dict.fromkeys(plan.activations + extra))
 
 
-def calibration_statistics(model_path, cache, indices, batch_size: int, workspace=None,
-                           progress: bool = True) -> CalibrationStats:
-    """Collect (or reload, when model, images and preprocessing are identical) the calibration statistics."""
-    import onnx
-
+def statistics_path(model_path, cache, indices, workspace=None) -> Path:
+    """Where the calibration statistics of (model, these images, preprocessing) are kept."""
     from .model import inspect_classifier
 
     sha = inspect_classifier(model_path).sha256
     ids = cache.dataset.image_ids()
     key = hash_json({"model": sha, "ids": [ids[i] for i in indices], "pre": cache.preprocess.to_dict(),
                      "files": cache.key})
-    path = workspace_dir(workspace) / "calibration" / f"stats-{sha[:12]}-{key}.npz"
-    if path.exists():
-        stats = CalibrationStats.load(path)
+    return workspace_dir(workspace) / "calibration" / f"stats-{sha[:12]}-{key}.npz"
+
+
+def stored_statistics(path) -> CalibrationStats | None:
+    """The statistics at `path`, or None when absent or damaged (a damaged file is set aside, named)."""
+    from .workspace import read_checked
+
+    return read_checked(path, CalibrationStats.load) if Path(path).exists() else None
+
+
+def calibration_statistics(model_path, cache, indices, batch_size: int, workspace=None,
+                           progress: bool = True) -> CalibrationStats:
+    """Collect (or reload, when model, images and preprocessing are identical) the calibration statistics."""
+    import onnx
+
+    path = statistics_path(model_path, cache, indices, workspace)
+    stats = stored_statistics(path)
+    if stats is not None:
         if progress:
             log.info(f"calibration statistics for these {stats.images} images reused from {path.name}")
         return stats
@@ -231,9 +242,10 @@ def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=No
     folder = workspace_dir(workspace) / "variants" / f"{model_path.stem}-{sha[:8]}" / f"{recipe.name}-{key}"
     out_path = folder / "model.onnx"
     described = dict(source_model=model_path, calibration=calibration, scales=scales_source)
-    if out_path.exists() and not force:
-        return BuiltVariant(recipe, out_path, folder, json.loads((folder / "variant.json").read_text())["plan"],
-                            folder / "calibration.cache", reused=True, **described)
+    built_info = read_json_checked(folder / "variant.json") if out_path.exists() and not force else None
+    if built_info is not None and "plan" in built_info:  # a damaged variant.json is set aside and rebuilt
+        return BuiltVariant(recipe, out_path, folder, built_info["plan"], folder / "calibration.cache", reused=True,
+                            **described)
     meta = CacheMetadata(model_sha256=sha, algorithm=recipe.algorithm, preprocess=cache.preprocess.to_dict(),
                          images=len(calibration_indices),
                          percentile=recipe.percentile if recipe.algorithm == "percentile" else None,
@@ -243,7 +255,11 @@ def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=No
     model = onnx.load(str(source))
     plan = plan_quantization(model, recipe.guards)
     if imported:
-        scales = load_if_valid(calibration_cache_path, meta)
+        # Scales must be plausible for the tensor: checked against the observed ranges when this model's statistics
+        # for these images exist (an imported cache is used to skip calibrating, so none are collected for it).
+        observed = stored_statistics(statistics_path(source, cache, calibration_indices, workspace))
+        scales = load_if_valid(calibration_cache_path, meta, observed_absmax=None if observed is None else
+                               {name: h.absmax for name, h in observed.tensors.items()})
         if progress:
             log.info(f"{recipe.name}: scales reused from {calibration_cache_path}")
     else:
