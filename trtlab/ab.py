@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .calibrate import ALGORITHMS
 from .dataset import Dataset
 from .decode_cache import DecodeCache, build_decode_cache
 from .preprocess import get_preprocess
@@ -97,7 +98,7 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
     from IPython.display import display
 
     limit = max_calibration_images or max(1, len(dataset) - 1)
-    algorithms = w.SelectMultiple(options=["minmax", "entropy", "percentile"], value=("minmax", "entropy"),
+    algorithms = w.SelectMultiple(options=list(ALGORITHMS), value=("minmax", "entropy"),
                                   description="algorithms")
     size = w.IntSlider(value=min(64, limit), min=1, max=limit, description="calib images")
     batch = w.Dropdown(options=[1, 4, 8, 16, 32], value=8, description="calib batch")

@@ -16,8 +16,10 @@ from pathlib import Path
 
 from .workspace import atomic_write_json, atomic_write_text
 
-# TensorRT's names for its calibration algorithms; percentile has no TensorRT calibrator of its own.
-TRT_ALGORITHM_NAMES = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration", "percentile": "trtlabPercentile"}
+# TensorRT's names for its calibration algorithms; percentile has no TensorRT calibrator of its own. Both entropy
+# variants write EntropyCalibration2 caches (the sidecar JSON records which variant made the scales).
+TRT_ALGORITHM_NAMES = {"entropy": "EntropyCalibration2", "entropy-gtc": "EntropyCalibration2",
+                       "minmax": "MinMaxCalibration", "percentile": "trtlabPercentile"}
 
 
 class StaleCacheError(ValueError):

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .calibrate import ALGORITHMS, CalibrationStats, collect_statistics, compute_thresholds, scales_from_thresholds
+from .calibrate import (ALGORITHMS, CALIBRATION_REVISION, CalibrationStats, collect_statistics, compute_thresholds,
+                        scales_from_thresholds)
 from .guards import parse_guard
 from .workspace import atomic_path, atomic_write_json, hash_json, workspace_dir
 
@@ -109,7 +110,7 @@ def calibration_statistics(model_path, cache, indices, batch_size: int, workspac
     sha = inspect_classifier(model_path).sha256
     ids = cache.dataset.image_ids()
     key = hash_json({"model": sha, "ids": [ids[i] for i in indices], "pre": cache.preprocess.to_dict(),
-                     "files": cache.key})
+                     "files": cache.key, "calibrate": CALIBRATION_REVISION})
     path = workspace_dir(workspace) / "calibration" / f"stats-{sha[:12]}-{key}.npz"
     if path.exists():
         stats = CalibrationStats.load(path)
@@ -177,7 +178,8 @@ def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=No
     sha = inspect_classifier(model_path).sha256
     ids = cache.dataset.image_ids()
     calib_ids = [ids[i] for i in calibration_indices]
-    key = hash_json({"model": sha, "recipe": recipe.to_dict(), "ids": calib_ids, "pre": cache.preprocess.to_dict()})
+    key = hash_json({"model": sha, "recipe": recipe.to_dict(), "ids": calib_ids, "pre": cache.preprocess.to_dict(),
+                     "calibrate": CALIBRATION_REVISION})
     folder = workspace_dir(workspace) / "variants" / f"{model_path.stem}-{sha[:8]}" / f"{recipe.name}-{key}"
     out_path = folder / "model.onnx"
     if out_path.exists() and not force:
