@@ -50,6 +50,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -118,8 +119,8 @@ class TensorHistogram:
                 self.absmax = chunk_max
                 if chunk_max > self.range:
                     self._grow(chunk_max)
-            np.multiply(absolute, np.float32(self.bins / self.range), out=absolute)
-            np.copyto(idx, absolute, casting="unsafe")  # truncation = floor for x ≥ 0; intp: bincount's own type
+            # |x|·bins/range in float32, truncated (= floor for x ≥ 0) straight into intp, bincount's own index type
+            np.multiply(absolute, np.float32(self.bins / self.range), out=idx, casting="unsafe")
             found = np.bincount(idx, minlength=self.bins)
             self.counts += found[:self.bins]
             if len(found) > self.bins:  # a value on the upper edge (x·bins/range rounded to bins) → last bin
@@ -380,26 +381,30 @@ def scales_from_thresholds(thresholds: dict[str, float]) -> dict[str, float]:
     return {name: (t / 127.0 if t > 0 else 1e-8) for name, t in thresholds.items()}
 
 
-def _exposed_bytes_per_image(model, names: list[str]) -> int | None:
-    """float32 bytes per image of `names`, from ONNX shape inference (the first dimension is the batch); None when
-    a shape is not fully known."""
+def _exposed_shapes(model, names: list[str]) -> list[tuple] | None:
+    """Per-image shapes (the first dimension is the batch) of `names` from ONNX shape inference; None unless every
+    one is a fully known float32 tensor."""
     import onnx
 
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # noqa: BLE001 - shape inference is only an estimate here
+    except Exception:  # noqa: BLE001 - shape inference is only an optimisation here
         return None
-    shapes = {}
+    known = {}
     for info in list(inferred.graph.value_info) + list(inferred.graph.output) + list(inferred.graph.input):
-        dims = info.type.tensor_type.shape.dim
-        shapes[info.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims]
-    total = 0
-    for name in names:
-        dims = shapes.get(name)
-        if not dims or any(d is None for d in dims[1:]):
-            return None
-        total += 4 * int(np.prod(dims[1:], dtype=np.int64))
-    return total
+        tensor = info.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+        if tensor.elem_type == onnx.TensorProto.FLOAT and dims and None not in dims[1:]:
+            known[info.name] = tuple(dims[1:])
+    if any(name not in known for name in names):
+        return None
+    return [known[name] for name in names]
+
+
+def _exposed_bytes_per_image(model, names: list[str]) -> int | None:
+    """float32 bytes per image of `names` (None when shape inference does not know them all)."""
+    shapes = _exposed_shapes(model, names)
+    return None if shapes is None else sum(4 * int(np.prod(shape, dtype=np.int64)) for shape in shapes)
 
 
 def sub_batch_size(batch_size: int, bytes_per_image: int | None, budget_bytes: float) -> int:
@@ -434,7 +439,9 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
     graph_inputs = {i.name for i in model.graph.input}
     existing_outputs = {o.name for o in model.graph.output}
     requested = [t for t in tensors if t not in graph_inputs]
-    per_image = _exposed_bytes_per_image(model, requested)
+    shapes = _exposed_shapes(model, requested)
+    per_tensor = None if shapes is None else [4 * int(np.prod(shape, dtype=np.int64)) for shape in shapes]
+    per_image = sum(per_tensor) if per_tensor else None
     for name in requested:
         if name not in existing_outputs:
             model.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
@@ -442,6 +449,9 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
     options.log_severity_level = 3
     if threads:
         options.intra_op_num_threads = int(threads)
+    # ONNX Runtime's idle intra-op threads spin by default; here they would take the cores from the histogram
+    # updates that run while the next sub-batch is computed.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     del model
     indices = cache.valid_indices if indices is None else np.asarray(indices, np.int64)
@@ -459,29 +469,53 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
     stats = {name: TensorHistogram(bins=bins) for name in tensors}
     started, peak = time.time(), 0
 
-    def run_batch(crops):
+    # With known shapes, ONNX Runtime writes the exposed tensors into two reused sets of buffers (one being
+    # computed, one being counted): no fresh ~200 MB of outputs to allocate, page in and copy per sub-batch.
+    buffers = [None, None]
+
+    def run_batch(crops, slot):
         batch = normalize_batch(crops, cache.preprocess)
-        return batch, (session.run(requested, {info.input_name: batch}) if requested else [])
+        if not requested:
+            return batch, []
+        if shapes is None:
+            return batch, session.run(requested, {info.input_name: batch})
+        if buffers[slot] is None:
+            buffers[slot] = [np.empty((sub_batch,) + shape, np.float32) for shape in shapes]
+        views = [buffer[:len(batch)] for buffer in buffers[slot]]
+        binding = session.io_binding()
+        binding.bind_cpu_input(info.input_name, batch)
+        for name, view in zip(requested, views):
+            binding.bind_output(name, "cpu", 0, np.float32, list(view.shape), view.ctypes.data)
+        session.run_with_iobinding(binding)
+        return batch, views
 
     def sub_batches():
         for _, crops in cache.iter_batches(indices, batch_size):
             for start in range(0, len(crops), sub_batch):
                 yield crops[start:start + sub_batch]
 
+    def count(outputs, k):
+        stats[requested[k]].update(outputs[k])
+        outputs[k] = None  # (without bound buffers) free each tensor once counted
+
     bar = tqdm(total=len(indices), desc="calibrate (collect stats)", unit="img", disable=not progress)
-    # The next sub-batch runs in ONNX Runtime (which releases the GIL) while this one's histograms are updated.
-    with ThreadPoolExecutor(1) as pool:
+    # The next sub-batch runs in ONNX Runtime (which releases the GIL) while this one's histograms are updated, by
+    # one thread per available core (numpy's elementwise steps release the GIL; np.bincount does not).
+    workers = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()))
+    order = sorted(range(len(requested)), key=lambda k: -(per_tensor[k] if per_tensor else 0))
+    with ThreadPoolExecutor(1) as pool, ThreadPoolExecutor(workers) as counters:
         crops_iter = sub_batches()
         first = next(crops_iter, None)
-        pending = pool.submit(run_batch, first) if first is not None else None
+        pending = pool.submit(run_batch, first, 0) if first is not None else None
+        slot = 0
         while pending is not None:
             batch, outputs = pending.result()
             following = next(crops_iter, None)
-            pending = pool.submit(run_batch, following) if following is not None else None
+            slot ^= 1  # the next sub-batch fills the other set of buffers while this one is counted
+            pending = pool.submit(run_batch, following, slot) if following is not None else None
             peak = max(peak, 2 * (sum(o.nbytes for o in outputs) + batch.nbytes))
-            for k, name in enumerate(requested):
-                stats[name].update(outputs[k])
-                outputs[k] = None  # free each tensor once counted: the peak stays one sub-batch
+            for done in counters.map(lambda k: count(outputs, k), order):  # largest tensors first: even load
+                pass
             for name in tensors:
                 if name in graph_inputs:
                     stats[name].update(batch)
