@@ -114,7 +114,7 @@ def test_statistics_memory_does_not_grow_with_image_count(demo_model, demo_cache
     model = onnx.load(str(demo_model))
     tensors = stats_tensors(model)
     peaks = []
-    for repeats in (2, 8):  # ≥ 2 sub-batches each, so both sets of output buffers exist in both runs
+    for repeats in (1, 4):
         indices = np.tile(demo_cache.valid_indices[:8], repeats)
         tracemalloc.start()
         stats = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=8, progress=False)
@@ -127,22 +127,17 @@ def test_statistics_memory_does_not_grow_with_image_count(demo_model, demo_cache
     assert stats.tensors[first].absmax <= 1.0 + 1e-6
 
 
-def test_statistics_do_not_depend_on_sub_batching_or_output_buffers(demo_model, demo_cache, monkeypatch, caplog):
-    import trtlab.calibrate as calibrate
-
+def test_sub_batching_counts_every_value_and_is_logged(demo_model, demo_cache, caplog):
     tensors = stats_tensors(onnx.load(str(demo_model)))
     indices = demo_cache.valid_indices[:12]
     with caplog.at_level("INFO", logger="trtlab.calibrate"):
         whole = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=6, progress=False)
-        # a budget of ~2 images: the batch of 6 runs as 3 sub-batches of 2 (bound output buffers)
+        # a budget of ~2 images: the batch of 6 runs as 3 sub-batches of 2
         split = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=6, progress=False,
                                    memory_budget_mb=120)
     assert "sub-batches of 2 image(s)" in caplog.text and "sub-batches of 6 image(s)" in caplog.text
-    monkeypatch.setattr(calibrate, "_exposed_shapes", lambda model, names: None)  # plain session.run outputs
-    plain = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=6, progress=False)
     for name in tensors:
-        np.testing.assert_array_equal(plain.tensors[name].counts, whole.tensors[name].counts)
-        assert plain.tensors[name].absmax == whole.tensors[name].absmax == split.tensors[name].absmax
+        assert whole.tensors[name].absmax == split.tensors[name].absmax
         # sub-batches of 2 set a (finer or equal) bin width from the first 2 images; all values are counted
         assert split.tensors[name].counts.sum() == whole.tensors[name].counts.sum()
         assert split.tensors[name].bin_width <= whole.tensors[name].bin_width

@@ -383,7 +383,8 @@ def scales_from_thresholds(thresholds: dict[str, float]) -> dict[str, float]:
 
 def _exposed_shapes(model, names: list[str]) -> list[tuple] | None:
     """Per-image shapes (the first dimension is the batch) of `names` from ONNX shape inference; None unless every
-    one is a fully known float32 tensor."""
+    one is a fully known float32 tensor. (Binding reused output buffers with these shapes was tried: ONNX Runtime
+    still allocates the tensors and copies, so it only added memory.)"""
     import onnx
 
     try:
@@ -469,25 +470,9 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
     stats = {name: TensorHistogram(bins=bins) for name in tensors}
     started, peak = time.time(), 0
 
-    # With known shapes, ONNX Runtime writes the exposed tensors into two reused sets of buffers (one being
-    # computed, one being counted): no fresh ~200 MB of outputs to allocate, page in and copy per sub-batch.
-    buffers = [None, None]
-
-    def run_batch(crops, slot):
+    def run_batch(crops):
         batch = normalize_batch(crops, cache.preprocess)
-        if not requested:
-            return batch, []
-        if shapes is None:
-            return batch, session.run(requested, {info.input_name: batch})
-        if buffers[slot] is None:
-            buffers[slot] = [np.empty((sub_batch,) + shape, np.float32) for shape in shapes]
-        views = [buffer[:len(batch)] for buffer in buffers[slot]]
-        binding = session.io_binding()
-        binding.bind_cpu_input(info.input_name, batch)
-        for name, view in zip(requested, views):
-            binding.bind_output(name, "cpu", 0, np.float32, list(view.shape), view.ctypes.data)
-        session.run_with_iobinding(binding)
-        return batch, views
+        return batch, (session.run(requested, {info.input_name: batch}) if requested else [])
 
     def sub_batches():
         for _, crops in cache.iter_batches(indices, batch_size):
@@ -496,7 +481,7 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
 
     def count(outputs, k):
         stats[requested[k]].update(outputs[k])
-        outputs[k] = None  # (without bound buffers) free each tensor once counted
+        outputs[k] = None  # free each tensor once counted: the peak stays about one sub-batch
 
     bar = tqdm(total=len(indices), desc="calibrate (collect stats)", unit="img", disable=not progress)
     # The next sub-batch runs in ONNX Runtime (which releases the GIL) while this one's histograms are updated, by
@@ -506,13 +491,11 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
     with ThreadPoolExecutor(1) as pool, ThreadPoolExecutor(workers) as counters:
         crops_iter = sub_batches()
         first = next(crops_iter, None)
-        pending = pool.submit(run_batch, first, 0) if first is not None else None
-        slot = 0
+        pending = pool.submit(run_batch, first) if first is not None else None
         while pending is not None:
             batch, outputs = pending.result()
             following = next(crops_iter, None)
-            slot ^= 1  # the next sub-batch fills the other set of buffers while this one is counted
-            pending = pool.submit(run_batch, following, slot) if following is not None else None
+            pending = pool.submit(run_batch, following) if following is not None else None
             peak = max(peak, 2 * (sum(o.nbytes for o in outputs) + batch.nbytes))
             for done in counters.map(lambda k: count(outputs, k), order):  # largest tensors first: even load
                 pass
