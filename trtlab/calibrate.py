@@ -486,7 +486,8 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
     bar = tqdm(total=len(indices), desc="calibrate (collect stats)", unit="img", disable=not progress)
     # The next sub-batch runs in ONNX Runtime (which releases the GIL) while this one's histograms are updated, by
     # one thread per available core (numpy's elementwise steps release the GIL; np.bincount does not).
-    workers = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    workers = max(1, min(4, cores))
     order = sorted(range(len(requested)), key=lambda k: -(per_tensor[k] if per_tensor else 0))
     with ThreadPoolExecutor(1) as pool, ThreadPoolExecutor(workers) as counters:
         crops_iter = sub_batches()
@@ -497,8 +498,7 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
             following = next(crops_iter, None)
             pending = pool.submit(run_batch, following) if following is not None else None
             peak = max(peak, 2 * (sum(o.nbytes for o in outputs) + batch.nbytes))
-            for done in counters.map(lambda k: count(outputs, k), order):  # largest tensors first: even load
-                pass
+            list(counters.map(lambda k: count(outputs, k), order))  # largest tensors first: even load
             for name in tensors:
                 if name in graph_inputs:
                     stats[name].update(batch)
