@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import collections
 import json
+import math
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -14,8 +16,8 @@ from onnx import numpy_helper
 
 from trtlab.calib_cache import (CacheMetadata, StaleCacheError, decode_scale, encode_scale, load_if_valid,
                                 read_calibration_cache, trt_version_number, write_calibration_cache)
-from trtlab.calibrate import (TensorHistogram, collect_statistics, threshold_entropy, threshold_minmax,
-                              threshold_percentile)
+from trtlab.calibrate import (ALGORITHMS, TensorHistogram, collect_statistics, compute_thresholds,
+                              threshold_entropy, threshold_entropy_gtc, threshold_minmax, threshold_percentile)
 from trtlab.quantize import insert_qdq, plan_quantization, quantize_weight
 from trtlab.pipeline import evaluate
 from trtlab.variants import Recipe, build_variant, stats_tensors
@@ -24,20 +26,36 @@ LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
 
 # -- histogram math (synthetic data is the point here) -------------------------------------------------------------
-def test_streaming_histogram_equals_one_shot_histogram_after_range_doublings():
+def test_streaming_histogram_keeps_the_first_batch_bin_width_and_equals_a_one_shot_histogram():
     rng = np.random.default_rng(0)
     batches = [rng.normal(0, scale, 20_000).astype(np.float32) for scale in (0.5, 1.0, 4.0, 2.0, 9.0)]
     hist = TensorHistogram()
     for batch in batches:
         hist.update(batch)
     everything = np.abs(np.concatenate(batches))
+    first_max = np.abs(batches[0]).max()
     assert hist.absmax == pytest.approx(everything.max())
-    assert hist.range >= hist.absmax and hist.counts.sum() == everything.size
-    assert hist.range == pytest.approx(np.abs(batches[0]).max() * 2 ** round(np.log2(hist.range / np.abs(batches[0]).max())))
+    assert hist.bin_width == pytest.approx(first_max / 2048, rel=1e-12)  # ModelOpt: width fixed by the first batch
+    assert hist.bins == int(np.ceil(everything.max() / hist.bin_width)) > 2048  # grown, not re-binned
+    assert hist.range >= hist.absmax and hist.counts.sum() == everything.size == hist.values
     reference, _ = np.histogram(everything, bins=hist.bins, range=(0, hist.range))
-    # identical up to values sitting exactly on a bin edge (float32 vs float64 rounding)
-    assert np.abs(reference - hist.counts).sum() <= 4
-    assert hist.counts.shape == (2048,)
+    # identical up to values within float32 rounding of a bin edge (x · bins/range is computed in float32), which
+    # land in the neighbouring bin: few, and never further than one bin
+    assert np.abs(reference - hist.counts).sum() <= 1e-3 * everything.size
+    assert np.abs(np.cumsum(reference) - np.cumsum(hist.counts)).max() <= 2
+    # grouping after the first batch does not matter
+    regrouped = TensorHistogram()
+    regrouped.update(batches[0])
+    regrouped.update(np.concatenate(batches[1:]))
+    np.testing.assert_array_equal(regrouped.counts, hist.counts)
+
+
+def test_histogram_growth_is_capped_by_merging_bin_pairs():
+    hist = TensorHistogram(bins=64, max_bins=256)
+    hist.update(np.linspace(0, 1, 1000, dtype=np.float32))
+    hist.update(np.float32([10.0]))  # 640 bins of the first width would be needed: merge to width 4/64, 160 bins
+    assert hist.bins == 160 and hist.bin_width == pytest.approx(4 / 64)
+    assert hist.counts.sum() == 1001 and hist.counts[-1] == 1 and hist.counts[:16].sum() == 1000
 
 
 def test_percentile_and_minmax_thresholds():
@@ -51,17 +69,18 @@ def test_percentile_and_minmax_thresholds():
         threshold_percentile(hist, 0)
 
 
-def test_entropy_clips_rare_outliers_but_keeps_a_dense_range():
+@pytest.mark.parametrize("method", [threshold_entropy, threshold_entropy_gtc])
+def test_entropy_clips_rare_outliers_but_keeps_a_dense_range(method):
     rng = np.random.default_rng(1)
     dense = np.abs(rng.normal(0, 1, 400_000)).astype(np.float32)
     with_outliers = np.concatenate([dense, np.float32([60.0, -55.0, 58.0])])
     hist = TensorHistogram()
     hist.update(with_outliers)
-    threshold = threshold_entropy(hist)
+    threshold = method(hist)
     assert 2.0 < threshold < 15.0  # far below the 60.0 max, well above the bulk of N(0,1)
     uniform = TensorHistogram()
     uniform.update(rng.uniform(-1, 1, 400_000).astype(np.float32))
-    assert threshold_entropy(uniform) > 0.9  # nothing to clip in a uniform distribution
+    assert method(uniform) > 0.9  # nothing to clip in a uniform distribution
 
 
 # -- TensorRT cache format -------------------------------------------------------------------------------------------
@@ -106,6 +125,22 @@ def test_statistics_memory_does_not_grow_with_image_count(demo_model, demo_cache
     # the first conv reads the normalised image: (x-127)/128 of uint8 → |x| ≤ 1.0
     first = plan_quantization(model).activations[0]
     assert stats.tensors[first].absmax <= 1.0 + 1e-6
+
+
+def test_sub_batching_counts_every_value_and_is_logged(demo_model, demo_cache, caplog):
+    tensors = stats_tensors(onnx.load(str(demo_model)))
+    indices = demo_cache.valid_indices[:12]
+    with caplog.at_level("INFO", logger="trtlab.calibrate"):
+        whole = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=6, progress=False)
+        # a budget of ~2 images: the batch of 6 runs as 3 sub-batches of 2
+        split = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=6, progress=False,
+                                   memory_budget_mb=120)
+    assert "sub-batches of 2 image(s)" in caplog.text and "sub-batches of 6 image(s)" in caplog.text
+    for name in tensors:
+        assert whole.tensors[name].absmax == split.tensors[name].absmax
+        # sub-batches of 2 set a (finer or equal) bin width from the first 2 images; all values are counted
+        assert split.tensors[name].counts.sum() == whole.tensors[name].counts.sum()
+        assert split.tensors[name].bin_width <= whole.tensors[name].bin_width
 
 
 # -- Q/DQ placement ------------------------------------------------------------------------------------------------
@@ -313,13 +348,147 @@ def _entropy_threshold_reference(counts, bin_width, start=128, levels=128):
     return (best + 0.5) * bin_width
 
 
-def test_vectorised_entropy_search_matches_the_plain_algorithm():
+def test_entropy_gtc_variant_matches_its_plain_algorithm():
     rng = np.random.default_rng(7)
     for trial in range(3):
         hist = TensorHistogram(bins=512)  # smaller than 2048 to keep the plain version quick
         hist.update(np.abs(rng.standard_t(df=3 + trial, size=50_000)).astype(np.float32))
         expected = _entropy_threshold_reference(hist.counts, hist.bin_width)
-        assert threshold_entropy(hist) == pytest.approx(min(expected, hist.absmax), rel=1e-9)
+        assert threshold_entropy_gtc(hist) == pytest.approx(min(expected, hist.absmax), rel=1e-9)
+
+
+def _nvidia_entropy_candidate(counts, start_bin=128, stride=1, levels=128):
+    """NVIDIA's published entropy steps (pytorch-quantization / ModelOpt `_compute_amax_entropy`), transcribed as
+    plain loops: returns the chosen i (amax = left edge of bin i = i · width), or None if nothing is admissible."""
+    bins = [int(c) for c in counts]
+    bins[0] = bins[1]  # the zero bin takes its neighbour's count
+    best_i, best_kl = None, math.inf
+    for i in range(start_bin, len(bins) + 1, stride):
+        level_of = [j * levels // i for j in range(i)]  # = np.digitize(j, np.linspace(0, i, levels + 1)) - 1
+        level_sum, level_bins = [0] * levels, [0] * levels
+        for j in range(i):
+            if bins[j] != 0:  # empty bins belong to no level
+                level_sum[level_of[j]] += bins[j]
+                level_bins[level_of[j]] += 1
+        q = [level_sum[level_of[j]] / level_bins[level_of[j]] if bins[j] != 0 else 0.0 for j in range(i)]
+        p = bins[:i]
+        p[-1] += sum(bins[i:])  # outliers folded into the last reference bin
+        if sum(q) == 0:
+            continue  # no mass below i: the published code divides 0/0 here (documented deviation: skipped)
+        p_total, q_total = sum(p), sum(q)
+        kl = 0.0
+        for pj, qj in zip(p, q):
+            if pj == 0:
+                continue
+            if qj == 0:
+                kl = math.inf
+                break
+            kl += (pj / p_total) * math.log((pj / p_total) / (qj / q_total))
+        if kl <= best_kl:  # "<=": the LAST candidate among equal divergences
+            best_i, best_kl = i, kl
+    return best_i if best_kl < math.inf else None
+
+
+def _histogram(counts, width=0.01):
+    counts = np.asarray(counts, np.int64)
+    return TensorHistogram(counts=counts.copy(), range=len(counts) * width, absmax=len(counts) * width,
+                           values=int(counts.sum()))
+
+
+def test_entropy_is_nvidias_reference_on_hand_made_histograms_with_ties_and_empty_bins():
+    n = 512  # the published steps in Python loops are slow; the algorithm does not depend on the bin count
+    cases = {}
+    # ties: equal counts on the first 300 bins, nothing above → KL(P‖Q) = 0 exactly for every i ≥ 300: the LAST
+    # candidate wins (amax = the whole range), the GTC variant takes the first (300 + 0.5 bins)
+    flat = np.zeros(n, np.int64)
+    flat[:300] = 7
+    cases["ties"] = flat
+    # empty bins inside the levels (every third bin; the zero bin copies its empty neighbour): Q spreads each level
+    # over its non-empty bins only, so P = Q again and ties again
+    holes = flat.copy()
+    holes[1::3] = 0
+    cases["ties with empty bins"] = holes
+    # a gap: candidates whose empty last bin would receive the outliers have infinite divergence
+    rng = np.random.default_rng(3)
+    gap = (1000 * np.exp(-np.arange(n) / 40.0)).astype(np.int64) + 1
+    gap[150:260] = 0
+    gap[400] = 5
+    cases["gap and outlier"] = gap
+    # a spike in bin 0 (ReLU zeros) that bins[0] = bins[1] removes; random bulk with empty bins
+    relu = rng.poisson(200 * np.exp(-np.arange(n) / 90.0)).astype(np.int64)
+    relu[0] = 10**7
+    cases["zero spike"] = relu
+    # a heavy first bin: copying it into bin 0 (rather than zeroing bin 0) moves the threshold here (383 vs 512)
+    rng = np.random.default_rng(0)
+    scale, first = rng.uniform(5, 200), rng.uniform(0.05, 0.9)
+    heavy = rng.poisson(300 * np.exp(-np.arange(n) / scale)).astype(np.int64)
+    heavy[1] = int(first * heavy.sum())
+    heavy[0] = 10**6
+    if rng.random() < 0.5:
+        heavy[rng.integers(300, 512)] += 50
+    cases["heavy first bin"] = heavy
+    # all mass far from zero: candidates with nothing below them are inadmissible
+    far = np.zeros(n, np.int64)
+    far[200:240] = rng.integers(1, 50, 40)
+    cases["nothing near zero"] = far
+    for name, counts in cases.items():
+        hist = _histogram(counts)
+        expected = _nvidia_entropy_candidate(counts)
+        assert expected is not None, name
+        assert threshold_entropy(hist) == pytest.approx(expected * hist.bin_width, rel=1e-12), name
+    assert threshold_entropy(_histogram(cases["ties"])) == pytest.approx(n * 0.01)
+    assert threshold_entropy_gtc(_histogram(cases["ties"])) == pytest.approx(300.5 * 0.01)
+    assert threshold_entropy(_histogram(cases["ties with empty bins"])) == pytest.approx(n * 0.01)
+    assert threshold_entropy(_histogram(cases["heavy first bin"])) == pytest.approx(383 * 0.01)
+
+
+def test_entropy_matches_the_reference_on_streamed_histograms_and_differs_from_the_gtc_variant():
+    rng = np.random.default_rng(11)
+    differs = 0
+    for trial, data in enumerate([rng.standard_t(3, 60_000), np.maximum(rng.normal(0, 1, 60_000), 0),
+                                  np.concatenate([rng.laplace(0, 1, 60_000), rng.normal(0, 40, 30)])]):
+        hist = TensorHistogram(bins=384)
+        hist.update(data[:20_000].astype(np.float32))
+        hist.update(1.3 * data[20_000:].astype(np.float32))  # grows the histogram past 384 bins
+        assert hist.bins > 384
+        expected = _nvidia_entropy_candidate(hist.counts)
+        assert threshold_entropy(hist) == pytest.approx(expected * hist.bin_width, rel=1e-12)
+        differs += threshold_entropy(hist) != threshold_entropy_gtc(hist)
+    assert differs >= 2
+
+
+def test_entropy_agrees_with_modelopt_where_installed():
+    histogram = pytest.importorskip("modelopt.torch.quantization.calib.histogram")
+    rng = np.random.default_rng(5)
+    for data in (rng.standard_t(4, 50_000), np.abs(rng.normal(0, 1, 50_000)) + (rng.random(50_000) < 0.3) * 3):
+        hist = TensorHistogram(bins=512)
+        hist.update(data.astype(np.float32))
+        edges = np.arange(hist.bins + 1) * hist.bin_width
+        amax = float(histogram._compute_amax_entropy(hist.counts.copy(), edges, 8, False))
+        assert threshold_entropy(hist) == pytest.approx(amax, rel=1e-6)  # ModelOpt returns a float32 tensor
+
+
+def test_entropy_search_is_fast_and_every_algorithm_is_selectable(demo_model, demo_cache):
+    assert ALGORITHMS == ("minmax", "entropy", "entropy-gtc", "percentile")
+    rng = np.random.default_rng(2)
+    hists = {}
+    for k in range(59):  # the demo model's tensor count, 2048 bins each
+        hist = TensorHistogram()
+        hist.update(rng.standard_t(2 + k % 5, 100_000).astype(np.float32))
+        hists[f"t{k}"] = hist
+    stats = collect_statistics(demo_model, [], demo_cache, demo_cache.valid_indices[:1], progress=False)
+    stats.tensors = hists
+    compute_thresholds(stats, "entropy")  # the first call builds the candidate plan for 2048 bins
+    started = time.perf_counter()
+    thresholds = compute_thresholds(stats, "entropy")
+    assert time.perf_counter() - started < 3.0  # ≈ 0.3 s here; a per-candidate loop takes 10 s and more
+    for algorithm in ALGORITHMS:
+        values = compute_thresholds(stats, algorithm)
+        assert all(0 < v <= 1.01 * hists[k].range for k, v in values.items()), algorithm
+    assert thresholds != compute_thresholds(stats, "entropy-gtc")
+    assert Recipe(algorithm="entropy-gtc").name == "int8-entropy-gtc"
+    with pytest.raises(ValueError, match="entropy-gtc"):
+        compute_thresholds(stats, "kl")
 
 
 def test_self_check_catches_an_onnx_runtime_that_disagrees_with_the_qdq_graph(demo_model, demo_cache,

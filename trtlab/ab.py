@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .calibrate import ALGORITHMS
 from .dataset import Dataset
 from .decode_cache import DecodeCache, build_decode_cache
 from .preprocess import get_preprocess
@@ -138,7 +139,7 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
     # The slider offers only what exists: the split's calibration images (or, without a split, all but one image).
     available = len(split.calibration) if split is not None else max(1, len(dataset) - 1)
     limit = min(max_calibration_images or available, available)
-    algorithms = w.SelectMultiple(options=["minmax", "entropy", "percentile"], value=("minmax", "entropy"),
+    algorithms = w.SelectMultiple(options=list(ALGORITHMS), value=("minmax", "entropy"),
                                   description="algorithms")
     size = w.IntSlider(value=min(64, limit), min=1, max=limit, description="calib images",
                        tooltip=f"at most {limit}: the calibration images that exist")

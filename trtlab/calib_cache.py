@@ -25,8 +25,10 @@ from .workspace import atomic_write_json, atomic_write_text, read_json_checked
 PLAUSIBLE_FACTOR = 100.0
 MIN_THRESHOLD, MAX_THRESHOLD = 1e-8, 1e6
 
-# TensorRT's names for its calibration algorithms; percentile has no TensorRT calibrator of its own.
-TRT_ALGORITHM_NAMES = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration", "percentile": "trtlabPercentile"}
+# TensorRT's names for its calibration algorithms; percentile has no TensorRT calibrator of its own. Both entropy
+# variants write EntropyCalibration2 caches (the sidecar JSON records which variant made the scales).
+TRT_ALGORITHM_NAMES = {"entropy": "EntropyCalibration2", "entropy-gtc": "EntropyCalibration2",
+                       "minmax": "MinMaxCalibration", "percentile": "trtlabPercentile"}
 
 
 class StaleCacheError(UserError, ValueError):

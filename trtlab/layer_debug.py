@@ -973,6 +973,8 @@ def _parse_overrides(items) -> dict[str, float]:
 def debug_main(argv=None) -> int:
     """`python -m trtlab debug`: tensor errors, sensitivity, guard search (+ verification) for one recipe.
     Exit status 0 when the target was reached (or no search ran), 1 when it was not."""
+    from .calibrate import ALGORITHMS
+
     parser = argparse.ArgumentParser(prog="python -m trtlab debug",
                                      description="layer-wise INT8 debugging: per-tensor error vs FP32, per-layer "
                                                  "sensitivity and an automatic guard search")
@@ -980,7 +982,7 @@ def debug_main(argv=None) -> int:
     parser.add_argument("--data", help="image folder (default: the demo photos)")
     parser.add_argument("--labels", help="optional labels CSV (file,label)")
     parser.add_argument("--preset", default="tf-lite", help="preprocessing preset")
-    parser.add_argument("--algorithm", default="entropy", choices=["minmax", "entropy", "percentile"])
+    parser.add_argument("--algorithm", default="entropy", choices=list(ALGORITHMS))
     parser.add_argument("--percentile", type=float, default=99.99)
     parser.add_argument("--calibration-images", type=int, default=None,
                         help="images to calibrate on (default: the split's calibration set, at most 512)")

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .calibrate import ALGORITHMS, CalibrationStats, collect_statistics, compute_thresholds, scales_from_thresholds
+from .calibrate import (ALGORITHMS, CALIBRATION_REVISION, CalibrationStats, collect_statistics, compute_thresholds,
+                        scales_from_thresholds)
 from .errors import UserValueError
 from .guards import parse_guard
 from .workspace import atomic_path, atomic_write_json, hash_json, read_json_checked, sha256_file, workspace_dir
@@ -129,7 +130,7 @@ def statistics_path(model_path, cache, indices, workspace=None) -> Path:
     sha = inspect_classifier(model_path).sha256
     ids = cache.dataset.image_ids()
     key = hash_json({"model": sha, "ids": [ids[i] for i in indices], "pre": cache.preprocess.to_dict(),
-                     "files": cache.key})
+                     "files": cache.key, "calibrate": CALIBRATION_REVISION})
     return workspace_dir(workspace) / "calibration" / f"stats-{sha[:12]}-{key}.npz"
 
 
@@ -231,14 +232,15 @@ def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=No
     sha = inspect_classifier(model_path).sha256
     ids = cache.dataset.image_ids()
     calib_ids = [ids[i] for i in calibration_indices]
+    # The calibration code's revision is part of what a variant is: a changed algorithm never reuses old scales.
     calibration = {"images": len(calib_ids), "ids_hash": hash_json(calib_ids), "batch": recipe.calibration_batch,
-                   "seed": recipe.seed}
+                   "seed": recipe.seed, "revision": CALIBRATION_REVISION}
     imported = bool(reuse_cache and calibration_cache_path and Path(calibration_cache_path).exists())
     scales_source = ({"source": "imported-cache", "cache_sha256": sha256_file(calibration_cache_path)} if imported
                      else {"source": "calibration"})
     # The scales' source is part of the key: a variant built from an imported cache is never reused by a plain run.
     key = hash_json({"model": sha, "recipe": recipe.to_dict(), "ids": calib_ids, "pre": cache.preprocess.to_dict(),
-                     "scales": scales_source})
+                     "scales": scales_source, "calibrate": CALIBRATION_REVISION})
     folder = workspace_dir(workspace) / "variants" / f"{model_path.stem}-{sha[:8]}" / f"{recipe.name}-{key}"
     out_path = folder / "model.onnx"
     described = dict(source_model=model_path, calibration=calibration, scales=scales_source)
