@@ -5,6 +5,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,3 +54,26 @@ def photo_folder(tmp_path, demo_data) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, folder / Path(path).name)
     return root
+
+
+@pytest.fixture(scope="session")
+def qdq_model(demo_model, tmp_path_factory):
+    """The demo model with a QuantizeLinear/DequantizeLinear pair on the first Conv's input: enough for the
+    builder's Q/DQ detection (the scales are not calibrated; quantization quality is the quantizer's job)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load(str(demo_model))
+    conv = model.graph.node[0]
+    model.graph.initializer.extend([numpy_helper.from_array(np.array(1 / 64, np.float32), "qdq_scale"),
+                                    numpy_helper.from_array(np.array(0, np.int8), "qdq_zero")])
+    q = helper.make_node("QuantizeLinear", [conv.input[0], "qdq_scale", "qdq_zero"], ["x_q"], name="q0")
+    dq = helper.make_node("DequantizeLinear", ["x_q", "qdq_scale", "qdq_zero"], ["x_dq"], name="dq0")
+    conv.input[0] = "x_dq"
+    nodes = [q, dq] + list(model.graph.node)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    onnx.checker.check_model(model)
+    path = tmp_path_factory.mktemp("qdq") / "efficientnet-lite0.int8.onnx"
+    onnx.save(model, str(path))
+    return path

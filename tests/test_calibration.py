@@ -486,7 +486,7 @@ def test_entropy_search_is_fast_and_every_algorithm_is_selectable(demo_model, de
         values = compute_thresholds(stats, algorithm)
         assert all(0 < v <= 1.01 * hists[k].range for k, v in values.items()), algorithm
     assert thresholds != compute_thresholds(stats, "entropy-gtc")
-    assert Recipe(algorithm="entropy-gtc").name == "int8-entropy-gtc"
+    assert Recipe(algorithm="entropy-gtc", calibration_images=64).name == "int8-entropy-gtc@64"
     with pytest.raises(ValueError, match="entropy-gtc"):
         compute_thresholds(stats, "kl")
 

@@ -42,29 +42,6 @@ def _build(model, precision="fp32", tmp_path=None, **kw):
     return build_engine(model, precision, workspace=tmp_path, gpu=GPU, progress=False, **kw)
 
 
-@pytest.fixture(scope="module")
-def qdq_model(demo_model, tmp_path_factory):
-    """The demo model with a QuantizeLinear/DequantizeLinear pair on the first Conv's input: enough for the
-    builder's Q/DQ detection (the scales are not calibrated; quantization quality is the quantizer's job)."""
-    import onnx
-    from onnx import helper, numpy_helper
-
-    model = onnx.load(str(demo_model))
-    conv = model.graph.node[0]
-    model.graph.initializer.extend([numpy_helper.from_array(np.array(1 / 64, np.float32), "qdq_scale"),
-                                    numpy_helper.from_array(np.array(0, np.int8), "qdq_zero")])
-    q = helper.make_node("QuantizeLinear", [conv.input[0], "qdq_scale", "qdq_zero"], ["x_q"], name="q0")
-    dq = helper.make_node("DequantizeLinear", ["x_q", "qdq_scale", "qdq_zero"], ["x_dq"], name="dq0")
-    conv.input[0] = "x_dq"
-    nodes = [q, dq] + list(model.graph.node)
-    del model.graph.node[:]
-    model.graph.node.extend(nodes)
-    onnx.checker.check_model(model)
-    path = tmp_path_factory.mktemp("qdq") / "efficientnet-lite0.int8.onnx"
-    onnx.save(model, str(path))
-    return path
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # FP16 graph conversion (TensorRT 11's FP16 path), on the real demo model
 # ---------------------------------------------------------------------------------------------------------------
@@ -483,12 +460,13 @@ def test_build_cli_legacy_weakly_typed_flag_reaches_the_builder(fake_trt10, demo
     assert "fp16: " in capsys.readouterr().out
 
 
-def test_build_engines_falls_back_to_onnx_runtime_and_benchmarks(monkeypatch, demo_model, session_workspace, capsys):
+def test_build_engines_falls_back_to_onnx_runtime_and_benchmarks(monkeypatch, demo_model, session_workspace, caplog):
     from trtlab.backends import trt as trt_backend
 
     monkeypatch.setitem(sys.modules, "tensorrt", None)
+    caplog.set_level("INFO", logger="trtlab")
     engines = trt_backend.build_engines(demo_model, ("fp32", "fp16", "int8"), workspace=session_workspace)
-    out = capsys.readouterr().out
+    out = caplog.text
     assert out.count("continuing on ONNX Runtime") == 1
     assert engines.backend == "ort" and set(engines.variants) in ({"fp32", "fp16"}, {"fp32", "fp16", "int8"})
     counts = engines.inspection()

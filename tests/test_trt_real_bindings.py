@@ -13,34 +13,12 @@ from __future__ import annotations
 import json
 import shutil
 
-import numpy as np
 import pytest
 
 import trt_bindings
 from real_trt_checks import CHECKS
 
 PINS = list(trt_bindings.PINS)
-
-
-@pytest.fixture(scope="module")
-def qdq_model(demo_model, tmp_path_factory):
-    """The demo model with one Q/DQ pair on the first Conv's input (enough for the builder's Q/DQ detection)."""
-    import onnx
-    from onnx import helper, numpy_helper
-
-    model = onnx.load(str(demo_model))
-    conv = model.graph.node[0]
-    model.graph.initializer.extend([numpy_helper.from_array(np.array(1 / 64, np.float32), "qdq_scale"),
-                                    numpy_helper.from_array(np.array(0, np.int8), "qdq_zero")])
-    q = helper.make_node("QuantizeLinear", [conv.input[0], "qdq_scale", "qdq_zero"], ["x_q"], name="q0")
-    dq = helper.make_node("DequantizeLinear", ["x_q", "qdq_scale", "qdq_zero"], ["x_dq"], name="dq0")
-    conv.input[0] = "x_dq"
-    nodes = [q, dq] + list(model.graph.node)
-    del model.graph.node[:]
-    model.graph.node.extend(nodes)
-    path = tmp_path_factory.mktemp("qdq-real") / "efficientnet-lite0.int8.onnx"
-    onnx.save(model, str(path))
-    return path
 
 
 _RESULTS: dict = {}

@@ -246,6 +246,8 @@ def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=No
     described = dict(source_model=model_path, calibration=calibration, scales=scales_source)
     built_info = read_json_checked(folder / "variant.json") if out_path.exists() and not force else None
     if built_info is not None and "plan" in built_info:  # a damaged variant.json is set aside and rebuilt
+        if calibration_cache_path and not imported:  # the user asked for the cache there: give it, even on reuse
+            export_calibration_cache(folder / "calibration.cache", calibration_cache_path)
         return BuiltVariant(recipe, out_path, folder, built_info["plan"], folder / "calibration.cache", reused=True,
                             **described)
     meta = CacheMetadata(model_sha256=sha, algorithm=recipe.algorithm, preprocess=cache.preprocess.to_dict(),
@@ -272,16 +274,28 @@ def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=No
     quantized = insert_qdq(model, plan, scales)
     check_quantized_model(quantized)
     folder.mkdir(parents=True, exist_ok=True)
-    cache_file = write_calibration_cache(Path(calibration_cache_path) if calibration_cache_path and not reuse_cache
-                                         else folder / "calibration.cache",
-                                         {t: scales[t] for t in plan.activations}, meta)
+    # The cache always lives with the variant; a requested path gets a copy (export_calibration_cache).
+    cache_file = write_calibration_cache(folder / "calibration.cache", {t: scales[t] for t in plan.activations}, meta)
     with atomic_path(out_path, suffix=".onnx") as tmp:
         onnx.save(quantized, str(tmp))
     atomic_write_json(folder / "variant.json", {"recipe": recipe.to_dict(), "model": str(model_path),
                                                 "model_sha256": sha, "calibration_ids": calib_ids,
                                                 "calibration": calibration, "scales": scales_source,
                                                 "plan": plan.describe()})
+    if calibration_cache_path and not imported:
+        export_calibration_cache(cache_file, calibration_cache_path)
     return BuiltVariant(recipe, out_path, folder, plan.describe(), cache_file, **described)
+
+
+def export_calibration_cache(cache_file: Path, target) -> Path:
+    """Copy a variant's calibration cache (and its .json provenance) to `target`, atomically."""
+    from .workspace import atomic_write_bytes
+
+    for suffix in ("", ".json"):
+        source = Path(str(cache_file) + suffix)
+        if source.exists():
+            atomic_write_bytes(str(target) + suffix, source.read_bytes())
+    return Path(target)
 
 
 def _tensorrt_version() -> str | None:
