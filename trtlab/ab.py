@@ -99,13 +99,14 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: 
         split = saved_split(dataset, wanted, workspace=workspace)
     check_calibration_sizes(recipes, split, dataset)
     cache = build_decode_cache(dataset, spec, workspace, progress=progress)
-    store = ResultsStore.for_experiment(Experiment.for_evaluation(info, cache, split.evaluation, split), workspace)
+    experiment = Experiment.for_evaluation(info, cache, split.evaluation, split)
+    store = ResultsStore.for_experiment(experiment, workspace)
     built: dict[str, BuiltVariant] = {}
     for recipe in recipes:
         variant = build_variant(model_path, recipe, cache, split.calibration, workspace, force=force,
                                 progress=progress)
         result = evaluate_variant(variant, cache, split.evaluation, store, backend=backend, batch_size=batch_size,
-                                  progress=progress, force=force, split=split)
+                                  progress=progress, force=force, split=split, experiment=experiment)
         built[result.variant] = variant  # recipes that named no calibration size now name the one used
     table = variant_table(store.load_all(list(built)), reference="fp32")
     return ABResult(table, store, cache, split, built)

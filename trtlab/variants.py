@@ -313,21 +313,26 @@ from .ort_check import ort_qdq_self_check  # noqa: E402,F401  (moved to ort_chec
 
 
 def evaluate_variant(built: BuiltVariant, cache, eval_indices, store=None, backend: str = "auto",
-                     batch_size: int = 32, progress: bool = True, force: bool = False, split=None, workspace=None):
+                     batch_size: int = 32, progress: bool = True, force: bool = False, split=None, workspace=None,
+                     experiment=None):
     """Evaluate a built variant on the evaluation images and store its results (under the experiment of its source
-    model and these images; label: the variant's name, made unique when another variant holds it)."""
-    from .identity import Experiment
+    model and these images; label: the variant's name, made unique when another variant holds it). A caller that
+    evaluates several variants passes their common `experiment` (its dataset fingerprint stats every file once)."""
+    from .identity import Experiment, MixedExperimentError, variant_key
     from .model import inspect_classifier
-    from .pipeline import evaluate
-
-    from .identity import variant_key
     from .ort_check import reference_runner_options, report_self_check
+    from .pipeline import evaluate
     from .results import ResultsStore
 
     options = {}
     recipe = built.recipe.to_dict()
-    experiment = Experiment.for_evaluation(inspect_classifier(built.source_model or built.model_path), cache,
-                                           eval_indices, split)
+    source = inspect_classifier(built.source_model or built.model_path)
+    if experiment is None:
+        experiment = Experiment.for_evaluation(source, cache, eval_indices, split)
+    elif experiment.model_sha256 != source.sha256:
+        raise MixedExperimentError(f"{built.name} was made from {source.path} (sha256 {source.sha256[:12]}), not from "
+                                   f"the experiment's model ({experiment.describe()})",
+                                   "evaluate it under its own model's experiment (leave experiment=None)")
     store = store or ResultsStore.for_experiment(experiment, workspace)
     extra = {"calibration": built.calibration, "scales": built.scales} if built.calibration else {}
     stored = not force and store.find(variant_key(built.identity)) is not None
