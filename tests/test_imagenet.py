@@ -286,7 +286,7 @@ def test_links_leave_read_only_input_untouched(tmp_path, demo_data, monkeypatch)
     root = tmp_path / "input" / "imagenet"
     truth = copy_val_images(root / "val", demo_data)
     write_kaggle(root, sorted(truth.items()))
-    monkeypatch.setattr("trtlab.workspace.READ_ONLY_ROOTS", (str(tmp_path / "input"),))
+    monkeypatch.setenv("TRTLAB_KAGGLE_ROOT", str(tmp_path))
     before = sorted((p.relative_to(root), p.stat().st_mtime_ns) for p in root.rglob("*"))
     prep = prepare_imagenet(root, workspace=tmp_path / "ws", calibration_per_class=1, progress=False)
     with pytest.raises(ImageNetPrepError, match="read-only input.*links in the workspace"):

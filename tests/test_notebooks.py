@@ -38,6 +38,8 @@ def test_notebook_executes_headless(path, demo_model, session_workspace):
         assert not any("<Figure size" in o.get("data", {}).get("text/plain", "") for o in outputs)
     if path.stem[:2] in ("02", "03", "04", "05"):
         # The first thing each says is which data it works on: notebook 01's when it prepared some.
-        first = next(o.get("text", "") for o in outputs if o.output_type == "stream")
+        # (after the one line naming the workspace, which each kernel prints once)
+        lines = [line for o in outputs if o.output_type == "stream" for line in o.get("text", "").splitlines()]
+        first = next(line for line in lines if not line.startswith("[trtlab] workspace: "))
         assert first.startswith("[trtlab] data: ")
         assert ("prepared by notebook 01" in first) if prepared else ("using the demo photos" in first)

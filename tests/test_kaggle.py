@@ -1,0 +1,54 @@
+"""Kaggle's layout: the kernel's working directory is /kaggle/working, the workspace lives there, inputs are
+read-only. Emulated under a temporary folder through $TRTLAB_KAGGLE_ROOT."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _python(code: str, cwd: Path, env: dict) -> str:
+    done = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def kaggle(tmp_path) -> dict:
+    root = tmp_path / "kaggle"
+    (root / "working").mkdir(parents=True)
+    (root / "input").mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "TRTLAB_WORKSPACE"}
+    env["TRTLAB_KAGGLE_ROOT"] = str(root)
+    return {"root": root, "working": root / "working", "env": env}
+
+
+def test_kaggle_workspace_never_shadows_the_package(kaggle):
+    working, env = kaggle["working"], kaggle["env"]
+    workspace = _python("import trtlab; print(trtlab.workspace_dir())", working, env)
+    assert Path(workspace).parent == working and Path(workspace).is_dir()
+    assert Path(workspace).name != "trtlab", "a workspace named like the package shadows it from /kaggle/working"
+    # With the workspace in the kernel's working directory, `import trtlab` is still the package, whole.
+    found = _python("import trtlab; print(trtlab.__file__); print(callable(trtlab.run_demo))", working, env)
+    assert found.splitlines() == [str(REPO / "trtlab" / "__init__.py"), "True"]
+
+
+def test_a_folder_named_trtlab_in_the_working_directory_does_not_shadow_the_package(kaggle):
+    # A clone at /kaggle/working/trtlab (or any folder of that name) is not an empty namespace package to Python.
+    (kaggle["working"] / "trtlab" / "runs").mkdir(parents=True)
+    found = _python("import trtlab; print(trtlab.__file__)", kaggle["working"], kaggle["env"])
+    assert found == str(REPO / "trtlab" / "__init__.py")
+
+
+def test_workspace_does_not_depend_on_the_current_directory(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("TRTLAB_WORKSPACE", "TRTLAB_KAGGLE_ROOT")}
+    env["TRTLAB_KAGGLE_ROOT"] = str(tmp_path / "no-kaggle-here")
+    code = "from trtlab.workspace import default_workspace; print(default_workspace()[0])"
+    first = _python(code, REPO / "notebooks", env)
+    second = _python(code, tmp_path, env)
+    assert first == second == str(REPO / "runs")
