@@ -7,7 +7,7 @@
 #   bash setup_kaggle_env.sh [--root PATH]... [--dest DIR] [--no-bindings] [--bindings-target DIR] [--force]
 #   source /kaggle/working/trtlab-runs/env.sh        # printed at the end; then start python / trtexec
 #
-# In a running notebook kernel, sourcing env.sh changes nothing for that kernel: use trtlab.trt_env.load().
+# In a running notebook kernel, sourcing env.sh changes nothing for that kernel: use trtlab.env.trt_env.load().
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PYTHON="${PYTHON:-python3}"
@@ -17,4 +17,4 @@ if ! command -v "$PYTHON" >/dev/null 2>&1; then
 fi
 # Run as a module from this checkout (trtlab/__init__ imports nothing heavy, so it works before any install); the
 # current directory is kept so relative --root paths mean what the user typed.
-PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}" exec "$PYTHON" -m trtlab.trt_env setup "$@"
+PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}" exec "$PYTHON" -m trtlab.env.trt_env setup "$@"

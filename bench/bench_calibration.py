@@ -1,7 +1,7 @@
 """Entropy calibration on EfficientNet-Lite0: trtlab vs ONNX Runtime's calibrator vs one FP32 forward pass, and
 trtlab's thresholds vs ModelOpt's entropy calibrator (where nvidia-modelopt is installed).
 
-Images: the 26 real demo photos (the ones `trtlab.demo.demo_dataset` finds in installed packages), decoded once by
+Images: the 26 real demo photos (the ones `trtlab.data.demo.demo_dataset` finds in installed packages), decoded once by
 trtlab's decode cache; image k of the N is variant r = k // 26 of photo k % 26: mirrored left-right when r is odd and
 shifted by (4·(r//2 % 5), 4·(r//2 // 5 % 5)) pixels (edge pixels repeated), so up to 26 × 50 = 1300 distinct real-photo
 crops. They are written once to a uint8 file that every side memory-maps, as trtlab's decode cache does.
@@ -58,8 +58,8 @@ def demo_photos(workspace: Path):
     if saved.exists():
         with np.load(saved) as data:
             return data["crops"], [str(p) for p in data["paths"]]
-    from trtlab.decode_cache import build_decode_cache
-    from trtlab.demo import demo_dataset
+    from trtlab.data.decode_cache import build_decode_cache
+    from trtlab.data.demo import demo_dataset
 
     photos = demo_dataset()
     cache = build_decode_cache(photos, "tf-lite", workspace, progress=False)
@@ -85,9 +85,9 @@ def prepare_images(workspace: Path, images: int) -> Path:
 
 def load_images(path: Path):
     """A DecodeCache over the prepared crops (memory-mapped, like a real one)."""
-    from trtlab.dataset import Dataset
-    from trtlab.decode_cache import DECODED, DecodeCache
-    from trtlab.preprocess import get_preprocess
+    from trtlab.data.dataset import Dataset
+    from trtlab.data.decode_cache import DECODED, DecodeCache
+    from trtlab.data.preprocess import get_preprocess
 
     crops = np.load(path, mmap_mode="r")
     photos = json.load(open(str(path)[:-3] + ".json"))["photos"]
@@ -104,14 +104,14 @@ def run_side(side: str, model: str, images_path: str, batch: int, threads: int, 
     result = {"side": side, "images": images, "batch": batch}
     start = time.perf_counter()
     if side == "trtlab":
-        from trtlab.calibrate import collect_statistics, compute_thresholds
-        from trtlab.variants import stats_tensors
+        from trtlab.quantization.calibrate import collect_statistics, compute_thresholds
+        from trtlab.quantization.variants import stats_tensors
 
         messages = []
         handler = logging.Handler()
         handler.emit = lambda record: messages.append(record.getMessage())
-        logging.getLogger("trtlab.calibrate").addHandler(handler)
-        logging.getLogger("trtlab.calibrate").setLevel(logging.INFO)
+        logging.getLogger("trtlab.quantization.calibrate").addHandler(handler)
+        logging.getLogger("trtlab.quantization.calibrate").setLevel(logging.INFO)
         tensors = stats_tensors(onnx.load(model))
         stats = collect_statistics(model, tensors, cache, batch_size=batch, progress=False, threads=threads)
         collected = time.perf_counter()
@@ -128,7 +128,7 @@ def run_side(side: str, model: str, images_path: str, batch: int, threads: int, 
         import onnxruntime as ort
         from onnxruntime.quantization.calibrate import CalibrationDataReader, CalibrationMethod, create_calibrator
 
-        from trtlab.preprocess import normalize_batch
+        from trtlab.data.preprocess import normalize_batch
 
         class Reader(CalibrationDataReader):
             def __init__(self):
@@ -151,7 +151,7 @@ def run_side(side: str, model: str, images_path: str, batch: int, threads: int, 
     elif side == "forward":
         import onnxruntime as ort
 
-        from trtlab.preprocess import normalize_batch
+        from trtlab.data.preprocess import normalize_batch
 
         options = ort.SessionOptions()
         if threads:
@@ -186,8 +186,8 @@ def modelopt_thresholds(model: str, cache, batch: int, threads: int, out: str) -
     import torch
     from modelopt.torch.quantization.calib.histogram import HistogramCalibrator
 
-    from trtlab.calibrate import MEMORY_BUDGET_MB, CalibrationStats, _exposed_bytes_per_image, sub_batch_size
-    from trtlab.preprocess import normalize_batch
+    from trtlab.quantization.calibrate import MEMORY_BUDGET_MB, CalibrationStats, _exposed_bytes_per_image, sub_batch_size
+    from trtlab.data.preprocess import normalize_batch
 
     warnings.filterwarnings("ignore")
     trtlab_stats = CalibrationStats.load(out + "-trtlab.npz")
@@ -290,7 +290,7 @@ def main() -> int:
     workspace.mkdir(parents=True, exist_ok=True)
     model_path = workspace / "models" / "efficientnet-lite0.onnx"
     if not model_path.exists():
-        from trtlab.demo import export_demo_model
+        from trtlab.data.demo import export_demo_model
 
         model_path = export_demo_model(workspace=workspace)
     model = str(model_path)

@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def real_batch(size: int, workspace: str):
     import numpy as np
 
-    from trtlab.decode_cache import build_decode_cache
-    from trtlab.demo import demo_dataset
-    from trtlab.preprocess import normalize_batch
+    from trtlab.data.decode_cache import build_decode_cache
+    from trtlab.data.demo import demo_dataset
+    from trtlab.data.preprocess import normalize_batch
 
     cache = build_decode_cache(demo_dataset(), "tf-lite", workspace, progress=False)
     photos = normalize_batch(cache.crops[cache.valid_indices], cache.preprocess)
@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     parser.add_argument("--workspace", default=None, help="decode-cache workspace (default: a temp folder)")
     args = parser.parse_args(argv)
 
-    from trtlab.backends.cuda_rt import cuda_available, device_info, time_copies
+    from trtlab.backends.cuda_runtime import cuda_available, device_info, time_copies
 
     ok, why = cuda_available()
     if not ok:

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def make_jpeg_folder(folder: Path, count: int, photos: str | None = None) -> list[str]:
     import cv2
 
-    from trtlab.demo import demo_dataset
+    from trtlab.data.demo import demo_dataset
 
     if photos:
         originals = sorted(str(p) for p in Path(photos).rglob("*") if p.suffix.lower() in (".jpg", ".jpeg"))
@@ -56,9 +56,9 @@ def main(argv=None) -> int:
     parser.add_argument("--photos", default=None, help="folder of JPEGs to use instead of the demo photos")
     args = parser.parse_args(argv)
 
-    from trtlab.dataset import Dataset
-    from trtlab.decode_cache import build_decode_cache, default_workers
-    from trtlab.preprocess import decode_image, get_preprocess
+    from trtlab.data.dataset import Dataset
+    from trtlab.data.decode_cache import build_decode_cache, default_workers
+    from trtlab.data.preprocess import decode_image, get_preprocess
 
     cores = default_workers()
     worker_counts = sorted({int(w) for w in args.workers.split(",")}) if args.workers else sorted({1, cores})

@@ -2,7 +2,7 @@
 with optimizations on (after), against FP32, on the same real photos.
 
 The literal reference must compute what the Q/DQ graph says (QuantizeLinear → DequantizeLinear → float ops), not
-ORT's fused INT8 kernels (see trtlab/ort_check.py). With `session.disable_quant_qdq=1` ORT leaves Q/DQ pairs
+ORT's fused INT8 kernels (see trtlab/evaluation/literal_check.py). With `session.disable_quant_qdq=1` ORT leaves Q/DQ pairs
 unfused but may constant-fold the weights' DequantizeLinear and run its other graph optimizations. Each
 configuration is checked against the all-off outputs (same top-1, logits within ort_check.FAST_REFERENCE_RTOL
 of the logit range) before its speed counts.
@@ -46,12 +46,12 @@ def main() -> int:
     import onnxruntime as ort
 
     from trtlab.backends.ort import OrtRunner
-    from trtlab.dataset import Dataset
-    from trtlab.decode_cache import build_decode_cache
-    from trtlab.demo import demo_dataset, demo_split, export_demo_model
-    from trtlab.ort_check import FAST_LITERAL_OPTIONS, cpu_features, describe_cpu, literal_outputs_match
-    from trtlab.pipeline import infer_cached
-    from trtlab.variants import Recipe, build_variant
+    from trtlab.data.dataset import Dataset
+    from trtlab.data.decode_cache import build_decode_cache
+    from trtlab.data.demo import demo_dataset, demo_split, export_demo_model
+    from trtlab.evaluation.literal_check import FAST_LITERAL_OPTIONS, cpu_features, describe_cpu, literal_outputs_match
+    from trtlab.evaluation.evaluate import infer_cached
+    from trtlab.quantization.variants import Recipe, build_variant
 
     workspace = Path(args.workspace or tempfile.mkdtemp(prefix="trtlab-bench-"))
     model = export_demo_model(workspace=workspace)

@@ -30,13 +30,13 @@ def main() -> int:
 
     import onnxruntime as ort
 
-    from trtlab.dataset import Dataset
-    from trtlab.decode_cache import build_decode_cache
-    from trtlab.demo import demo_dataset, export_demo_model
+    from trtlab.data.dataset import Dataset
+    from trtlab.data.decode_cache import build_decode_cache
+    from trtlab.data.demo import demo_dataset, export_demo_model
     from trtlab.backends.ort import OrtRunner
-    from trtlab.pipeline import evaluate, infer_cached
-    from trtlab.preprocess import normalize_batch
-    from trtlab.results import ResultsStore
+    from trtlab.evaluation.evaluate import evaluate, infer_cached
+    from trtlab.data.preprocess import normalize_batch
+    from trtlab.evaluation.results import ResultsStore
 
     workspace = Path(args.workspace or tempfile.mkdtemp(prefix="trtlab-bench-"))
     model = export_demo_model(workspace=workspace)

@@ -27,10 +27,10 @@ def main(argv=None) -> int:
     batches = tuple(int(b) for b in args.batches.split(","))
 
     from trtlab.backends import tensorrt_available
-    from trtlab.backends.trt import build_engines, import_tensorrt, tensorrt_major
-    from trtlab.decode_cache import build_decode_cache
-    from trtlab.demo import demo_dataset, export_demo_model
-    from trtlab.variants import Recipe, build_variant
+    from trtlab.backends.tensorrt.engine import build_engines, import_tensorrt, tensorrt_major
+    from trtlab.data.decode_cache import build_decode_cache
+    from trtlab.data.demo import demo_dataset, export_demo_model
+    from trtlab.quantization.variants import Recipe, build_variant
 
     model = export_demo_model("efficientnet-lite0", args.workspace)
     cache = build_decode_cache(demo_dataset(), "tf-lite", args.workspace, progress=False)

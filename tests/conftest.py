@@ -22,21 +22,21 @@ def session_workspace(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_model(session_workspace) -> Path:
-    from trtlab.demo import export_demo_model
+    from trtlab.data.demo import export_demo_model
 
     return export_demo_model("efficientnet-lite0", session_workspace)
 
 
 @pytest.fixture(scope="session")
 def demo_data():
-    from trtlab.demo import demo_dataset
+    from trtlab.data.demo import demo_dataset
 
     return demo_dataset()
 
 
 @pytest.fixture(scope="session")
 def demo_cache(demo_data, session_workspace):
-    from trtlab.decode_cache import build_decode_cache
+    from trtlab.data.decode_cache import build_decode_cache
 
     return build_decode_cache(demo_data, "tf-lite", session_workspace, progress=False)
 
@@ -44,7 +44,7 @@ def demo_cache(demo_data, session_workspace):
 @pytest.fixture
 def photo_folder(tmp_path, demo_data) -> Path:
     """A writable copy of the labelled demo photos, one sub-folder per WNID."""
-    from trtlab.classes import class_index
+    from trtlab.data.classes import class_index
 
     root = tmp_path / "photos"
     for path, label in zip(demo_data.paths, demo_data.labels):

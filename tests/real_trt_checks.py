@@ -34,7 +34,7 @@ NOT_TENSORRT = {"parse_engine_information", "_tensor_precision", "build_main"}
 #: TensorRT 10 legacy code: only reached on 10.x (weakly typed, implicit INT8); TensorRT 11 may lack its names.
 #: So may code in the body of an `if ... major == 10 ...:`; the build-path checks confirm 11 never gets there.
 LEGACY_V10 = {"_configure_weakly_typed_v10", "apply_layer_guards"}
-SOURCES = ("trtlab/backends/trt.py", "trtlab/backends/trt_calibrator.py")
+SOURCES = ("trtlab/backends/tensorrt/engine.py", "trtlab/backends/tensorrt/calibrator.py")
 #: Module attributes of the fake that are test plumbing, not API.
 FAKE_PLUMBING = {"calls", "parser_failures", "build_returns_none", "device_memory"}
 #: Classes user code constructs (the others come from factories): their constructors must match too.
@@ -148,7 +148,7 @@ def converts(trt, value, annotation: str) -> bool:
 # the checks
 # ----------------------------------------------------------------------------------------------------------------
 def check_version_dispatch(trt, pin, ctx):
-    from trtlab.backends.trt import tensorrt_major, tensorrt_version
+    from trtlab.backends.tensorrt.engine import tensorrt_major, tensorrt_version
 
     assert trt.__version__ == pin, f"imported tensorrt {trt.__version__}, expected the pinned {pin}"
     assert tensorrt_version(trt)[:3] == tuple(int(p) for p in pin.split(".")[:3])
@@ -270,7 +270,7 @@ def _uses(major: int):
             kind = "call" if call else "store" if isinstance(node.ctx, ast.Store) else "load"
             npos = len(call.args) if call else 0
             kws = tuple(k.arg for k in call.keywords) if call else ()
-            legacy = func in LEGACY_V10 or rel.endswith("trt_calibrator.py") or in_v10_branch(node)
+            legacy = func in LEGACY_V10 or rel.endswith("calibrator.py") or in_v10_branch(node)
             if base == "trt" or base.startswith("trt."):
                 if isinstance(parent, ast.Attribute):
                     continue  # the longest chain is recorded once
@@ -283,7 +283,7 @@ def _uses(major: int):
 def check_trtlab_names_exist(trt, pin, ctx):
     """Every trt.* name and TensorRT-object attribute trtlab's code uses on this version's path exists, methods
     accept trtlab's argument count and keywords, and attributes trtlab assigns are settable."""
-    from trtlab.backends.trt_calibrator import ALGORITHMS
+    from trtlab.backends.tensorrt.calibrator import ALGORITHMS
 
     major = int(pin.split(".")[0])
     problems, checked = [], set()
@@ -345,7 +345,7 @@ def check_trtlab_names_exist(trt, pin, ctx):
 
 
 def check_logger_subclasses_the_real_ilogger(trt, pin, ctx):
-    from trtlab.backends.trt import _make_logger
+    from trtlab.backends.tensorrt.engine import _make_logger
 
     logger = _make_logger(trt)
     assert isinstance(logger, trt.ILogger), "trtlab's logger is not a tensorrt.ILogger"
@@ -371,7 +371,7 @@ def _calibration_stub():
 
 
 def check_calibrators_subclass_the_real_bases(trt, pin, ctx):
-    from trtlab.backends.trt_calibrator import ALGORITHMS, _CalibratorMixin, make_calibrator
+    from trtlab.backends.tensorrt.calibrator import ALGORITHMS, _CalibratorMixin, make_calibrator
 
     if int(pin.split(".")[0]) >= 11:
         assert not any(hasattr(trt, b) for b in ALGORITHMS.values()), "TensorRT 11 still has IInt8 calibrators"
@@ -397,7 +397,7 @@ def _record_builds(trt, pin, ctx, paths):
     objects; returns {name: fake module (its .calls) or the exception raised}."""
     from fake_tensorrt import make_fake_tensorrt
 
-    import trtlab.backends.trt as backend  # imports `tensorrt` at call time, so it gets the hybrid below
+    import trtlab.backends.tensorrt.engine as backend  # imports `tensorrt` at call time, so it gets the hybrid below
 
     cache = ctx.setdefault("_builds", {})  # both build checks share the recorded builds
     results = {}
@@ -499,7 +499,7 @@ def check_build_paths_against_the_real_api(trt, pin, ctx):
     problems = []
     for name, result in results.items():
         if major >= 11 and name.endswith("on 11"):
-            from trtlab.backends.trt import ImplicitInt8Unsupported
+            from trtlab.backends.tensorrt.engine import ImplicitInt8Unsupported
 
             expected = ImplicitInt8Unsupported if "implicit" in name else ValueError
             if not isinstance(result, expected):
@@ -561,8 +561,8 @@ def check_runner_and_inspector_against_the_real_api(trt, pin, ctx):
     and numpy "device" memory: every runtime call exists, fits the real signature and its values convert."""
     from fake_tensorrt import FakeCuda, make_fake_tensorrt
 
-    from trtlab.backends import cuda_rt
-    from trtlab.backends.trt import TrtRunner, inspect_engine
+    from trtlab.backends import cuda_runtime as cuda_rt
+    from trtlab.backends.tensorrt.engine import TrtRunner, inspect_engine
 
     built = _record_builds(trt, pin, ctx, _default_paths(int(pin.split(".")[0]))[:1])["fp32"]
     assert not isinstance(built, Exception), built

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trtlab.__main__ import main
-from trtlab.errors import UserError
+from trtlab.cli.main import main
+from trtlab.core.errors import UserError
 
 ERROR_LINE = re.compile(r"^error: .+ — .+$")
 
@@ -94,7 +94,7 @@ def evaluated(model, photos, ws, capsys):
 
     def intact():
         assert snapshot(ws / "results") == before
-        from trtlab.results import ResultsStore
+        from trtlab.evaluation.results import ResultsStore
 
         for folder in (ws / "results").iterdir():
             assert ResultsStore(folder).load("fp32").top5_indices.shape == (6, 5)
@@ -142,20 +142,20 @@ def test_every_command_prints_one_error_line_and_exits_2(model, photos, ws, tmp_
 
 
 def test_internal_bugs_keep_their_traceback(model, photos, ws, monkeypatch):
-    import trtlab.job
+    import trtlab.workflows.job
 
     def bug(*args, **kwargs):
         raise ZeroDivisionError("a bug in trtlab")
 
-    monkeypatch.setattr(trtlab.job, "run_job", bug)
+    monkeypatch.setattr(trtlab.workflows.job, "run_job", bug)
     with pytest.raises(ZeroDivisionError):
         main(["eval", "--model", str(model), "--data", str(photos), "--workspace", str(ws)])
 
 
 def test_ab_widget_shows_a_user_mistake_as_one_line(model, photos, ws):
     pytest.importorskip("ipywidgets")
-    from trtlab.ab import ab_widgets
-    from trtlab.dataset import Dataset
+    from trtlab.workflows.compare import ab_widgets
+    from trtlab.data.dataset import Dataset
 
     panel = ab_widgets(model, Dataset.from_folder(photos), workspace=ws)
     algorithms = panel.children[0].children[0]
@@ -183,12 +183,12 @@ def test_unreadable_model_files_are_named(content, model, photos, ws, tmp_path, 
 @pytest.mark.parametrize("head,shape", [("detector", "[N, 100, 6]"), ("map", "[N, 1000, 1, 1]")])
 def test_non_classifier_outputs_are_refused_before_inference(head, shape, photos, ws, tmp_path, capsys, evaluated,
                                                               monkeypatch):
-    import trtlab.pipeline
+    import trtlab.evaluation.evaluate
 
     # the output shape is not declared in the graph: shape inference must find it
     bad = make_classifier(tmp_path / f"{head}.onnx", head=head, declare_output_shape=False)
     caches = snapshot(ws / "decode_cache")
-    monkeypatch.setattr(trtlab.pipeline, "infer_cached", lambda *a, **k: pytest.fail("inference ran"))
+    monkeypatch.setattr(trtlab.evaluation.evaluate, "infer_cached", lambda *a, **k: pytest.fail("inference ran"))
     code, err = run_cli(capsys, "eval", "--model", bad, "--data", photos, "--workspace", ws)
     line = one_error_line(err)
     assert code == 2 and f"{head}.onnx" in line and f"has shape {shape}" in line
@@ -198,9 +198,9 @@ def test_non_classifier_outputs_are_refused_before_inference(head, shape, photos
 
 
 def test_a_mistyped_model_is_noticed_before_the_data_is_decoded(photos, ws, tmp_path, capsys, monkeypatch):
-    import trtlab.decode_cache
+    import trtlab.data.decode_cache
 
-    monkeypatch.setattr(trtlab.decode_cache, "build_decode_cache", lambda *a, **k: pytest.fail("decoded"))
+    monkeypatch.setattr(trtlab.data.decode_cache, "build_decode_cache", lambda *a, **k: pytest.fail("decoded"))
     code, err = run_cli(capsys, "eval", "--model", tmp_path / "modle.onnx", "--data", photos, "--workspace", ws)
     assert code == 2 and "modle.onnx does not exist" in one_error_line(err)
     assert not (ws / "decode_cache").exists()
@@ -242,7 +242,7 @@ def test_a_csv_that_matches_no_file_is_an_error(model, photos, ws, tmp_path, cap
 
 
 def test_rows_for_missing_files_are_reported(photos, tmp_path, caplog):
-    from trtlab.dataset import Dataset
+    from trtlab.data.dataset import Dataset
 
     csv_path = tmp_path / "labels.csv"
     csv_path.write_text("file,label\nn01440764/img0.png,0\nimg1.png,1\nghost.png,5\nphantom.jpg,6\n")
@@ -269,7 +269,7 @@ def test_conflicting_duplicate_rows_are_an_error_naming_them(model, photos, ws, 
 
 
 def test_excel_csv_other_headers_and_swapped_columns_are_read(photos, tmp_path):
-    from trtlab.dataset import Dataset, parse_labels_csv
+    from trtlab.data.dataset import Dataset, parse_labels_csv
 
     variants = {
         "excel.csv": "\ufefffile,label\r\nimg0.png,n01440764\r\nimg1.png,1\r\n".encode("utf-8"),
@@ -328,7 +328,7 @@ def test_a_workspace_inside_the_data_folder_is_refused(model, photos, capsys):
 
 # -- found: disk full, read-only workspace, outputs under /kaggle/input -------------------------------------------
 def test_disk_full_while_writing_names_the_path_and_keeps_the_old_file(tmp_path, monkeypatch):
-    from trtlab import workspace
+    from trtlab.core import workspace
 
     target = tmp_path / "record.json"
     workspace.atomic_write_json(target, {"version": 1})
@@ -345,7 +345,7 @@ def test_disk_full_while_writing_names_the_path_and_keeps_the_old_file(tmp_path,
 
 
 def test_disk_full_during_decoding_names_the_crops_file(model, photos, ws, tmp_path, capsys, evaluated, monkeypatch):
-    import trtlab.decode_cache as dc
+    import trtlab.data.decode_cache as dc
 
     more = write_photos(tmp_path / "more", {"n01440764": 2})
 
@@ -362,7 +362,7 @@ def test_disk_full_during_decoding_names_the_crops_file(model, photos, ws, tmp_p
 def test_the_disk_precheck_names_only_flags_that_exist(model, photos, tmp_path, capsys, monkeypatch):
     from collections import namedtuple
 
-    import trtlab.decode_cache as dc
+    import trtlab.data.decode_cache as dc
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(dc.shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 100, 100))
@@ -377,7 +377,7 @@ def test_the_disk_precheck_names_only_flags_that_exist(model, photos, tmp_path, 
 
 
 def test_a_read_only_workspace_is_refused_before_any_work(model, photos, tmp_path, capsys, monkeypatch):
-    import trtlab.validate as validate
+    import trtlab.workflows.checks as validate
 
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system")
@@ -412,8 +412,8 @@ def test_outputs_under_kaggle_input_are_refused_before_computing(command, model,
 # -- found: hand-damaged workspace files ---------------------------------------------------------------------------
 @pytest.mark.parametrize("victim", ["crops.u8", "status.npy", "failures.json", "meta.json"])
 def test_damaged_decode_cache_files_are_set_aside_and_rebuilt(victim, photos, ws, caplog):
-    from trtlab.dataset import Dataset
-    from trtlab.decode_cache import DECODED, build_decode_cache
+    from trtlab.data.dataset import Dataset
+    from trtlab.data.decode_cache import DECODED, build_decode_cache
 
     dataset = Dataset.from_folder(photos)
     first = build_decode_cache(dataset, "tf-lite", ws, progress=False)
@@ -448,8 +448,8 @@ def test_damaged_stored_results_are_set_aside_and_evaluated_again(suffix, model,
 def _cache(tmp_path, lines):
     from dataclasses import asdict
 
-    from trtlab.calib_cache import CacheMetadata
-    from trtlab.workspace import atomic_write_json
+    from trtlab.quantization.calibration_cache import CacheMetadata
+    from trtlab.core.workspace import atomic_write_json
 
     meta = CacheMetadata(model_sha256="ab" * 32, algorithm="entropy", preprocess={"crop": 224}, images=4)
     path = tmp_path / "imported.cache"
@@ -459,7 +459,7 @@ def _cache(tmp_path, lines):
 
 
 def test_an_absurd_imported_scale_is_refused(tmp_path):
-    from trtlab.calib_cache import encode_scale, load_if_valid
+    from trtlab.quantization.calibration_cache import encode_scale, load_if_valid
 
     path, meta = _cache(tmp_path, [f"input: {encode_scale(0.02)}", f"conv_out: {encode_scale(1.7e38)}"])
     with pytest.raises(UserError) as err:
@@ -478,7 +478,7 @@ def test_an_absurd_imported_scale_is_refused(tmp_path):
 
 
 def test_bad_hex_in_a_cache_names_file_and_line(tmp_path):
-    from trtlab.calib_cache import encode_scale, read_calibration_cache
+    from trtlab.quantization.calibration_cache import encode_scale, read_calibration_cache
 
     path, _ = _cache(tmp_path, [f"a: {encode_scale(0.1)}", "b: 3c00zz12"])
     with pytest.raises(UserError) as err:
@@ -512,7 +512,8 @@ def test_messages_go_through_logging_and_q_silences_them(model, photos, ws, caps
 
 
 def test_self_check_line_counts_k_of_n_names_the_cause_and_is_said_once(caplog):
-    from trtlab import log, ort_check
+    from trtlab.core import log
+    from trtlab.evaluation import literal_check as ort_check
 
     log.reset_warnings()
     check = {"images": 8, "disagree": 5, "worst_cosine_optimized_vs_reference": 0.61, "optimized_is_trustworthy": False,
@@ -529,8 +530,8 @@ def test_self_check_line_counts_k_of_n_names_the_cause_and_is_said_once(caplog):
 
 
 def test_a_damaged_sanitized_model_is_set_aside_and_rebuilt(model, ws, caplog):
-    from trtlab.model import inspect_classifier
-    from trtlab.sanitize import sanitize_model
+    from trtlab.graph.classifier import inspect_classifier
+    from trtlab.graph.sanitize import sanitize_model
 
     first = sanitize_model(model, ws)
     good = inspect_classifier(first)
@@ -546,7 +547,7 @@ def test_notebooks_show_info_and_v_shows_debug(monkeypatch):
     import sys
     import types
 
-    from trtlab import log
+    from trtlab.core import log
 
     logger = logging.getLogger("trtlab")
     saved = (list(logger.handlers), logger.level)
@@ -560,9 +561,9 @@ def test_notebooks_show_info_and_v_shows_debug(monkeypatch):
         assert logger.level == logging.INFO and len(logger.handlers) == 1
         stream = io.StringIO()
         log.setup(1, stream=stream)  # -v
-        logging.getLogger("trtlab.decode_cache").debug("a debug note")
+        logging.getLogger("trtlab.data.decode_cache").debug("a debug note")
         log.setup(-1, stream=stream)  # -q
-        logging.getLogger("trtlab.decode_cache").info("an info note")
+        logging.getLogger("trtlab.data.decode_cache").info("an info note")
         assert stream.getvalue() == "[trtlab] a debug note\n" and len(logger.handlers) == 1
     finally:
         for handler in list(logger.handlers):

@@ -14,13 +14,13 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from trtlab.calib_cache import (CacheMetadata, StaleCacheError, decode_scale, encode_scale, load_if_valid,
+from trtlab.quantization.calibration_cache import (CacheMetadata, StaleCacheError, decode_scale, encode_scale, load_if_valid,
                                 read_calibration_cache, trt_version_number, write_calibration_cache)
-from trtlab.calibrate import (ALGORITHMS, TensorHistogram, collect_statistics, compute_thresholds,
+from trtlab.quantization.calibrate import (ALGORITHMS, TensorHistogram, collect_statistics, compute_thresholds,
                               threshold_entropy, threshold_entropy_gtc, threshold_minmax, threshold_percentile)
-from trtlab.quantize import insert_qdq, plan_quantization, quantize_weight
-from trtlab.pipeline import evaluate
-from trtlab.variants import Recipe, build_variant, stats_tensors
+from trtlab.quantization.qdq import insert_qdq, plan_quantization, quantize_weight
+from trtlab.evaluation.evaluate import evaluate
+from trtlab.quantization.variants import Recipe, build_variant, stats_tensors
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
@@ -130,7 +130,7 @@ def test_statistics_memory_does_not_grow_with_image_count(demo_model, demo_cache
 def test_sub_batching_counts_every_value_and_is_logged(demo_model, demo_cache, caplog):
     tensors = stats_tensors(onnx.load(str(demo_model)))
     indices = demo_cache.valid_indices[:12]
-    with caplog.at_level("INFO", logger="trtlab.calibrate"):
+    with caplog.at_level("INFO", logger="trtlab.quantization.calibrate"):
         whole = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=6, progress=False)
         # a budget of ~2 images: the batch of 6 runs as 3 sub-batches of 2
         split = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=6, progress=False,
@@ -184,7 +184,7 @@ def test_weight_quantization_is_per_channel_symmetric():
 
 
 def test_residual_sum_placement_on_real_resnet50_graph(session_workspace):
-    from trtlab.sanitize import sanitize_model
+    from trtlab.graph.sanitize import sanitize_model
 
     path = LIGHT / "light_resnet50.onnx"
     if not path.exists():
@@ -228,8 +228,8 @@ def test_guards_leave_first_and_last_layer_in_float_and_fp16_is_in_the_graph(dem
 
 # -- variants and A/B on real photos -----------------------------------------------------------------------------------
 def test_int8_variants_stay_close_to_fp32_on_real_photos(demo_model, session_workspace):
-    from trtlab.ab import compare
-    from trtlab.demo import demo_dataset, demo_split
+    from trtlab.workflows.compare import compare
+    from trtlab.data.demo import demo_dataset, demo_split
 
     dataset = demo_dataset()
     split = demo_split(dataset)
@@ -286,8 +286,8 @@ def test_reused_calibration_cache_for_another_algorithm_is_refused(demo_model, d
 
 
 def test_ab_widget_callbacks_without_a_browser(demo_model, session_workspace):
-    from trtlab.ab import ab_widgets, recipes_from_selection
-    from trtlab.demo import demo_dataset, demo_split
+    from trtlab.workflows.compare import ab_widgets, recipes_from_selection
+    from trtlab.data.demo import demo_dataset, demo_split
 
     recipes = recipes_from_selection(("minmax", "percentile"), 6, 4, ["last_layer"], "node_Conv_877", "fp16",
                                      99.9, include_fp16=True)
@@ -305,8 +305,8 @@ def test_ab_widget_callbacks_without_a_browser(demo_model, session_workspace):
 
 
 def test_saved_split_is_stratified_disjoint_seeded_and_reused(tmp_path):
-    from trtlab.ab import saved_split
-    from trtlab.dataset import Dataset
+    from trtlab.workflows.compare import saved_split
+    from trtlab.data.dataset import Dataset
 
     labels = np.repeat(np.arange(10), 20)  # 10 classes × 20 images (paths need not exist for splitting)
     dataset = Dataset("toy", [f"/nowhere/{i}.jpg" for i in range(200)], labels)
@@ -497,8 +497,9 @@ def test_self_check_catches_an_onnx_runtime_that_disagrees_with_the_qdq_graph(de
     """ONNX Runtime's optimized INT8 kernels have given wrong answers on Q/DQ graphs (the issue's ModelOpt trap):
     simulate that and check trtlab notices, warns, and still evaluates the literal Q/DQ semantics."""
     from trtlab.backends.ort import OrtRunner
-    from trtlab.results import ResultsStore
-    from trtlab.variants import evaluate_variant, ort_qdq_self_check
+    from trtlab.evaluation.results import ResultsStore
+    from trtlab.evaluation.evaluate import evaluate_variant
+    from trtlab.evaluation.literal_check import ort_qdq_self_check
 
     built = build_variant(demo_model, Recipe(algorithm="minmax"), demo_cache, demo_cache.valid_indices[:6],
                           session_workspace, progress=False)

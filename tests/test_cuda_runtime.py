@@ -9,7 +9,7 @@ import pytest
 
 
 def _cuda_reason() -> str:
-    from trtlab.backends.cuda_rt import cuda_available
+    from trtlab.backends.cuda_runtime import cuda_available
 
     ok, why = cuda_available()
     return "" if ok else f"no CUDA here: {why}"
@@ -21,14 +21,14 @@ pytestmark = pytest.mark.skipif(bool(_SKIP), reason=_SKIP or "n/a")
 
 @pytest.fixture(scope="module")
 def photo_batch(demo_cache):
-    from trtlab.preprocess import normalize_batch
+    from trtlab.data.preprocess import normalize_batch
 
     # C-contiguous, as Runner.check_input hands batches to a backend (normalize_batch returns a transposed view)
     return np.ascontiguousarray(normalize_batch(demo_cache.crops[demo_cache.valid_indices], demo_cache.preprocess))
 
 
 def test_device_info_names_the_gpu():
-    from trtlab.backends.cuda_rt import device_info
+    from trtlab.backends.cuda_runtime import device_info
 
     info = device_info()
     major, minor = (int(x) for x in info["compute_capability"].split("."))
@@ -37,7 +37,7 @@ def test_device_info_names_the_gpu():
 
 
 def test_real_batch_roundtrips_through_pinned_and_device_buffers_on_a_stream(photo_batch):
-    from trtlab.backends.cuda_rt import DeviceBuffer, Event, PinnedBuffer, Stream
+    from trtlab.backends.cuda_runtime import DeviceBuffer, Event, PinnedBuffer, Stream
 
     with Stream() as stream, DeviceBuffer(photo_batch.nbytes) as device, \
             PinnedBuffer(photo_batch.shape) as pinned_in, PinnedBuffer(photo_batch.shape) as pinned_out:
@@ -56,7 +56,7 @@ def test_real_batch_roundtrips_through_pinned_and_device_buffers_on_a_stream(pho
 
 
 def test_pageable_copies_work_too_and_sync_copies_without_stream(photo_batch):
-    from trtlab.backends.cuda_rt import DeviceBuffer
+    from trtlab.backends.cuda_runtime import DeviceBuffer
 
     back = np.empty_like(photo_batch)
     with DeviceBuffer(photo_batch.nbytes) as device:
@@ -66,7 +66,7 @@ def test_pageable_copies_work_too_and_sync_copies_without_stream(photo_batch):
 
 
 def test_copy_timing_reports_both_memory_kinds(photo_batch):
-    from trtlab.backends.cuda_rt import time_copies
+    from trtlab.backends.cuda_runtime import time_copies
 
     result = time_copies(photo_batch, repeats=5, warmup=1)
     assert result["roundtrip_ok"]
@@ -76,7 +76,7 @@ def test_copy_timing_reports_both_memory_kinds(photo_batch):
 
 
 def test_oversized_or_strided_copies_are_refused_with_the_fix():
-    from trtlab.backends.cuda_rt import DeviceBuffer
+    from trtlab.backends.cuda_runtime import DeviceBuffer
 
     with DeviceBuffer(16) as device, pytest.raises(ValueError, match="32 bytes does not fit the 16-byte"):
         device.copy_from_host(np.zeros(8, np.float32))
@@ -90,9 +90,9 @@ def test_calibrator_get_batch_returns_device_pointers_holding_the_batch(demo_cac
     pointers (not host ones) to the normalised batch, then None when the data runs out."""
     import types
 
-    from trtlab.backends.cuda_rt import check, cudart
-    from trtlab.backends.trt_calibrator import cache_identity, calibration_indices, make_calibrator
-    from trtlab.preprocess import normalize_batch
+    from trtlab.backends.cuda_runtime import check, cudart
+    from trtlab.backends.tensorrt.calibrator import cache_identity, calibration_indices, make_calibrator
+    from trtlab.data.preprocess import normalize_batch
 
     class _Base:  # stands in for trt.IInt8EntropyCalibrator2, whose only duty here is the explicit __init__
         def __init__(self):

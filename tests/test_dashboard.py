@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trtlab import metrics
-from trtlab.results import ResultsStore, VariantResult, top5_from_logits
+from trtlab.evaluation import metrics
+from trtlab.evaluation.results import ResultsStore, VariantResult, top5_from_logits
 
 # ----------------------------------------------------------------------------------------------------------------
 # A hand-built result set: 8 images, 6 classes. Each image's logits are a ranking: the class listed first gets 5,
@@ -223,7 +223,7 @@ def _texts(fig):
 
 
 def test_figures_render_with_expected_titles_and_axes(hand_store):
-    from trtlab import dashboard
+    from trtlab.views import dashboard
 
     dash = dashboard.build_dashboard(hand_store)
     assert dash.reference == "fp32" and dash.compared == ["fp16", "int8-a"]
@@ -285,7 +285,7 @@ class _HtmlAudit(html.parser.HTMLParser):
 
 
 def test_html_report_is_self_contained_and_atomic(hand_store, tmp_path):
-    from trtlab import dashboard
+    from trtlab.views import dashboard
 
     dash = dashboard.build_dashboard(hand_store)
     path = dash.write_html(tmp_path / "out" / "dash.html")
@@ -302,7 +302,7 @@ def test_html_report_is_self_contained_and_atomic(hand_store, tmp_path):
 
 
 def test_dashboard_states_what_it_cannot_show(hand_store, unlabelled_store, tmp_path):
-    from trtlab import dashboard
+    from trtlab.views import dashboard
 
     dash = dashboard.build_dashboard(unlabelled_store)
     assert any("None of the 8 images is labelled" in note for note in dash.notes)
@@ -329,7 +329,7 @@ def test_dashboard_states_what_it_cannot_show(hand_store, unlabelled_store, tmp_
 
 
 def test_resolve_selection():
-    from trtlab.dashboard import resolve_selection
+    from trtlab.views.dashboard import resolve_selection
 
     stored = ["fp16", "fp32", "int8-a"]
     assert resolve_selection(stored) == (["fp32", "fp16", "int8-a"], "fp32")
@@ -342,7 +342,7 @@ def test_resolve_selection():
 
 
 def test_fp16_reference_found_by_name_or_recipe(hand_store):
-    from trtlab.dashboard import build_dashboard, fp16_variant
+    from trtlab.views.dashboard import build_dashboard, fp16_variant
 
     results = hand_store.load_all()
     assert fp16_variant(results) == "fp16"
@@ -356,7 +356,7 @@ def test_fp16_reference_found_by_name_or_recipe(hand_store):
 
 
 def test_widget_callbacks_without_a_browser(hand_store):
-    from trtlab import dashboard
+    from trtlab.views import dashboard
 
     controls = dashboard.controls(hand_store)
     assert controls.variants.options == ("fp32", "fp16", "int8-a") and controls.reference.value == "fp32"
@@ -375,7 +375,7 @@ def test_widget_callbacks_without_a_browser(hand_store):
 
 
 def test_cli_writes_report(hand_store, tmp_path, capsys):
-    from trtlab.__main__ import main
+    from trtlab.cli.main import main
 
     out = tmp_path / "cli" / "dashboard.html"
     assert main(["dashboard", "--store", str(hand_store.folder), "--variants", "fp32,int8-a", "--out", str(out),
@@ -411,9 +411,9 @@ def _weights_fake_quantized(source: Path, target: Path, levels: int) -> Path:
 
 @pytest.fixture(scope="module")
 def real_store(demo_model, demo_cache, session_workspace, tmp_path_factory):
-    from trtlab.identity import Experiment
-    from trtlab.model import inspect_classifier
-    from trtlab.pipeline import evaluate
+    from trtlab.evaluation.identity import Experiment
+    from trtlab.graph.classifier import inspect_classifier
+    from trtlab.evaluation.evaluate import evaluate
 
     # Under <workspace>/results, beside the demo's decode cache, as evaluations normally are.
     store = ResultsStore(session_workspace / "results" / "dashboard-test-real")
@@ -427,7 +427,7 @@ def real_store(demo_model, demo_cache, session_workspace, tmp_path_factory):
 
 
 def test_real_results_flips_and_significance(real_store, demo_cache, session_workspace):
-    from trtlab import dashboard
+    from trtlab.views import dashboard
 
     dash = dashboard.build_dashboard(real_store)
     reference, variant = dash.results["fp32"], dash.results["weights-7bit"]

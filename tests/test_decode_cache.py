@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trtlab.dataset import Dataset
-from trtlab.decode_cache import (DECODED, FAILED, InsufficientDiskSpace, build_decode_cache, cache_folder,
+from trtlab.data.dataset import Dataset
+from trtlab.data.decode_cache import (DECODED, FAILED, InsufficientDiskSpace, build_decode_cache, cache_folder,
                                  estimate_cache_bytes)
-from trtlab.preprocess import decode_image, get_preprocess
+from trtlab.data.preprocess import decode_image, get_preprocess
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -129,8 +129,8 @@ def test_stop_after_then_resume_equals_uninterrupted(photo_variants, tmp_path):
 
 _CHILD = """
 import json, sys
-from trtlab.dataset import Dataset
-from trtlab.decode_cache import build_decode_cache
+from trtlab.data.dataset import Dataset
+from trtlab.data.decode_cache import build_decode_cache
 paths = json.load(open(sys.argv[1]))
 build_decode_cache(Dataset("variants", paths), "tf-lite", sys.argv[2], workers=2, pool=sys.argv[3], chunk_size=8,
                    progress=False)
@@ -181,7 +181,7 @@ def test_status_without_failure_reason_is_decoded_again(demo_data, tmp_path):
 def test_disk_estimate_refuses_when_cache_does_not_fit(demo_data, tmp_path, monkeypatch, caplog):
     assert estimate_cache_bytes(50_000, "tf-lite") == 50_000 * 224 * 224 * 3  # ≈ 7.5 GB
     real = shutil.disk_usage(tmp_path)
-    monkeypatch.setattr("trtlab.decode_cache.shutil.disk_usage",
+    monkeypatch.setattr("trtlab.data.decode_cache.shutil.disk_usage",
                         lambda path: real._replace(free=1_000_000))  # 1 MB free; the demo cache needs 3.9 MB
     with pytest.raises(InsufficientDiskSpace, match=r"needs 3\.91 MB more but only 1\.00 MB is free.*check_disk=False"):
         build_decode_cache(demo_data, "tf-lite", tmp_path, progress=False)

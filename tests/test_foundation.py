@@ -8,17 +8,17 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from trtlab.metrics import accuracy, agreement, variant_table, wilson_interval
-from trtlab.model import ModelInputError, inspect_classifier
-from trtlab.pipeline import evaluate
-from trtlab.preprocess import normalize_batch
-from trtlab.results import ResultsStore
+from trtlab.evaluation.metrics import accuracy, agreement, variant_table, wilson_interval
+from trtlab.graph.classifier import ModelInputError, inspect_classifier
+from trtlab.evaluation.evaluate import evaluate
+from trtlab.data.preprocess import normalize_batch
+from trtlab.evaluation.results import ResultsStore
 
 
 def test_exported_onnx_matches_pytorch_top1_on_demo_photos(demo_model, demo_cache):
     torch = pytest.importorskip("torch")
     from trtlab.backends.ort import OrtRunner
-    from trtlab.demo import load_torch_model
+    from trtlab.data.demo import load_torch_model
 
     info = inspect_classifier(demo_model)
     assert info.input_shape[1:] == (3, 224, 224) and info.dynamic_batch and info.opset >= 17
@@ -79,12 +79,12 @@ def test_evaluate_stores_results_and_reuses_them(demo_model, demo_cache, session
 
 
 def test_metrics_on_hand_made_results():
-    from trtlab.results import VariantResult
+    from trtlab.evaluation.results import VariantResult
 
     logits_a = np.array([[3, 1, 0, 0, 0, 0], [0, 3, 1, 0, 0, 0], [0, 0, 3, 1, 0, 0], [1, 0, 0, 3, 0, 0]], np.float32)
     logits_b = logits_a.copy()
     logits_b[3] = [3, 0, 0, 1, 0, 0]  # image 3 flips from class 3 to class 0
-    from trtlab.results import top5_from_logits
+    from trtlab.evaluation.results import top5_from_logits
 
     def result(name, logits):
         idx, prob = top5_from_logits(logits)
@@ -105,7 +105,7 @@ def test_metrics_on_hand_made_results():
 
 
 def test_results_store_rejects_unsafe_variant_names(tmp_path):
-    from trtlab.results import VariantResult
+    from trtlab.evaluation.results import VariantResult
 
     store = ResultsStore(tmp_path)
     bad = VariantResult("../escape", ["x"], np.array([0]), np.zeros((1, 5), np.int32), np.zeros((1, 5), np.float32),
@@ -115,7 +115,7 @@ def test_results_store_rejects_unsafe_variant_names(tmp_path):
 
 
 def test_kaggle_input_is_never_a_write_target():
-    from trtlab.workspace import atomic_write_text, workspace_dir
+    from trtlab.core.workspace import atomic_write_text, workspace_dir
 
     with pytest.raises(PermissionError, match="read-only"):
         workspace_dir("/kaggle/input/my-dataset/out")
@@ -124,7 +124,7 @@ def test_kaggle_input_is_never_a_write_target():
 
 
 def test_demo_job_writes_report(session_workspace, demo_model):
-    from trtlab.job import run_demo
+    from trtlab.workflows.job import run_demo
 
     job = run_demo(session_workspace, progress=False)
     assert job.report["png"].stat().st_size > 20_000
@@ -142,8 +142,8 @@ def test_eval_cli_on_a_wnid_folder_with_the_torchvision_preset(photo_folder, ses
     weights) on a folder with one sub-folder per WNID, with the torchvision preset."""
     from pathlib import Path
 
-    from trtlab.__main__ import main
-    from trtlab.dataset import Dataset
+    from trtlab.cli.main import main
+    from trtlab.data.dataset import Dataset
 
     resnet = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_resnet50.onnx"
     if not resnet.exists():
@@ -155,7 +155,7 @@ def test_eval_cli_on_a_wnid_folder_with_the_torchvision_preset(photo_folder, ses
     captured = capsys.readouterr()
     out = captured.out + captured.err  # the fixed-batch note is a log message (stderr); the report path is output
     assert "fixed batch of 1" in out and "report:" in out
-    from trtlab.dashboard import find_result_stores
+    from trtlab.views.dashboard import find_result_stores
 
     store = next(ResultsStore(p) for p in find_result_stores(session_workspace)
                  if ResultsStore(p).experiment.model_name == "light_resnet50")

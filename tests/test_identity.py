@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from trtlab.identity import LegacyStoreError, MixedExperimentError
-from trtlab.results import ResultsStore, VariantResult, top5_from_logits
-from trtlab.variants import CalibrationSizeError, Recipe
+from trtlab.evaluation.identity import LegacyStoreError, MixedExperimentError
+from trtlab.evaluation.results import ResultsStore, VariantResult, top5_from_logits
+from trtlab.quantization.variants import CalibrationSizeError, Recipe
 
 
 def _hand_result(name, labels, top1, classes=10, record=None):
@@ -30,9 +30,9 @@ def _hand_result(name, labels, top1, classes=10, record=None):
 def test_two_models_on_one_folder_keep_both_results_and_are_never_mixed(demo_model, photo_folder, tmp_path,
                                                                         capsys):
     from test_dashboard import _weights_fake_quantized
-    from trtlab import dashboard
-    from trtlab.__main__ import main
-    from trtlab.model import inspect_classifier
+    from trtlab.views import dashboard
+    from trtlab.cli.main import main
+    from trtlab.graph.classifier import inspect_classifier
 
     workspace = tmp_path / "ws"
     other = _weights_fake_quantized(demo_model, tmp_path / "lite0-w7.onnx", 63)
@@ -61,9 +61,9 @@ def test_two_models_on_one_folder_keep_both_results_and_are_never_mixed(demo_mod
     assert "refusing to compare" in capsys.readouterr().err
 
     # Writing the other model's result into this store is refused too; what was stored is intact.
-    from trtlab.dataset import Dataset
-    from trtlab.decode_cache import build_decode_cache
-    from trtlab.pipeline import evaluate
+    from trtlab.data.dataset import Dataset
+    from trtlab.data.decode_cache import build_decode_cache
+    from trtlab.evaluation.evaluate import evaluate
 
     cache = build_decode_cache(Dataset.from_folder(photo_folder), "tf-lite", workspace, progress=False)
     with pytest.raises(MixedExperimentError, match="each results store holds one experiment"):
@@ -77,9 +77,9 @@ def test_two_models_on_one_folder_keep_both_results_and_are_never_mixed(demo_mod
 
 
 def test_consistency_table_refuses_results_of_different_experiments(demo_model, demo_cache, tmp_path):
-    from trtlab import metrics
-    from trtlab.identity import Experiment
-    from trtlab.model import inspect_classifier
+    from trtlab.evaluation import metrics
+    from trtlab.evaluation.identity import Experiment
+    from trtlab.graph.classifier import inspect_classifier
 
     experiment = Experiment.for_evaluation(inspect_classifier(demo_model), demo_cache, range(4))
     other = Experiment.for_evaluation(inspect_classifier(demo_model), demo_cache, range(1, 5))  # other images
@@ -98,8 +98,8 @@ def test_consistency_table_refuses_results_of_different_experiments(demo_model, 
 # ----------------------------------------------------------------------------------------------------------------
 
 def test_two_calibration_sizes_give_two_stored_variants(demo_model, session_workspace):
-    from trtlab.ab import ab_widgets, compare
-    from trtlab.demo import demo_dataset, demo_split
+    from trtlab.workflows.compare import ab_widgets, compare
+    from trtlab.data.demo import demo_dataset, demo_split
 
     dataset = demo_dataset()
     split = demo_split(dataset)  # 6 calibration photos
@@ -147,7 +147,7 @@ def test_a_label_held_by_another_variant_is_never_overwritten(tmp_path):
 
 def test_imported_calibration_cache_is_part_of_the_variant_identity(demo_model, demo_cache, session_workspace,
                                                                     tmp_path):
-    from trtlab.variants import build_variant
+    from trtlab.quantization.variants import build_variant
 
     calib = demo_cache.valid_indices[:6]
     cache_path = tmp_path / "lite0.cache"
@@ -170,8 +170,8 @@ def test_imported_calibration_cache_is_part_of_the_variant_identity(demo_model, 
 # ----------------------------------------------------------------------------------------------------------------
 
 def test_a_store_from_trtlab_0_1_is_refused_with_the_command_that_rebuilds_it(tmp_path, capsys):
-    from trtlab import dashboard
-    from trtlab.__main__ import main
+    from trtlab.views import dashboard
+    from trtlab.cli.main import main
 
     workspace = tmp_path / "ws"
     old = workspace / "results" / "demo-photos-0123456789ab"
@@ -195,9 +195,9 @@ def test_a_store_from_trtlab_0_1_is_refused_with_the_command_that_rebuilds_it(tm
 
 
 def test_wilson_bounds_stay_in_range_and_a_perfect_score_renders(tmp_path):
-    from trtlab.dashboard import build_dashboard
-    from trtlab.metrics import wilson_interval
-    from trtlab.report import write_report
+    from trtlab.views.dashboard import build_dashboard
+    from trtlab.evaluation.metrics import wilson_interval
+    from trtlab.views.report import write_report
 
     for n in range(1, 1001):
         for hits in (0, n):
@@ -217,7 +217,7 @@ def test_wilson_bounds_stay_in_range_and_a_perfect_score_renders(tmp_path):
 
 
 def test_dashboard_of_ten_variants_compares_each_with_the_reference(tmp_path):
-    from trtlab.dashboard import build_dashboard
+    from trtlab.views.dashboard import build_dashboard
 
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 10, 60)
@@ -254,7 +254,7 @@ def test_prepared_data_is_what_later_notebooks_use(photo_folder, tmp_path, caplo
     import os
 
     import trtlab
-    from trtlab.imagenet import ImageNetPrepError, prepare_imagenet
+    from trtlab.data.imagenet import ImageNetPrepError, prepare_imagenet
 
     caplog.set_level(logging.INFO, logger="trtlab")
     workspace = tmp_path / "ws"
@@ -281,8 +281,8 @@ def test_prepared_data_is_what_later_notebooks_use(photo_folder, tmp_path, caplo
 
 
 def test_ab_plot_displays_as_png(demo_model, session_workspace):
-    from trtlab.ab import compare
-    from trtlab.demo import demo_dataset, demo_split
+    from trtlab.workflows.compare import compare
+    from trtlab.data.demo import demo_dataset, demo_split
 
     dataset = demo_dataset()
     result = compare(demo_model, dataset, [Recipe(algorithm="minmax")], split=demo_split(dataset),

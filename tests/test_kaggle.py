@@ -48,7 +48,7 @@ def test_a_folder_named_trtlab_in_the_working_directory_does_not_shadow_the_pack
 def test_workspace_does_not_depend_on_the_current_directory(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("TRTLAB_WORKSPACE", "TRTLAB_KAGGLE_ROOT")}
     env["TRTLAB_KAGGLE_ROOT"] = str(tmp_path / "no-kaggle-here")
-    code = "from trtlab.workspace import default_workspace; print(default_workspace()[0])"
+    code = "from trtlab.core.workspace import default_workspace; print(default_workspace()[0])"
     first = _python(code, REPO / "notebooks", env)
     second = _python(code, tmp_path, env)
     assert first == second == str(REPO / "runs")

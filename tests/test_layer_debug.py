@@ -12,8 +12,8 @@ import numpy as np
 import onnx
 import pytest
 
-from trtlab.layer_debug import ErrorSums, LayerDebugger, _session, compared_tensors, debug_main
-from trtlab.variants import Recipe
+from trtlab.debug.layer_debug import ErrorSums, LayerDebugger, _session, compared_tensors, debug_main
+from trtlab.quantization.variants import Recipe
 
 REPO = Path(__file__).resolve().parents[1]
 IMAGES = 4  # evaluation photos for the tensor comparison and the 2 × 50 sensitivity runs (one batch)
@@ -24,7 +24,7 @@ TARGET = 0.995
 def _broken_layer(debugger: LayerDebugger) -> str:
     """The first layer past the middle of the network whose input tensor is read by that layer only (so guarding
     the layer removes the broken Q/DQ entirely)."""
-    from trtlab.quantize import plan_quantization
+    from trtlab.quantization.qdq import plan_quantization
 
     plan = plan_quantization(debugger.fp32, ())
     middle = len(debugger.layers) // 2
@@ -35,7 +35,7 @@ def _broken_layer(debugger: LayerDebugger) -> str:
 
 @pytest.fixture(scope="module")
 def split(demo_data):
-    from trtlab.demo import demo_split
+    from trtlab.data.demo import demo_split
 
     return demo_split(demo_data)
 
@@ -138,10 +138,10 @@ def test_tensor_errors_find_the_broken_layer_where_the_error_jumps(clean, broken
 
 MEMORY_PROBE = """
 import resource, sys
-from trtlab.decode_cache import build_decode_cache
-from trtlab.demo import demo_dataset, demo_split
-from trtlab.layer_debug import LayerDebugger
-from trtlab.variants import Recipe
+from trtlab.data.decode_cache import build_decode_cache
+from trtlab.data.demo import demo_dataset, demo_split
+from trtlab.debug.layer_debug import LayerDebugger
+from trtlab.quantization.variants import Recipe
 workspace, model, images = sys.argv[1], sys.argv[2], int(sys.argv[3])
 data = demo_dataset()
 split = demo_split(data)
@@ -238,7 +238,7 @@ def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(brok
     assert producers.get(guarded.input[0]) != "DequantizeLinear" and guarded.input[1] not in producers
 
     # TensorRT 10 implicit builds resolve the same guards on the exported (unsanitized) ONNX.
-    from trtlab.fp16 import resolve_guard_nodes
+    from trtlab.graph.precision import resolve_guard_nodes
 
     resolved = resolve_guard_nodes(onnx.load(str(broken.model_path), load_external_data=False), found.guards)
     assert [g.name for g in resolved][: len(found.added)] == sorted(found.added, key=broken.all_layers.index)

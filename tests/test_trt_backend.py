@@ -37,7 +37,7 @@ def fake_trt11(monkeypatch):
 
 
 def _build(model, precision="fp32", tmp_path=None, **kw):
-    from trtlab.backends.trt import build_engine
+    from trtlab.backends.tensorrt.engine import build_engine
 
     return build_engine(model, precision, workspace=tmp_path, gpu=GPU, progress=False, **kw)
 
@@ -49,7 +49,7 @@ def test_fp16_conversion_keeps_guarded_nodes_fp32_and_boundary_float32(demo_mode
     import onnx
     from onnx import TensorProto
 
-    from trtlab.fp16 import convert_to_fp16
+    from trtlab.graph.precision import convert_to_fp16
 
     out = tmp_path / "lite0.fp16.onnx"
     result = convert_to_fp16(demo_model, guards=["first_layer", "last_layer"], output_path=out)
@@ -76,8 +76,8 @@ def test_fp16_conversion_keeps_guarded_nodes_fp32_and_boundary_float32(demo_mode
 def test_fp16_model_agrees_with_fp32_on_the_demo_photos(demo_model, demo_cache, tmp_path):
     import onnxruntime as ort
 
-    from trtlab.fp16 import convert_to_fp16
-    from trtlab.preprocess import normalize_batch
+    from trtlab.graph.precision import convert_to_fp16
+    from trtlab.data.preprocess import normalize_batch
 
     out = tmp_path / "lite0.fp16.onnx"
     convert_to_fp16(demo_model, output_path=out)
@@ -93,7 +93,7 @@ def test_fp16_model_agrees_with_fp32_on_the_demo_photos(demo_model, demo_cache, 
 
 
 def test_fp16_conversion_rejects_unknown_guards_with_the_fix(demo_model):
-    from trtlab.fp16 import convert_to_fp16
+    from trtlab.graph.precision import convert_to_fp16
 
     with pytest.raises(ValueError, match="no node named 'nope'"):
         convert_to_fp16(demo_model, guards=["node:nope"])
@@ -234,7 +234,7 @@ def test_int8_of_a_model_without_qdq_is_refused(fake_trt, demo_model, tmp_path):
 
 
 def test_implicit_int8_on_trt11_explains_the_explicit_path(fake_trt11, demo_model, demo_cache, tmp_path):
-    from trtlab.backends.trt import ImplicitInt8Unsupported
+    from trtlab.backends.tensorrt.engine import ImplicitInt8Unsupported
 
     with pytest.raises(ImplicitInt8Unsupported) as info:
         _build(demo_model, "int8-implicit", tmp_path, calibration=demo_cache)
@@ -267,7 +267,7 @@ def test_implicit_int8_on_trt10_wires_calibrator_and_calibration_profile(fake_tr
 
 
 def test_calibration_cache_roundtrip_and_foreign_cache_refused(fake_trt10, demo_model, demo_cache, tmp_path):
-    from trtlab.backends.trt_calibrator import (CalibrationCacheMismatch, cache_identity, calibration_indices,
+    from trtlab.backends.tensorrt.calibrator import (CalibrationCacheMismatch, cache_identity, calibration_indices,
                                                 make_calibrator)
 
     indices = calibration_indices(demo_cache, None, 8)
@@ -291,7 +291,7 @@ def test_calibration_cache_roundtrip_and_foreign_cache_refused(fake_trt10, demo_
 
 
 def test_parser_errors_name_the_onnx_nodes(fake_trt, demo_model, tmp_path):
-    from trtlab.backends.trt import OnnxParseError
+    from trtlab.backends.tensorrt.engine import OnnxParseError
 
     fake_trt.parser_failures = [(4, "Assertion failed: unsupported padding mode")]
     with pytest.raises(OnnxParseError) as info:
@@ -300,7 +300,7 @@ def test_parser_errors_name_the_onnx_nodes(fake_trt, demo_model, tmp_path):
 
 
 def test_failed_build_reports_and_writes_nothing(fake_trt, demo_model, tmp_path):
-    from trtlab.backends.trt import EngineBuildError
+    from trtlab.backends.tensorrt.engine import EngineBuildError
 
     fake_trt.build_returns_none = True
     with pytest.raises(EngineBuildError, match="could not build the fp32 engine"):
@@ -309,7 +309,7 @@ def test_failed_build_reports_and_writes_nothing(fake_trt, demo_model, tmp_path)
 
 
 def test_engine_from_another_tensorrt_or_gpu_is_refused_with_the_rebuild_command(fake_trt10, demo_model, tmp_path):
-    from trtlab.backends.trt import EngineCompatibilityError, check_engine_compatible
+    from trtlab.backends.tensorrt.engine import EngineCompatibilityError, check_engine_compatible
 
     build = _build(demo_model, "fp16", tmp_path, guards=("first_layer",))
     assert check_engine_compatible(build.engine_path, "10.9.0.34", GPU)["recipe_hash"]
@@ -337,7 +337,7 @@ def test_engine_of_another_version_is_rebuilt_not_reused(demo_model, tmp_path, m
 
 
 def test_runner_runs_an_engine_in_chunks_of_its_max_batch(fake_trt, demo_model, tmp_path, monkeypatch):
-    from trtlab.backends.trt import TrtRunner
+    from trtlab.backends.tensorrt.engine import TrtRunner
 
     trt = fake_trt
     FakeCuda(trt, GPU).install(monkeypatch.setattr)  # numpy "device" memory: the runner's logic, not CUDA's
@@ -357,7 +357,7 @@ def test_runner_runs_an_engine_in_chunks_of_its_max_batch(fake_trt, demo_model, 
 
 
 def test_runner_refuses_an_engine_tensorrt_cannot_deserialize(fake_trt, demo_model, tmp_path, monkeypatch):
-    from trtlab.backends.trt import EngineCompatibilityError, TrtRunner
+    from trtlab.backends.tensorrt.engine import EngineCompatibilityError, TrtRunner
 
     FakeCuda(fake_trt, GPU).install(monkeypatch.setattr)
     build = _build(demo_model, "fp32", tmp_path)
@@ -367,7 +367,7 @@ def test_runner_refuses_an_engine_tensorrt_cannot_deserialize(fake_trt, demo_mod
 
 
 def test_inspect_engine_goes_through_the_engine_inspector(fake_trt, demo_model, tmp_path, monkeypatch):
-    from trtlab.backends.trt import inspect_engine
+    from trtlab.backends.tensorrt.engine import inspect_engine
 
     trt = fake_trt
     FakeCuda(trt, GPU).install(monkeypatch.setattr)
@@ -397,7 +397,7 @@ def _layer(name, kind, inputs, outputs, v11=False):
 
 @pytest.mark.parametrize("v11", [False, True], ids=["trt10-schema", "trt11-schema"])
 def test_engine_information_parsing_counts_layers_really_running_int8(v11):
-    from trtlab.backends.trt import parse_engine_information
+    from trtlab.backends.tensorrt.engine import parse_engine_information
 
     info = {"Layers": [
         _layer("node_Conv_881", "Convolution", ["FP32"], ["FP16"], v11),
@@ -414,14 +414,14 @@ def test_engine_information_parsing_counts_layers_really_running_int8(v11):
 
 
 def test_engine_information_without_detailed_verbosity_says_how_to_fix():
-    from trtlab.backends.trt import parse_engine_information
+    from trtlab.backends.tensorrt.engine import parse_engine_information
 
     with pytest.raises(ValueError, match="ProfilingVerbosity.DETAILED"):
         parse_engine_information({"Layers": ["node_Conv_881", "node_linear"]})
 
 
 def test_latency_stats_and_int8_vs_fp16_table():
-    from trtlab.backends.trt import latency_stats, latency_table
+    from trtlab.backends.tensorrt.engine import latency_stats, latency_table
 
     stats = latency_stats(np.arange(1, 101, dtype=float), batch_size=8)
     assert stats["p50_ms"] == pytest.approx(50.5) and stats["p90_ms"] == pytest.approx(90.1)
@@ -437,7 +437,7 @@ def test_latency_stats_and_int8_vs_fp16_table():
 
 
 def test_build_cli_without_tensorrt_says_so(monkeypatch, capsys):
-    from trtlab.backends.trt import build_main
+    from trtlab.backends.tensorrt.engine import build_main
 
     monkeypatch.setitem(sys.modules, "tensorrt", None)  # `import tensorrt` raises ImportError
     assert build_main(["--precision", "fp16"]) == 2
@@ -447,7 +447,7 @@ def test_build_cli_without_tensorrt_says_so(monkeypatch, capsys):
 
 def test_build_cli_legacy_weakly_typed_flag_reaches_the_builder(fake_trt10, demo_model, tmp_path, monkeypatch,
                                                                 capsys):
-    from trtlab.backends.trt import build_main
+    from trtlab.backends.tensorrt.engine import build_main
 
     trt = fake_trt10
     FakeCuda(trt, GPU).install(monkeypatch.setattr)  # the CLI asks the (fake) GPU for its name
@@ -461,7 +461,7 @@ def test_build_cli_legacy_weakly_typed_flag_reaches_the_builder(fake_trt10, demo
 
 
 def test_build_engines_falls_back_to_onnx_runtime_and_benchmarks(monkeypatch, demo_model, session_workspace, caplog):
-    from trtlab.backends import trt as trt_backend
+    from trtlab.backends.tensorrt import engine as trt_backend
 
     monkeypatch.setitem(sys.modules, "tensorrt", None)
     caplog.set_level("INFO", logger="trtlab")
@@ -484,7 +484,7 @@ def _tensorrt_reason() -> str:
         import tensorrt  # noqa: F401
     except Exception as exc:
         return f"TensorRT does not import here ({type(exc).__name__}); real-TensorRT tests need a GPU with TensorRT 10/11"
-    from trtlab.backends.cuda_rt import cuda_available
+    from trtlab.backends.cuda_runtime import cuda_available
 
     ok, why = cuda_available()
     return "" if ok else f"TensorRT imports but CUDA is not usable: {why}"
@@ -498,8 +498,8 @@ def test_real_tensorrt_variants_agree_with_onnx_runtime(demo_model, demo_cache, 
     import tensorrt as trt
 
     from trtlab.backends import make_runner
-    from trtlab.backends.trt import TrtRunner, build_engine, find_qdq_model, inspect_engine, tensorrt_major
-    from trtlab.preprocess import normalize_batch
+    from trtlab.backends.tensorrt.engine import TrtRunner, build_engine, find_qdq_model, inspect_engine, tensorrt_major
+    from trtlab.data.preprocess import normalize_batch
 
     batch = normalize_batch(demo_cache.crops[demo_cache.valid_indices], demo_cache.preprocess)
     with make_runner(demo_model, backend="ort") as ort_runner:
@@ -507,7 +507,7 @@ def test_real_tensorrt_variants_agree_with_onnx_runtime(demo_model, demo_cache, 
     variants = {"fp32": (demo_model, "fp32", 0.95), "fp16": (demo_model, "fp16", 0.95)}
     if tensorrt_major(trt) == 10:
         variants["int8-implicit"] = (demo_model, "int8-implicit", 0.8)
-    from trtlab.variants import Recipe, build_variant
+    from trtlab.quantization.variants import Recipe, build_variant
 
     qdq = build_variant(demo_model, Recipe(calibration_images=24, calibration_batch=8), demo_cache,
                         demo_cache.valid_indices, workspace=session_workspace, progress=False).model_path

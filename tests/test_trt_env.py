@@ -1,4 +1,4 @@
-"""trtlab.trt_env on real tiny shared libraries built with the C compiler, inside deliberately broken trees.
+"""trtlab.env.trt_env on real tiny shared libraries built with the C compiler, inside deliberately broken trees.
 
 The libraries imitate TensorRT's: versioned file names, SONAMEs with the major version, a
 ``tensorrt_version_MAJOR_MINOR_PATCH_BUILD`` export, and libnvonnxparser / libnvinfer_plugin linked against
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from trtlab import trt_env
+from trtlab.env import trt_env
 
 REPO = Path(__file__).resolve().parents[1]
-TRT_ENV_FILE = REPO / "trtlab" / "trt_env.py"
+TRT_ENV_FILE = REPO / "trtlab" / "env" / "trt_env.py"
 CC = shutil.which("gcc") or shutil.which("cc")
 needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler (gcc/cc) on PATH: cannot build the test libraries")
 PY_TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"

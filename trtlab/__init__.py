@@ -10,41 +10,49 @@ import importlib
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "workspace_dir": "workspace",
-    "Preprocess": "preprocess", "get_preprocess": "preprocess", "PRESETS": "preprocess",
-    "Dataset": "dataset",
-    "build_decode_cache": "decode_cache", "DecodeCache": "decode_cache",
-    "make_split": "split", "Split": "split",
-    "inspect_classifier": "model",
+    "workspace_dir": "core.workspace",
+    "Preprocess": "data.preprocess", "get_preprocess": "data.preprocess", "PRESETS": "data.preprocess",
+    "Dataset": "data.dataset",
+    "build_decode_cache": "data.decode_cache", "DecodeCache": "data.decode_cache",
+    "make_split": "data.split", "Split": "data.split",
+    "inspect_classifier": "graph.classifier",
     "make_runner": "backends", "available_backends": "backends",
-    "ResultsStore": "results", "VariantResult": "results",
-    "accuracy": "metrics", "agreement": "metrics", "per_class_accuracy": "metrics", "variant_table": "metrics",
-    "evaluate": "pipeline",
-    "write_report": "report", "plot_summary": "report",
-    "run_demo": "job", "run_job": "job", "print_summary": "job",
-    "demo_dataset": "demo", "export_demo_model": "demo", "demo_split": "demo",
-    "saved_split": "ab",
-    "class_names": "classes",
-    "Recipe": "variants", "build_variant": "variants", "compare": "ab", "ab_widgets": "ab",
-    "resolve_guards": "guards",
-    "build_engines": "backends.trt", "convert_to_fp16": "fp16",
-    "sanitize_model": "sanitize",
-    "prepare_imagenet": "imagenet", "load_imagenet": "imagenet", "prepared_data": "prepared",
-    "Experiment": "identity",
-    "layer_debugger": "layer_debug", "LayerDebugger": "layer_debug",
-    "UserError": "errors",
+    "ResultsStore": "evaluation.results", "VariantResult": "evaluation.results",
+    "accuracy": "evaluation.metrics", "agreement": "evaluation.metrics", "per_class_accuracy": "evaluation.metrics", "variant_table": "evaluation.metrics",
+    "evaluate": "evaluation.evaluate",
+    "write_report": "views.report", "plot_summary": "views.report",
+    "run_demo": "workflows.job", "run_job": "workflows.job", "print_summary": "workflows.job",
+    "demo_dataset": "data.demo", "export_demo_model": "data.demo", "demo_split": "data.demo",
+    "saved_split": "workflows.compare",
+    "class_names": "data.classes",
+    "Recipe": "quantization.variants", "build_variant": "quantization.variants", "compare": "workflows.compare", "ab_widgets": "workflows.compare",
+    "resolve_guards": "graph.guards",
+    "build_engines": "backends.tensorrt.engine", "convert_to_fp16": "graph.precision",
+    "sanitize_model": "graph.sanitize",
+    "prepare_imagenet": "data.imagenet", "load_imagenet": "data.imagenet", "prepared_data": "data.prepared",
+    "Experiment": "evaluation.identity",
+    "layer_debugger": "debug.layer_debug", "LayerDebugger": "debug.layer_debug",
+    "UserError": "core.errors",
+    # notebook 00: TensorRT discovery, repair, loading and the machine report
+    "discover_tensorrt": "env.trt_env:discover", "tensorrt_candidates_frame": "env.trt_env:candidates_frame",
+    "repair_tensorrt": "env.trt_env:repair", "load_tensorrt": "env.trt_env:load",
+    "environment_report": "env.trt_env:collect_report",
+    # notebook 01 and 04
+    "organize_imagenet": "data.imagenet:organize",
+    "build_dashboard": "views.dashboard", "dashboard_controls": "views.dashboard:controls",
 }
 
 
 # In a notebook, trtlab's INFO messages show without any setup (outside IPython, logging is left alone).
-from .log import setup_for_notebook as _setup_for_notebook  # noqa: E402
+from trtlab.core.log import setup_for_notebook as _setup_for_notebook  # noqa: E402
 
 _setup_for_notebook()
 
 
 def __getattr__(name: str):
     if name in _EXPORTS:
-        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        module, _, attribute = _EXPORTS[name].partition(":")
+        return getattr(importlib.import_module(f".{module}", __name__), attribute or name)
     raise AttributeError(f"module 'trtlab' has no attribute {name!r}")
 
 

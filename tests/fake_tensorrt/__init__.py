@@ -474,7 +474,7 @@ def _add_runtime(trt, record) -> None:
 
 
 class FakeCuda:
-    """Stand-ins for trtlab.backends.cuda_rt (device_info, Stream, Event, DeviceBuffer, PinnedBuffer) whose
+    """Stand-ins for trtlab.backends.cuda_runtime (device_info, Stream, Event, DeviceBuffer, PinnedBuffer) whose
     "device" memory is numpy arrays registered in `trt.device_memory`, so TrtRunner runs without a GPU.
     `install(setattr)` patches them in (pass monkeypatch.setattr, or a plain setattr)."""
 
@@ -483,7 +483,7 @@ class FakeCuda:
         self.next_address = 0x10000
 
     def install(self, set_attribute) -> None:
-        from trtlab.backends import cuda_rt
+        from trtlab.backends import cuda_runtime as cuda_rt
 
         fake = self
 

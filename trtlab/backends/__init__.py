@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from .base import Runner
+from trtlab.backends.runner import Runner
 
 BACKENDS = ("ort", "trt")
 
@@ -30,21 +30,21 @@ def make_runner(model_path, backend: str = "auto", verbose: bool = True, **optio
     if backend == "auto":
         backend = "trt" if model_path.endswith((".engine", ".plan")) else "ort"
     if backend == "ort":
-        from .ort import OrtRunner
+        from trtlab.backends.ort import OrtRunner
 
         runner = OrtRunner(model_path, **options)
     elif backend == "trt":
         if not tensorrt_available():
-            from ..errors import UserError
+            from trtlab.core.errors import UserError
 
             raise UserError("backend 'trt' needs TensorRT, which does not import here",
                             "run notebook 00_env_setup (or `python -m trtlab doctor`, setup_kaggle_env.sh) to find "
                             "and load it, or use backend='ort'")
-        from .trt import TrtRunner
+        from trtlab.backends.tensorrt.engine import TrtRunner
 
         runner = TrtRunner(model_path, **options)
     else:
-        from ..errors import UserValueError
+        from trtlab.core.errors import UserValueError
 
         raise UserValueError(f"unknown backend {backend!r}", f"choose one of {', '.join(('auto',) + BACKENDS)}")
     return runner

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from .base import Runner
+from trtlab.backends.runner import Runner
 
 OPT_LEVELS = ("disable", "basic", "extended", "all")
 

@@ -1,0 +1,184 @@
+"""`python -m trtlab <command>`: demo, eval, doctor (and the commands later stages add).
+
+Every command takes -q (warnings only) and -v (debug messages). A user mistake (a trtlab.core.errors.UserError: bad
+file, impossible label or size, unwritable folder) prints one line `error: <what was wrong> — <what to do>` and
+exits 2; anything else is a bug and keeps its traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _cmd_demo(args) -> int:
+    from trtlab.workflows.job import print_summary, run_demo
+    from trtlab.workflows.checks import check_inputs
+
+    check_inputs(workspace=args.workspace, batch_size=args.batch_size, backend=args.backend)
+    job = run_demo(args.workspace, model=args.model, batch_size=args.batch_size, backend=args.backend)
+    print_summary(job)
+    return 0
+
+
+def _cmd_eval(args) -> int:
+    from trtlab.workflows.job import print_summary, run_job
+    from trtlab.workflows.checks import check_inputs
+
+    # Everything that can be checked is checked before the data folder is decoded.
+    _, _, dataset, sizes = check_inputs(model=args.model, data=args.data, labels=args.labels,
+                                        workspace=args.workspace, batch_size=args.batch_size, backend=args.backend)
+    job = run_job(args.model, dataset, args.preset, args.workspace, backend=args.backend,
+                  batch_size=sizes.batch_size)
+    print_summary(job)
+    return 0
+
+
+# Stage commands live beside their stage and parse their own arguments: (module, function(argv) -> exit code).
+STAGE_COMMANDS = {
+    "doctor": ("trtlab.env.trt_env", "doctor_main", "GPU / CUDA / TensorRT / ONNX Runtime report"),
+    "prep": ("trtlab.data.imagenet", "prep_main", "prepare ImageNet val: labels, classes, split, decode cache"),
+    "calibrate": ("trtlab.workflows.compare", "calibrate_main", "calibrate + quantize INT8 variants and evaluate them"),
+    "build": ("trtlab.backends.tensorrt.engine", "build_main", "build TensorRT engines (needs TensorRT)"),
+    "dashboard": ("trtlab.views.dashboard", "dashboard_main", "write the accuracy/consistency HTML report"),
+    "debug": ("trtlab.debug.layer_debug", "debug_main", "per-layer error, sensitivity and automatic guard search"),
+}
+
+# What each stage command's options mean for validation before the stage runs: option → check_inputs argument.
+# (prep's --labels is a label *source* name, not a CSV, so it is not listed there; debug validates itself.)
+STAGE_PRECHECKS = {
+    "calibrate": {"--model": "model", "--data": "data", "--labels": "labels", "--workspace": "workspace",
+                  "--calibration-images": "calibration_images", "--calibration-batch": "calibration_batch"},
+    "dashboard": {"--workspace": "workspace", "--out": "out"},
+    "build": {"--model": "model", "--workspace": "workspace"},
+    "prep": {"--workspace": "workspace"},
+}
+_INT_OPTIONS = {"calibration_images", "calibration_batch", "batch_size", "images"}
+
+
+def precheck_stage(name: str, argv: list[str]) -> None:
+    """Validate a stage command's inputs (check_inputs order) before the stage decodes or computes anything.
+
+    Values the stage's own parser would reject (not a number) are left to it, so its usage message wins."""
+    options = STAGE_PRECHECKS.get(name)
+    if not options or any(a in ("-h", "--help") for a in argv):
+        return
+    from trtlab.workflows.checks import check_inputs
+
+    parser = argparse.ArgumentParser(add_help=False)
+    for option, dest in options.items():
+        parser.add_argument(option, dest=dest, default=None)
+    known, _ = parser.parse_known_args(argv)
+    values = vars(known)
+    for key in _INT_OPTIONS & set(values):
+        if values[key] is not None:
+            try:
+                values[key] = int(values[key])
+            except ValueError:
+                return
+    if name == "dashboard" and values.get("out") is not None:
+        from pathlib import Path
+
+        out = Path(values["out"])  # dashboard's --out is the HTML file: its folder must be writable
+        values["out"] = out if out.is_dir() else out.parent
+    images = values.pop("images", None)
+    out = values.pop("out", None)
+    check_inputs(outputs=[out] if out is not None else (), **values)
+    if images is not None and images < 1:
+        from trtlab.core.errors import UserValueError
+
+        raise UserValueError(f"--images {images} is not possible", "give a whole number ≥ 1 for --images")
+
+
+def _run_stage_command(name: str, argv: list[str]) -> int:
+    import importlib
+
+    precheck_stage(name, argv)
+    module, function, _ = STAGE_COMMANDS[name]
+    return getattr(importlib.import_module(module), function)(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m trtlab", description="TensorRT INT8 workbench. Every command "
+                                     "also takes -q (warnings only) and -v (debug messages).")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p):
+        p.add_argument("--workspace", default=None, help="output folder (default: /kaggle/working/trtlab-runs on Kaggle, else runs/ in the trtlab checkout)")
+        p.add_argument("--backend", default="auto", choices=["auto", "ort", "trt"])
+        p.add_argument("--batch-size", type=int, default=32)
+        p.add_argument("-q", dest="quiet", action="store_true", help="warnings and errors only")
+        p.add_argument("-v", dest="verbose", action="count", default=0, help="also debug messages")
+
+    demo = sub.add_parser("demo", help="EfficientNet-Lite0 on the bundled demo photos, whole pipeline, report")
+    demo.add_argument("--model", default="efficientnet-lite0")
+    common(demo)
+    ev = sub.add_parser("eval", help="evaluate an ONNX classifier on a folder of images")
+    ev.add_argument("--model", required=True, help="ONNX classifier with N×3×H×W input")
+    ev.add_argument("--data", required=True, help="image folder (flat or one sub-folder per WNID/class index)")
+    ev.add_argument("--labels", default=None, help="optional CSV file,label")
+    ev.add_argument("--preset", default="tf-lite", help="preprocessing preset: tf-lite or torchvision")
+    common(ev)
+    for name, (_, _, help_text) in STAGE_COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def split_verbosity(argv: list[str]) -> tuple[int, list[str]]:
+    """Take -q / -v / -vv out of argv (anywhere on the line, for every command); return (verbosity, rest)."""
+    verbosity, rest = 0, []
+    for arg in argv:
+        if arg == "-q":
+            verbosity = -1
+        elif arg.startswith("-v") and set(arg[1:]) == {"v"}:
+            verbosity = max(verbosity, 0) + len(arg) - 1
+        else:
+            rest.append(arg)
+    return verbosity, rest
+
+
+def main(argv: list[str] | None = None) -> int:
+    from trtlab.core import log
+    from trtlab.core.errors import UserError, report
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    verbosity, argv = split_verbosity(argv)
+    log.setup(verbosity)
+    try:
+        with _no_progress_bars(verbosity < 0):
+            if argv and argv[0] in STAGE_COMMANDS:
+                return _run_stage_command(argv[0], argv[1:])
+            args = build_parser().parse_args(argv)
+            return {"demo": _cmd_demo, "eval": _cmd_eval}[args.command](args)
+    except UserError as exc:
+        return report(exc)
+
+
+def _no_progress_bars(quiet: bool):
+    """-q also hides tqdm bars: every bar (tqdm.auto's classes call tqdm.std.tqdm.__init__) is made disabled for
+    the duration of the command, then tqdm is restored (main() is also called in-process by tests)."""
+    import contextlib
+
+    if not quiet:
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def patched():
+        from tqdm import std
+
+        original = std.tqdm.__init__
+
+        def disabled(self, *args, **kwargs):
+            kwargs["disable"] = True
+            original(self, *args, **kwargs)
+
+        std.tqdm.__init__ = disabled
+        try:
+            yield
+        finally:
+            std.tqdm.__init__ = original
+
+    return patched()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

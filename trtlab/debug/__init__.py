@@ -1,0 +1,1 @@
+"""Layer debugging: per-tensor error, per-layer sensitivity, guard search."""

@@ -1,0 +1,1 @@
+"""TensorRT environment discovery, repair and loading (standard library only; imports trtlab.core only)."""

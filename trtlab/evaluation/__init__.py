@@ -1,0 +1,1 @@
+"""Experiment identity, the results store, evaluation, the literal-reference check, metrics."""

@@ -1,0 +1,168 @@
+"""ONNX Runtime's optimized INT8 kernels vs the literal Q/DQ graph: the self-check, its cause, the fast reference.
+
+ONNX Runtime executes a Q/DQ model literally (QuantizeLinear → DequantizeLinear → float Conv: the semantics
+TensorRT implements) only when it does not fuse the Q/DQ pairs into its own INT8 kernels. Its fused U8S8 kernels
+on x86-64 CPUs with AVX2 (or AVX-512) but without VNNI use VPMADDUBSW, which adds pairs of uint8×int8 products
+into *saturating int16* lanes; with full-range 8-bit weights the sums overflow and the result is wrong. ONNX
+Runtime documents this ("When and why do I need to try U8U8?" in
+https://onnxruntime.ai/docs/performance/model-optimizations/quantization.html: on AVX2/AVX512 x86-64 the U8S8
+path "might suffer from saturation issues"; try reduce_range (7-bit weights) or U8U8; no such issue on x64 with
+VNNI or on ARM) and added `session.x64quantprecision` for some operators (microsoft/onnxruntime#12088, "x86/64
+U8S8 Gemm Precision Fix"). Measured here (AVX2, no VNNI): holdout top-1 agreement 25–44 % with full-range
+weights, 100 % (cosine 0.998) with 7-bit weights. TensorRT accumulates INT8 products in int32 and is unaffected.
+
+`ort_qdq_self_check` runs one sample batch three ways — all optimizations off (the literal reference), all on
+(ORT's fused INT8 kernels), and all on with `session.disable_quant_qdq=1` (Q/DQ left unfused: the faster literal
+reference) — and returns the numbers, the cause and one message line. `reference_runner_options(check)` is what
+INT8 evaluation should use: the fast literal reference when it reproduced the literal outputs, else optimizations off.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import platform
+from pathlib import Path
+
+import numpy as np
+
+from trtlab.core.log import warn_once
+
+log = logging.getLogger(__name__)
+
+# The fast literal reference (Q/DQ fusion off, "extended" optimizations, weights' DequantizeLinear constant-folded)
+# must reproduce the all-off outputs: same top-1 on every sample image and max |Δlogit| ≤ FAST_REFERENCE_RTOL × the
+# image's largest |logit|. Measured on the demo's minmax/entropy/percentile variants: 2–4e-7 (float32 rounding of
+# the same sums). 1e-4 leaves room for that, yet is ~80× below one int8 step (1/127 of a tensor's range), so a
+# configuration that rounds any activation to a different int8 value fails it: "all" (NCHWc-blocked float convs)
+# + disable_quant_qdq does, at 2–3e-2 (it moves the demo's mean cosine-to-FP32 by up to 2e-4, visible in reports),
+# and is therefore not used. Speed (bench/bench_int8_reference.py, 2 shared cores): "extended" + disable_quant_qdq
+# ran at 1.00–1.39× the all-off speed — the NCHWc layout, not Q/DQ, is what separates FP32 "all" from it.
+FAST_REFERENCE_RTOL = 1e-4
+LITERAL_OPTIONS = {"graph_optimization": "disable"}
+FAST_LITERAL_OPTIONS = {"graph_optimization": "extended", "disable_quant_qdq": True}
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_features() -> dict:
+    """The CPU's ISA features that decide ORT's INT8 kernel path (x86-64: AVX2, AVX-512, VNNI; from /proc/cpuinfo)."""
+    machine = platform.machine().lower()
+    flags: set[str] = set()
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("flags", "Features") and not flags:
+                    flags = set(value.split())
+                elif key == "model name" and not model:
+                    model = value.strip()
+    except OSError:  # not Linux: unknown, reported as such
+        pass
+    x86 = machine in ("x86_64", "amd64", "i686", "x86")
+    vnni = bool(flags & {"avx512_vnni", "avx_vnni", "avx512vnni", "avxvnni"})
+    return {"machine": machine, "model": model, "x86": x86, "avx2": "avx2" in flags,
+            "avx512": "avx512f" in flags, "vnni": vnni, "known": bool(flags)}
+
+
+def u8s8_saturation_risk(features: dict | None = None) -> bool:
+    """True on x86-64 with AVX2/AVX-512 but without VNNI: ORT's fused U8S8 kernels can saturate there."""
+    f = features or cpu_features()
+    return bool(f["x86"] and (f["avx2"] or f["avx512"]) and not f["vnni"])
+
+
+def describe_cpu(features: dict | None = None) -> str:
+    f = features or cpu_features()
+    if not f["known"]:
+        return f"{f['machine']} CPU (features unknown)"
+    isa = [name for name, on in (("AVX2", f["avx2"]), ("AVX-512", f["avx512"])) if on] or ["no AVX2"]
+    return f"{f['machine']} CPU with {'/'.join(isa)}, {'with' if f['vnni'] else 'without'} VNNI"
+
+
+def disagreement_cause(features: dict | None = None) -> str:
+    f = features or cpu_features()
+    if u8s8_saturation_risk(f):
+        return (f"this {describe_cpu(f)}: ONNX Runtime's fused U8S8 INT8 kernels add uint8×int8 products in "
+                f"saturating int16 on AVX2 without VNNI (documented by ONNX Runtime); TensorRT accumulates in int32 "
+                f"and is not affected")
+    return (f"not the known AVX2-without-VNNI saturation ({describe_cpu(f)}); the fused kernels may not support "
+            f"this graph exactly — inspect the variant with `python -m trtlab debug`")
+
+
+def _infer(model_path, batch: np.ndarray, **options) -> np.ndarray:
+    from trtlab.backends.ort import OrtRunner
+
+    with OrtRunner(model_path, providers=["CPUExecutionProvider"], **options) as runner:
+        fixed = runner.input_shape[0] if isinstance(runner.input_shape[0], int) else len(batch)
+        # A fixed-batch model takes its own batch size only (the runner pads a short last batch).
+        return np.concatenate([runner.infer(batch[i:i + fixed]) for i in range(0, len(batch), fixed)])
+
+
+def literal_outputs_match(reference: np.ndarray, candidate: np.ndarray, rtol: float = FAST_REFERENCE_RTOL) -> dict:
+    """Same top-1 on every image and max |Δlogit| ≤ rtol × max |logit| per image."""
+    scale = np.abs(reference).max(axis=1)
+    worst = float((np.abs(reference - candidate).max(axis=1) / np.maximum(scale, 1e-12)).max())
+    same_top1 = bool((reference.argmax(1) == candidate.argmax(1)).all())
+    return {"same_top1": same_top1, "max_relative_logit_error": worst, "matches": same_top1 and worst <= rtol}
+
+
+def ort_qdq_self_check(model_path, cache, indices, batch_size: int = 8, variant: str | None = None) -> dict:
+    """One sample batch of a Q/DQ model through ONNX Runtime literally, fused, and fast-literal.
+
+    Returns a dict (stored in the run record as `ort_qdq_check`) with `images` (n), `disagree` (k, top-1 differs
+    between fused and literal), agreement, worst cosine, `optimized_is_trustworthy`, the CPU, the cause, whether
+    the fast literal reference matched, `reference_options` for OrtRunner, and `message` (one line).
+    """
+    from trtlab.evaluation.metrics import cosine_per_image
+    from trtlab.data.preprocess import normalize_batch
+
+    chunk = np.asarray(indices, np.int64)[:batch_size]
+    batch = normalize_batch(np.asarray(cache.crops[chunk]), cache.preprocess)
+    reference = _infer(model_path, batch, **LITERAL_OPTIONS)
+    optimized = _infer(model_path, batch, graph_optimization="all")
+    fast = _infer(model_path, batch, **FAST_LITERAL_OPTIONS)
+    disagree = int((reference.argmax(1) != optimized.argmax(1)).sum())
+    cosine = float(cosine_per_image(reference, optimized).min())
+    fast_match = literal_outputs_match(reference, fast)
+    features = cpu_features()
+    check = {
+        "images": int(len(chunk)),
+        "disagree": disagree,
+        "top1_agreement_optimized_vs_reference": float(1 - disagree / max(1, len(chunk))),
+        "worst_cosine_optimized_vs_reference": cosine,
+        "optimized_is_trustworthy": disagree == 0 and cosine > 0.995,
+        "cpu": describe_cpu(features),
+        "u8s8_saturation_risk": u8s8_saturation_risk(features),
+        "fast_reference_matches": fast_match["matches"],
+        "fast_reference_max_relative_logit_error": fast_match["max_relative_logit_error"],
+        "reference_options": dict(FAST_LITERAL_OPTIONS if fast_match["matches"] else LITERAL_OPTIONS),
+    }
+    check["cause"] = None if check["optimized_is_trustworthy"] else disagreement_cause(features)
+    check["message"] = self_check_message(check, variant or Path(str(model_path)).parent.name)
+    return check
+
+
+def self_check_message(check: dict, variant: str) -> str:
+    """One line: k of n sample images disagree, the cause, and what trtlab does about it."""
+    n, k = check["images"], check["disagree"]
+    if check["optimized_is_trustworthy"]:
+        return (f"{variant}: ONNX Runtime's fused INT8 kernels agree with the literal Q/DQ graph on all {n} sample "
+                f"images")
+    return (f"{variant}: {k} of {n} sample images disagree between ONNX Runtime's fused INT8 kernels and the literal "
+            f"Q/DQ graph (worst logit cosine {check['worst_cosine_optimized_vs_reference']:.4f}); cause: "
+            f"{check['cause']}. trtlab evaluates the literal graph, so this variant's results are unaffected")
+
+
+def report_self_check(check: dict, key=None) -> None:
+    """Log the self-check's line once per `key` (e.g. the built variant's folder): a warning when the fused kernels
+    disagree, debug otherwise. Call it when a variant is built, not when stored results are reused."""
+    if check["optimized_is_trustworthy"]:
+        log.debug(check["message"])
+    else:
+        warn_once(log, ("ort_qdq_check", key or check["message"]), check["message"])
+
+
+def reference_runner_options(check: dict | None) -> dict:
+    """OrtRunner options for evaluating a Q/DQ variant literally: the fast literal reference when the self-check
+    saw it reproduce the all-off outputs, else all optimizations off."""
+    return dict((check or {}).get("reference_options") or LITERAL_OPTIONS)

@@ -1,0 +1,244 @@
+"""The results store: per variant, per image top-5 indices/probabilities and float16 logits, plus a run record.
+
+Inference writes here once; metrics, dashboards and reports only read. One folder per experiment (model sha256,
+dataset fingerprint, evaluation images, preprocessing — see identity.py), one `<label>.npz` + `<label>.json` pair
+per variant, each written atomically.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from trtlab.evaluation.identity import STORE_SCHEMA
+from trtlab.core.workspace import atomic_path, atomic_write_json, read_json_checked, read_npz_checked, set_aside, workspace_dir
+
+RESULT_ARRAYS = ("image_ids", "labels", "top5_indices", "top5_probs", "logits")
+
+
+@dataclass
+class VariantResult:
+    variant: str
+    image_ids: list[str]
+    labels: np.ndarray  # int64, -1 = unlabelled
+    top5_indices: np.ndarray  # (N, 5) int32
+    top5_probs: np.ndarray  # (N, 5) float32
+    logits: np.ndarray  # (N, classes) float16
+    record: dict = field(default_factory=dict)
+
+    @property
+    def top1(self) -> np.ndarray:
+        return self.top5_indices[:, 0]
+
+    def __len__(self) -> int:
+        return len(self.image_ids)
+
+    def align(self, other: "VariantResult") -> tuple[np.ndarray, np.ndarray]:
+        """Row indices into self and other for the images both hold (same id), in self's order."""
+        position = {image_id: i for i, image_id in enumerate(other.image_ids)}
+        mine = [i for i, image_id in enumerate(self.image_ids) if image_id in position]
+        return np.asarray(mine, np.int64), np.asarray([position[self.image_ids[i]] for i in mine], np.int64)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits.astype(np.float32) - logits.max(axis=1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def top5_from_logits(logits: np.ndarray, k: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    probs = softmax(logits)
+    k = min(k, logits.shape[1])
+    part = np.argpartition(-probs, k - 1, axis=1)[:, :k]
+    order = np.argsort(-np.take_along_axis(probs, part, axis=1), axis=1, kind="stable")
+    indices = np.take_along_axis(part, order, axis=1)
+    return indices.astype(np.int32), np.take_along_axis(probs, indices, axis=1).astype(np.float32)
+
+
+_VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.+@~-]{1,100}$")
+STORE_FILE = "store.json"
+
+
+class ResultsStore:
+    """Results of every variant of one experiment (model, evaluation images, preprocessing; see identity.py).
+
+    `store.json` names the experiment; each variant is `<label>.npz` + `<label>.json`, the record carrying the
+    variant's key. A label stays with one variant key: a different variant gets a different label.
+    """
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+
+    @classmethod
+    def for_experiment(cls, experiment, workspace=None) -> "ResultsStore":
+        """The store of `experiment` (identity.Experiment) under <workspace>/results, created when new."""
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{experiment.dataset_name[:32]}-{experiment.model_name[:24]}")
+        store = cls(workspace_dir(workspace) / "results" / f"{name}-{experiment.key}")
+        store.bind(experiment)
+        return store
+
+    # -- identity ------------------------------------------------------------------------------------------------
+    @property
+    def experiment(self):
+        """The experiment this store holds (None for a store that records none: built by hand, or empty)."""
+        from trtlab.evaluation.identity import Experiment
+
+        path = self.folder / STORE_FILE
+        raw = (read_json_checked(path) or {}).get("experiment") if path.exists() else None
+        if raw is None:  # store.json damaged (set aside) or lost: the records carry the experiment too
+            raw = next((r["experiment"] for r in map(read_json_checked, self._record_paths())
+                        if r and r.get("experiment")), None)
+        return Experiment.from_dict(raw) if raw else None
+
+    def is_legacy(self) -> bool:
+        """Written by trtlab 0.1: variants stored, but no store.json and no schema in the records."""
+        if (self.folder / STORE_FILE).exists():
+            return False
+        return any("schema" not in (read_json_checked(p) or {"schema": None}) for p in self._record_paths())
+
+    def check_identity(self) -> None:
+        from trtlab.evaluation.identity import LegacyStoreError
+
+        if self.is_legacy():
+            raise LegacyStoreError(
+                f"{self.folder} was written by trtlab 0.1, which recorded neither the model of each result nor the "
+                f"calibration settings (results of different models could share it), so it cannot be trusted",
+                f"rebuild it by re-running what made it (python -m trtlab demo, eval or calibrate) and delete the "
+                f"old folder (rm -r {self.folder})")
+
+    def bind(self, experiment) -> None:
+        """Make this the store of `experiment`; refuse when it already holds another experiment."""
+        from trtlab.evaluation.identity import MixedExperimentError
+
+        self.check_identity()
+        current = self.experiment
+        if current is None and (self.folder / STORE_FILE).exists() and self.variants():
+            raise MixedExperimentError(f"{self.folder} holds results without experiment identity",
+                                       f"results of {experiment.describe()} go to a store of their own: leave "
+                                       f"store=None")
+        if current is not None:
+            if current.key != experiment.key:
+                raise MixedExperimentError(
+                    f"{self.folder} holds {current.describe()}, not {experiment.describe()} (they differ in "
+                    f"{', '.join(current.differences(experiment))}); each results store holds one experiment",
+                    "leave store=None: trtlab picks (or makes) the store of this model and data")
+            return
+        atomic_write_json(self.folder / STORE_FILE, {"schema": STORE_SCHEMA, "experiment": experiment.to_dict()})
+
+    def _record_paths(self) -> list[Path]:
+        if not self.folder.is_dir():
+            return []
+        return [p for p in self.folder.glob("*.json") if p.name != STORE_FILE and p.with_suffix(".npz").exists()]
+
+    def variants(self) -> list[str]:
+        """Stored variant labels, oldest first."""
+        found = self._record_paths()
+        return [p.stem for p in sorted(found, key=lambda p: (p.stat().st_mtime, p.stem))]
+
+    def __contains__(self, variant: str) -> bool:
+        npz, record = self.folder / f"{variant}.npz", self.folder / f"{variant}.json"
+        return npz.exists() and record.exists() and self._intact(variant)
+
+    def _intact(self, variant: str) -> bool:
+        """Cheap damage check (the record parses, the .npz's zip directory lists the arrays); a damaged pair is
+        set aside (named in a warning) so the variant counts as not stored and is evaluated again."""
+        import zipfile
+
+        npz, record = self.folder / f"{variant}.npz", self.folder / f"{variant}.json"
+        try:
+            with zipfile.ZipFile(npz) as archive:
+                names = {n.removesuffix(".npy") for n in archive.namelist()}
+            missing = [k for k in RESULT_ARRAYS if k not in names]
+            reason = f"arrays {missing} missing" if missing else None
+        except (zipfile.BadZipFile, OSError, ValueError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+        if reason is not None:
+            set_aside(npz, reason)
+        if read_json_checked(record) is None or reason is not None:
+            for path in (npz, record):  # never leave half a variant behind
+                if path.exists():
+                    set_aside(path, "its other half was damaged")
+            return False
+        return True
+
+    def record(self, variant: str) -> dict:
+        return read_json_checked(self.folder / f"{variant}.json") or {}
+
+    def find(self, variant_key: str) -> str | None:
+        """The label under which the variant with this key is stored, if it is."""
+        return next((p.stem for p in self._record_paths()
+                     if (read_json_checked(p) or {}).get("variant_key") == variant_key and p.stem in self), None)
+
+    def free_label(self, label: str, variant_key: str | None) -> str:
+        """`label` when it is free or already this variant's; else `label~<key>` (two variants that share a
+        readable name, e.g. calibrated on different image sets, both stay)."""
+        if label not in self or self.record(label).get("variant_key") == variant_key:
+            return label
+        return f"{label}~{(variant_key or 'nokey')[:6]}"
+
+    def save(self, result: VariantResult) -> Path:
+        if not _VARIANT_NAME.match(result.variant):
+            raise ValueError(f"variant name {result.variant!r} must be 1-100 letters, digits or _.+@~-")
+        from trtlab.evaluation.identity import experiment_of
+
+        experiment = experiment_of(result.record)
+        if experiment is not None:
+            self.bind(experiment)
+        elif not (self.folder / STORE_FILE).exists():  # results without identity (made by hand): say so, once
+            self.check_identity()
+            atomic_write_json(self.folder / STORE_FILE, {"schema": STORE_SCHEMA, "experiment": None})
+        key = result.record.get("variant_key")
+        if result.variant in self and self.record(result.variant).get("variant_key") != key:
+            raise ValueError(f"{self.folder / result.variant}.npz holds another variant (key "
+                             f"{self.record(result.variant).get('variant_key')}, not {key}); refusing to overwrite it "
+                             f"— store this one under store.free_label({result.variant!r}, key)")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        record = dict(result.record)
+        record.setdefault("date", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+        record["variant"] = result.variant
+        record["images"] = len(result)
+        record["schema"] = STORE_SCHEMA
+        npz_path = self.folder / f"{result.variant}.npz"
+        with atomic_path(npz_path, suffix=".npz") as tmp:
+            with open(tmp, "wb") as fh:  # a file handle keeps numpy from appending another .npz
+                np.savez(
+                    fh,
+                    image_ids=np.asarray(result.image_ids, dtype=str),
+                    labels=np.asarray(result.labels, np.int64),
+                    top5_indices=np.asarray(result.top5_indices, np.int32),
+                    top5_probs=np.asarray(result.top5_probs, np.float32),
+                    logits=np.asarray(result.logits, np.float16),
+                )
+        # The record is written last: a variant counts as stored only when both files exist.
+        atomic_write_json(self.folder / f"{result.variant}.json", record)
+        return npz_path
+
+    def load(self, variant: str) -> VariantResult:
+        self.check_identity()
+        if variant not in self:
+            known = ", ".join(self.variants()) or "none"
+            raise KeyError(f"no stored results for variant {variant!r} in {self.folder} (stored: {known}); "
+                           f"evaluate it first")
+        arrays = read_npz_checked(self.folder / f"{variant}.npz", RESULT_ARRAYS)
+        record = read_json_checked(self.folder / f"{variant}.json")
+        if arrays is None or record is None:  # damaged beyond the cheap check: set aside, named, evaluate again
+            for path in (self.folder / f"{variant}.npz", self.folder / f"{variant}.json"):
+                if path.exists():
+                    set_aside(path, "its other half was damaged")
+            from trtlab.core.errors import DamagedArtefact
+
+            raise DamagedArtefact(f"the stored results of {variant!r} in {self.folder} were damaged and have been "
+                                  f"set aside", "run the evaluation again; it recomputes them")
+        return VariantResult(variant, arrays["image_ids"].tolist(), arrays["labels"], arrays["top5_indices"],
+                             arrays["top5_probs"], arrays["logits"], record)
+
+    def load_all(self, variants=None) -> dict[str, VariantResult]:
+        return {v: self.load(v) for v in (variants or self.variants())}
+
+    def describe(self) -> str:
+        experiment = self.experiment
+        return experiment.describe() if experiment else f"results in {self.folder}"

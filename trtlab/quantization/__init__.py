@@ -1,0 +1,1 @@
+"""Calibration statistics, thresholds, Q/DQ placement and insertion, recipes and variants."""

@@ -1,0 +1,170 @@
+"""Calibration caches in TensorRT's text format, with trtlab's metadata beside them.
+
+TensorRT's format (as written by its calibrators, e.g. `TRT-7202-EntropyCalibration2` / `data: 3c008912`): a header
+line `TRT-<version>-<algorithm>`, then one `<tensor name>: <scale>` line per tensor, the scale being the big-endian
+hex of its IEEE-754 float32 bits. TensorRT rejects a cache whose header names another algorithm (and, per user
+reports, another version). trtlab writes the scales it computed (scale = threshold / 127) in that format so the same
+file can be handed to a TensorRT 10 implicit build, and keeps the provenance that the format cannot hold in
+`<cache>.json`: model sha256, algorithm, preprocessing, image count, TensorRT version when known.
+"""
+from __future__ import annotations
+
+import json
+import math
+import struct
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from trtlab.core.errors import UserError
+from trtlab.core.workspace import atomic_write_json, atomic_write_text, read_json_checked
+
+# An imported scale is plausible when its threshold (scale × 127) lies within this factor of the largest |x| the
+# FP32 model produced on the calibration images: entropy/percentile thresholds sit below the max (clipping), a
+# hand-edited or foreign cache can sit far off in either direction. Without statistics, thresholds must lie in
+# (MIN_THRESHOLD, MAX_THRESHOLD): float32 activations of a classifier beyond 1e6 are not real.
+PLAUSIBLE_FACTOR = 100.0
+MIN_THRESHOLD, MAX_THRESHOLD = 1e-8, 1e6
+
+# TensorRT's names for its calibration algorithms; percentile has no TensorRT calibrator of its own. Both entropy
+# variants write EntropyCalibration2 caches (the sidecar JSON records which variant made the scales).
+TRT_ALGORITHM_NAMES = {"entropy": "EntropyCalibration2", "entropy-gtc": "EntropyCalibration2",
+                       "minmax": "MinMaxCalibration", "percentile": "trtlabPercentile"}
+
+
+class StaleCacheError(UserError, ValueError):
+    """A calibration cache made for another model, algorithm, preprocessing or TensorRT version."""
+
+
+class BadCalibrationCache(UserError, ValueError):
+    """A calibration cache that cannot be used: unreadable lines or impossible scales (names file and line)."""
+
+
+@dataclass(frozen=True)
+class CacheMetadata:
+    model_sha256: str
+    algorithm: str
+    preprocess: dict
+    images: int
+    percentile: float | None = None
+    guards: tuple = ()
+    tensorrt_version: str | None = None
+    calibration_ids_hash: str | None = None
+
+
+def encode_scale(scale: float) -> str:
+    return struct.pack(">f", float(scale)).hex()
+
+
+def decode_scale(text: str) -> float:
+    return struct.unpack(">f", bytes.fromhex(text.strip()))[0]
+
+
+def trt_version_number(version: str | None) -> int:
+    """'10.3.0' → 100300 and '8.6.1' → 8601, the NV_TENSORRT_VERSION numbering seen in cache headers (TensorRT ≥ 10
+    uses two digits per minor/patch field); 0 when unknown."""
+    if not version:
+        return 0
+    parts = [int(p) for p in version.split(".")[:3] if p.isdigit()] + [0, 0, 0]
+    major, minor, patch = parts[:3]
+    return major * 10000 + minor * 100 + patch if major >= 10 else major * 1000 + minor * 100 + patch
+
+
+def write_calibration_cache(path, scales: dict[str, float], meta: CacheMetadata) -> Path:
+    path = Path(path)
+    header = f"TRT-{trt_version_number(meta.tensorrt_version)}-{TRT_ALGORITHM_NAMES[meta.algorithm]}"
+    lines = [header] + [f"{name}: {encode_scale(scale)}" for name, scale in scales.items()]
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    atomic_write_json(path.with_name(path.name + ".json"), asdict(meta))
+    return path
+
+
+def read_calibration_cache(path) -> tuple[str, dict[str, float]]:
+    """(header, {tensor: scale}) from a TensorRT-format cache file; every scale finite and > 0.
+
+    BadCalibrationCache names the file and line of anything else (not hex, not 4 bytes, NaN/inf/0/negative)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise BadCalibrationCache(f"{path} is not a text TensorRT calibration cache (binary content)",
+                                  "give the cache file written by a TensorRT calibrator or by trtlab") from None
+    if not text or not text[0].startswith("TRT-"):
+        raise BadCalibrationCache(f"{path} is not a TensorRT calibration cache (first line should be "
+                                  f"TRT-<version>-<algorithm>)", "give the cache file written by a calibrator")
+    scales = {}
+    for line_no, line in enumerate(text[1:], start=2):
+        if not line.strip():
+            continue
+        name, sep, value = line.rpartition(":")
+        if not sep:
+            raise BadCalibrationCache(f"{path}:{line_no}: expected '<tensor>: <hex scale>', got {line!r}",
+                                      "fix or delete that line")
+        try:
+            scale = decode_scale(value)
+        except (ValueError, struct.error):
+            raise BadCalibrationCache(f"{path}:{line_no}: scale {value.strip()!r} of tensor {name.strip()!r} is not "
+                                      f"8 hexadecimal digits (a big-endian float32)", "fix or delete that line") from None
+        if not (math.isfinite(scale) and scale > 0):
+            raise BadCalibrationCache(f"{path}:{line_no}: scale of tensor {name.strip()!r} is {scale!r}; a scale must "
+                                      f"be finite and > 0", "recalibrate, or fix that line")
+        scales[name.strip()] = scale
+    return text[0], scales
+
+
+def check_scales(path, scales: dict[str, float], observed_absmax: dict[str, float] | None = None,
+                 factor: float = PLAUSIBLE_FACTOR) -> None:
+    """Refuse implausible imported scales, naming the file, tensor and bound.
+
+    threshold = scale × 127. With `observed_absmax` (largest |x| per tensor from this model's FP32 run on the
+    calibration images), each threshold must lie within `factor` of it; without, within (MIN_THRESHOLD,
+    MAX_THRESHOLD). Tensors never observed (or observed all-zero) are checked against the absolute bounds only."""
+    problems = []
+    for name, scale in scales.items():
+        threshold = scale * 127.0
+        seen = (observed_absmax or {}).get(name)
+        if not (math.isfinite(threshold) and MIN_THRESHOLD < threshold < MAX_THRESHOLD):
+            problems.append(f"{name}: threshold {threshold:.3g} is outside ({MIN_THRESHOLD:g}, {MAX_THRESHOLD:g})")
+        elif seen and seen > 0 and not (seen / factor <= threshold <= seen * factor):
+            problems.append(f"{name}: threshold {threshold:.3g} vs observed max |x| {seen:.3g} (more than "
+                            f"{factor:g}× off)")
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise BadCalibrationCache(f"calibration cache {path} has implausible scales: " + "; ".join(problems[:3]) + more,
+                                  "recalibrate (without reuse) or fix the cache; trtlab does not build a variant "
+                                  "from it")
+
+
+def load_if_valid(path, expected: CacheMetadata, observed_absmax: dict[str, float] | None = None) -> dict[str, float]:
+    """The cached scales, or StaleCacheError naming every field that differs from `expected`, or
+    BadCalibrationCache for unreadable or implausible scales (see check_scales; pass `observed_absmax` — e.g.
+    `{t: h.absmax for t, h in stats.tensors.items()}` — to check them against this model's ranges)."""
+    path = Path(path)
+    meta_path = path.with_name(path.name + ".json")
+    if not meta_path.exists():
+        raise StaleCacheError(f"calibration cache {path} has no metadata file {meta_path.name}, so trtlab cannot tell "
+                              f"what it was made for", "delete it or pass reuse_cache=False")
+    stored = read_json_checked(meta_path)
+    if stored is None:  # damaged: set aside (and named) by read_json_checked
+        raise StaleCacheError(f"calibration cache metadata {meta_path} was damaged and set aside",
+                              "recalibrate (reuse_cache=False)")
+    wanted = json.loads(json.dumps(asdict(expected)))  # tuples → lists, as stored
+    differences = []
+    for field, value in wanted.items():
+        have = stored.get(field)
+        if field == "tensorrt_version" and (value is None or have is None):
+            continue
+        if have != value:
+            differences.append(f"{field}: cache has {_short(have)}, this run needs {_short(value)}")
+    if differences:
+        raise StaleCacheError(f"calibration cache {path} was made for something else: " + "; ".join(differences),
+                              "delete it or pass reuse_cache=False to recalibrate")
+    header, scales = read_calibration_cache(path)
+    if not header.endswith(TRT_ALGORITHM_NAMES[expected.algorithm]):
+        raise StaleCacheError(f"calibration cache {path} header {header!r} does not name {expected.algorithm}",
+                              "use a cache made with that algorithm, or recalibrate")
+    check_scales(path, scales, observed_absmax)
+    return scales
+
+
+def _short(value) -> str:
+    text = str(value)
+    return text[:12] + "…" if len(text) > 16 and all(c in "0123456789abcdef" for c in text) else text

@@ -1,0 +1,199 @@
+"""Validation before work: every check a command can make before decoding or inferring anything, in this order —
+
+1. workspace writable and not inside the data folder          `check_workspace`
+2. model parses, one N×3×H×W input, an N×C output             `check_model` (model.inspect_classifier)
+3. data folder, labels CSV well-formed, labels within C        `check_dataset` / `check_labels`
+4. batch and calibration sizes possible                        `check_sizes`
+5. output folders writable (and not under /kaggle/input)       `check_output_dir`
+   plus the backend asked for is installed                     `check_backend`
+
+`check_inputs(...)` runs them in that order; commands and notebook entry points call it (or the single checks)
+on their first line. Each failure is a `trtlab.core.errors.UserError`: one line naming the thing and what to do.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from trtlab.core.errors import UserError, UserFileNotFound, UserPermissionError, UserValueError, write_error
+from trtlab.core.workspace import check_writable_location, workspace_dir
+
+log = logging.getLogger(__name__)
+IMAGENET_CLASSES = 1000
+
+
+def _is_within(child: Path, parent: Path) -> bool:
+    try:
+        child.relative_to(parent)
+        return True
+    except ValueError:
+        return False
+
+
+def probe_writable(folder: str | os.PathLike, what: str = "folder") -> Path:
+    """Create `folder` if needed and write+delete a small file in it: a read-only or full file system is found
+    now, not after the work. UserError naming the folder otherwise."""
+    folder = Path(folder)
+    check_writable_location(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".trtlab-write-probe-")
+        try:
+            os.write(fd, b"ok")
+        finally:
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError as exc:
+        converted = write_error(folder, exc)
+        if converted is None:
+            raise UserPermissionError(f"cannot write the {what} {folder}: {exc.strerror or exc}",
+                                      "choose another folder") from exc
+        raise UserPermissionError(f"the {what} {folder} is not writable: {converted.what}", converted.fix) from exc
+    return folder
+
+
+def check_workspace(workspace=None, data=None) -> Path:
+    """The workspace (as `workspace_dir` resolves it), writable and not inside the data folder `data`."""
+    folder = Path(workspace_dir(workspace) if workspace is None else workspace)
+    check_writable_location(folder)
+    if data is not None:
+        data_root, ws = Path(data).resolve(), folder.resolve()
+        if _is_within(ws, data_root):
+            raise UserValueError(
+                f"the workspace {folder} is inside the data folder {data}, so trtlab's own outputs (reports, "
+                f"figures) would be read back as photos",
+                "choose a workspace outside the data folder (--workspace or $TRTLAB_WORKSPACE)")
+    probe_writable(folder, "workspace")
+    return workspace_dir(folder)
+
+
+def check_model(model_path):
+    """`ModelInfo` of a classifier that parses and has one N×3×H×W input and an N×C output (UserError otherwise)."""
+    from trtlab.graph.classifier import inspect_classifier
+
+    if model_path is None:
+        raise UserValueError("no model given", "pass --model path/to/model.onnx")
+    return inspect_classifier(model_path)
+
+
+def check_dataset(data, labels=None, name: str | None = None):
+    """The Dataset of image folder `data` (labels from `labels` CSV or sub-folder names), CSV checked."""
+    from trtlab.data.dataset import Dataset
+
+    return Dataset.from_folder(data, labels_csv=labels, name=name)
+
+
+def check_labels(dataset, info) -> None:
+    """Every label must be a class of the model (0..C-1); ImageNet WNID labels need a 1000-class model."""
+    import numpy as np
+
+    classes = info.num_classes
+    if classes is None:
+        return
+    model = Path(info.path).name
+    labels = np.asarray(dataset.labels)
+    if dataset.label_kind == "wnid" and classes != IMAGENET_CLASSES:
+        where = "sub-folder names" if dataset.label_source == "folders" else dataset.label_source
+        raise UserValueError(
+            f"the labels ({where}) are ImageNet WNIDs, i.e. classes of the 1000 ImageNet classes, but {model} has "
+            f"{classes} classes, so every score would be meaningless",
+            f"give a labels CSV with this model's class indices 0..{classes - 1}, or use a 1000-class ImageNet model")
+    bad = np.flatnonzero(labels >= classes)
+    if not len(bad):
+        if dataset.label_kind == "index" and classes != IMAGENET_CLASSES and labels.max(initial=-1) >= 0:
+            log.debug("labels are class indices of a %d-class model", classes)
+        return
+    values = sorted({int(v) for v in labels[bad]})
+    shown = ", ".join(map(str, values[:5])) + (", …" if len(values) > 5 else "")
+    if dataset.label_source == "folders":
+        folders = sorted({Path(dataset.paths[i]).parent.name for i in bad})
+        origin = f"sub-folder(s) {', '.join(repr(f) for f in folders[:5])} of {dataset.root} give class(es) {shown}"
+        fix = ("rename the folders to this model's class indices or ImageNet WNIDs, or give --labels CSV "
+               "(sub-folder names that are numbers are read as class indices)")
+    else:
+        files = [os.path.basename(dataset.paths[i]) for i in bad[:3]]
+        origin = f"{dataset.label_source or 'the dataset'} gives label(s) {shown} (e.g. for {', '.join(files)})"
+        fix = f"labels must be class indices 0..{classes - 1} of this model (or WNIDs for a 1000-class model)"
+    raise UserValueError(f"{origin}, but {model} has {classes} classes (0..{classes - 1}); "
+                         f"{len(bad)} image(s) affected", fix)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    batch_size: int | None
+    calibration_images: int | None
+    calibration_batch: int | None
+
+
+def check_sizes(info=None, batch_size: int | None = None, calibration_images: int | None = None,
+                calibration_batch: int | None = None, flag_prefix: str = "--") -> Sizes:
+    """Batch and calibration sizes that can work: positive integers; with a model exported for a fixed batch,
+    inference and calibration use that batch (said once). Returns the sizes to use."""
+    def flag(name):
+        return f"{flag_prefix}{name.replace('_', '-')}" if flag_prefix == "--" else name
+
+    for name, value in (("batch_size", batch_size), ("calibration_images", calibration_images),
+                        ("calibration_batch", calibration_batch)):
+        if value is not None and (not isinstance(value, (int,)) or isinstance(value, bool) or value < 1):
+            raise UserValueError(f"{flag(name)} {value!r} is not possible", f"give a whole number ≥ 1 for {flag(name)}")
+    fixed = info.fixed_batch if info is not None else None
+    if fixed:
+        changed = [flag(n) for n, v in (("batch_size", batch_size), ("calibration_batch", calibration_batch))
+                   if v is not None and v != fixed]
+        if changed:
+            log.info("%s was exported with a fixed batch of %d: %s %s %d (re-export with a dynamic batch for "
+                     "faster runs)", Path(info.path).name, fixed, " and ".join(changed),
+                     "use" if len(changed) > 1 else "uses", fixed)
+        batch_size = fixed if batch_size is not None else None
+        calibration_batch = fixed if calibration_batch is not None else None
+    return Sizes(batch_size, calibration_images, calibration_batch)
+
+
+def check_output_dir(path, what: str = "output folder") -> Path | None:
+    """An output folder the user named (e.g. --out): not under /kaggle/input and writable, checked before any
+    computation. None passes (the command then writes into the workspace, checked by check_workspace)."""
+    if path is None:
+        return None
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UserValueError(f"the {what} {path} is a file", "give a folder (it is created if missing)")
+    return probe_writable(path, what)
+
+
+def check_backend(backend: str | None) -> None:
+    """`trt` needs TensorRT importable here; refused before any cached ONNX Runtime result could be shown."""
+    if backend != "trt":
+        return
+    from trtlab.backends import tensorrt_available
+
+    if not tensorrt_available():
+        raise UserError("backend 'trt' was asked for but TensorRT does not import here",
+                        "run `python -m trtlab doctor` (or notebook 00_env_setup) to find and load TensorRT, or use "
+                        "--backend ort / auto")
+
+
+def check_inputs(model=None, data=None, labels=None, workspace=None, batch_size: int | None = None,
+                 calibration_images: int | None = None, calibration_batch: int | None = None, outputs=(),
+                 backend: str | None = None, dataset=None):
+    """All checks in the documented order; returns (workspace path, ModelInfo or None, Dataset or None, Sizes).
+
+    `model=None` / `data=None` skip the model / data checks (the command uses the demo's); `dataset` checks a
+    Dataset built elsewhere against the model's classes."""
+    check_backend(backend)
+    ws = check_workspace(workspace, data)
+    info = check_model(model) if model is not None else None
+    if dataset is None and data is not None:
+        dataset = check_dataset(data, labels)
+    if dataset is not None and info is not None:
+        check_labels(dataset, info)
+    sizes = check_sizes(info, batch_size, calibration_images, calibration_batch)
+    for out in outputs:
+        check_output_dir(out)
+    return ws, info, dataset, sizes
+
+
+__all__ = ["check_inputs", "check_workspace", "check_model", "check_dataset", "check_labels", "check_sizes",
+           "check_output_dir", "check_backend", "probe_writable", "Sizes", "UserError", "UserFileNotFound"]

@@ -1,0 +1,218 @@
+"""Calibration A/B: build and evaluate variants against FP32 on a saved calibration/evaluation split.
+
+`compare(...)` is what notebook 03 and `python -m trtlab calibrate` call; `ab_widgets(...)` wraps it in
+ipywidgets whose callbacks are the plain functions below (testable without a browser).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trtlab.quantization.calibrate import ALGORITHMS
+from trtlab.data.dataset import Dataset
+from trtlab.data.decode_cache import DecodeCache, build_decode_cache
+from trtlab.data.preprocess import get_preprocess
+from trtlab.evaluation.results import ResultsStore
+from trtlab.data.split import Split, make_split
+from trtlab.evaluation.evaluate import evaluate_variant
+from trtlab.quantization.variants import BuiltVariant, Recipe, build_variant
+from trtlab.core.workspace import hash_json, read_checked, workspace_dir
+
+GUARD_CHOICES = ("first_layer", "last_layer", "softmax")
+
+
+@dataclass
+class ABResult:
+    table: object  # pandas DataFrame, one row per variant (index: the stored labels)
+    store: ResultsStore
+    cache: DecodeCache
+    split: Split
+    variants: dict[str, BuiltVariant] = field(default_factory=dict)  # stored label → built variant
+
+    def plot(self):
+        """The summary figure (accuracy with intervals; consistency with FP32), displayable in any notebook."""
+        from trtlab.views.figures import FigureView
+        from trtlab.views.report import plot_summary
+
+        fig, _ = plot_summary(self.store, list(self.table.index), reference="fp32")
+        return FigureView(fig)
+
+
+def saved_split(dataset: Dataset, calibration_images: int, seed: int = 0, workspace=None) -> Split:
+    """The split for (dataset, calibration size, seed), made once and saved in the workspace so every notebook
+    uses the same calibration and evaluation images."""
+    from trtlab.quantization.variants import CalibrationSizeError
+
+    if calibration_images > len(dataset) - 1:
+        raise CalibrationSizeError(
+            f"{calibration_images} calibration images asked for, but dataset {dataset.name!r} has {len(dataset)} "
+            f"images and evaluation needs at least one", f"use calibration_images ≤ {len(dataset) - 1}")
+    key = hash_json({"fp": dataset.fingerprint(), "n": calibration_images, "seed": seed}, 12)
+    path = workspace_dir(workspace) / "splits" / f"{dataset.name}-{key}.json"
+    saved = read_checked(path, Split.load)  # None when absent, or damaged (then set aside, named, and remade)
+    if saved is not None:
+        return saved
+    split = make_split(dataset, calibration_size=calibration_images, seed=seed)
+    split.save(path)
+    return split
+
+
+def default_calibration_pool(dataset: Dataset) -> int:
+    """Calibration images of a split made for recipes that name no number: half the data, at most
+    DEFAULT_CALIBRATION_IMAGES (the rest evaluates)."""
+    from trtlab.quantization.variants import DEFAULT_CALIBRATION_IMAGES
+
+    return max(1, min(DEFAULT_CALIBRATION_IMAGES, len(dataset) // 2))
+
+
+def check_calibration_sizes(recipes, split: Split, dataset: Dataset) -> None:
+    """Refuse, before any work, recipes that ask for more calibration images than the split holds."""
+    from trtlab.quantization.variants import CalibrationSizeError
+
+    too_many = [r for r in recipes if r.precision == "int8" and (r.calibration_images or 0) > len(split.calibration)]
+    if too_many:
+        raise CalibrationSizeError(
+            f"{', '.join(r.name for r in too_many)} ask(s) for {max(r.calibration_images for r in too_many)} "
+            f"calibration images, but the calibration set of {dataset.name!r} has {len(split.calibration)}",
+            f"use calibration_images ≤ {len(split.calibration)}, or a split with a larger calibration set")
+
+
+def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: Split | None = None,
+            calibration_images: int | None = None, workspace=None, backend: str = "auto", batch_size: int = 32,
+            progress: bool = True, force: bool = False) -> ABResult:
+    """Build each recipe's variant (calibrating on the split's calibration images), evaluate it and FP32 on the
+    evaluation images, and return the comparison table (read back from the results store of this model and
+    these evaluation images)."""
+    from trtlab.evaluation.identity import Experiment
+    from trtlab.evaluation.metrics import variant_table
+    from trtlab.graph.classifier import inspect_classifier
+
+    recipes = [r if isinstance(r, Recipe) else Recipe(**r) for r in recipes]
+    if not any(r.precision == "fp32" for r in recipes):
+        recipes = [Recipe(precision="fp32")] + recipes
+    from trtlab.workflows.checks import check_labels
+
+    info = inspect_classifier(model_path)  # a wrong model fails here, before any image is decoded
+    check_labels(dataset, info)  # labels outside the model's classes too
+    spec = get_preprocess(preprocess)
+    if split is None:
+        wanted = calibration_images or max((r.calibration_images or 0 for r in recipes if r.precision == "int8"),
+                                           default=0) or default_calibration_pool(dataset)
+        split = saved_split(dataset, wanted, workspace=workspace)
+    check_calibration_sizes(recipes, split, dataset)
+    cache = build_decode_cache(dataset, spec, workspace, progress=progress)
+    experiment = Experiment.for_evaluation(info, cache, split.evaluation, split)
+    store = ResultsStore.for_experiment(experiment, workspace)
+    built: dict[str, BuiltVariant] = {}
+    for recipe in recipes:
+        variant = build_variant(model_path, recipe, cache, split.calibration, workspace, force=force,
+                                progress=progress)
+        result = evaluate_variant(variant, cache, split.evaluation, store, backend=backend, batch_size=batch_size,
+                                  progress=progress, force=force, split=split, experiment=experiment)
+        built[result.variant] = variant  # recipes that named no calibration size now name the one used
+    table = variant_table(store.load_all(list(built)), reference="fp32")
+    return ABResult(table, store, cache, split, built)
+
+
+# -- widget callbacks (plain functions) -------------------------------------------------------------------------
+def recipes_from_selection(algorithms, calibration_images: int, calibration_batch: int, guards=(),
+                           node_guards: str = "", guard_precision: str = "fp32", percentile: float = 99.99,
+                           include_fp16: bool = False):
+    """Widget state → recipes: one INT8 recipe per chosen algorithm, all with the same guards (and an FP16 variant
+    first when asked, to see INT8 against FP16 as well as FP32)."""
+    if not algorithms:
+        from trtlab.core.errors import UserValueError
+
+        raise UserValueError("no calibration algorithm is selected", "choose at least one of minmax, entropy, percentile")
+    guard_list = list(guards) + [f"node:{n.strip()}" for n in node_guards.split(",") if n.strip()]
+    if guard_precision == "fp16":
+        guard_list = [f"{g}=fp16" for g in guard_list]
+    fp16 = [Recipe(precision="fp16")] if include_fp16 else []
+    return fp16 + [Recipe(precision="int8", algorithm=a, calibration_images=int(calibration_images),
+                          calibration_batch=int(calibration_batch), guards=tuple(guard_list),
+                          percentile=float(percentile)) for a in algorithms]
+
+
+def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, split: Split | None = None,
+               max_calibration_images: int | None = None):
+    """ipywidgets panel: algorithms, calibration size, batch size, guards, Run → A/B table + plot."""
+    import ipywidgets as w
+    from IPython.display import display
+
+    # The slider offers only what exists: the split's calibration images (or, without a split, all but one image).
+    available = len(split.calibration) if split is not None else max(1, len(dataset) - 1)
+    limit = min(max_calibration_images or available, available)
+    algorithms = w.SelectMultiple(options=list(ALGORITHMS), value=("minmax", "entropy"),
+                                  description="algorithms")
+    size = w.IntSlider(value=min(64, limit), min=1, max=limit, description="calib images",
+                       tooltip=f"at most {limit}: the calibration images that exist")
+    batch = w.Dropdown(options=[1, 4, 8, 16, 32], value=8, description="calib batch")
+    percentile = w.FloatText(value=99.99, description="percentile")
+    guard_boxes = [w.Checkbox(value=False, description=g) for g in GUARD_CHOICES]
+    nodes = w.Text(value="", description="node guards", placeholder="node names, comma separated")
+    precision = w.ToggleButtons(options=["fp32", "fp16"], value="fp32", description="guarded in")
+    with_fp16 = w.Checkbox(value=True, description="also an FP16 variant")
+    run = w.Button(description="Run A/B", button_style="primary")
+    out = w.Output()
+
+    def on_run(_=None):
+        from trtlab.core.errors import shown_in
+
+        out.clear_output()
+        result = None
+        with out, shown_in(out):  # a user mistake shows as one `error: … — …` line, not a traceback
+            recipes = recipes_from_selection(algorithms.value, size.value, batch.value,
+                                             [b.description for b in guard_boxes if b.value], nodes.value,
+                                             precision.value, percentile.value, with_fp16.value)
+            result = compare(model_path, dataset, recipes, preprocess, split=split, workspace=workspace,
+                             calibration_images=size.value)
+            panel.last_result = result
+            display(result.table)
+            display(result.plot())  # a FigureView: rendered as PNG in JupyterLab and in executed notebooks
+        return result
+
+    run.on_click(on_run)
+    panel = w.VBox([w.HBox([algorithms, w.VBox([size, batch, percentile])]), w.HBox(guard_boxes),
+                    w.HBox([nodes, precision]), with_fp16, run, out])
+    panel.run_callback = on_run  # lets tests and scripts press "Run" without a browser
+    panel.last_result = None
+    return panel
+
+
+# -- CLI ----------------------------------------------------------------------------------------------------------
+def calibrate_main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m trtlab calibrate",
+                                     description="calibrate INT8 variants and compare them with FP32")
+    parser.add_argument("--model", help="ONNX classifier (default: the demo EfficientNet-Lite0)")
+    parser.add_argument("--data", help="image folder (default: the demo photos)")
+    parser.add_argument("--labels", help="optional labels CSV (file,label)")
+    parser.add_argument("--preset", default="tf-lite")
+    parser.add_argument("--algorithms", default="minmax,entropy,percentile")
+    parser.add_argument("--percentile", type=float, default=99.99)
+    parser.add_argument("--calibration-images", type=int, default=None,
+                        help="images to calibrate on (default: the split's calibration set, at most 512)")
+    parser.add_argument("--calibration-batch", type=int, default=8)
+    parser.add_argument("--guards", default="", help="comma separated: first_layer,last_layer,softmax,node:NAME,"
+                                                      "op:TYPE; add =fp16 to run a guard in FP16")
+    parser.add_argument("--fp16", action="store_true", help="also build and evaluate an FP16 variant")
+    parser.add_argument("--workspace")
+    parser.add_argument("--force", action="store_true", help="rebuild and re-evaluate even if cached")
+    args = parser.parse_args(argv)
+    from trtlab.data.demo import model_and_data
+
+    model, dataset, preset, split = model_and_data(args.model, args.data, args.labels, args.preset, args.workspace)
+    guards = tuple(g.strip() for g in args.guards.split(",") if g.strip())
+    recipes = [Recipe(precision="int8", algorithm=a.strip(), percentile=args.percentile,
+                      calibration_images=args.calibration_images, calibration_batch=args.calibration_batch,
+                      guards=guards) for a in args.algorithms.split(",") if a.strip()]
+    if args.fp16:
+        recipes.insert(0, Recipe(precision="fp16"))
+    result = compare(model, dataset, recipes, preset, split=split, workspace=args.workspace, force=args.force,
+                     calibration_images=args.calibration_images)
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(f"{result.store.describe()}; results in {result.store.folder}")
+        print(result.table.round(4))
+    return 0

@@ -1,0 +1,86 @@
+"""The main job: model + photos → decode cache → variants → stored results → report."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trtlab.data.dataset import Dataset
+from trtlab.data.decode_cache import DecodeCache, build_decode_cache
+from trtlab.data.preprocess import get_preprocess
+from trtlab.evaluation.results import ResultsStore
+from trtlab.core.workspace import workspace_dir
+
+
+@dataclass
+class JobResult:
+    model_path: Path
+    cache: DecodeCache
+    store: ResultsStore
+    variants: list[str]
+    report: dict = field(default_factory=dict)
+
+    @property
+    def table(self):
+        return self.report.get("table")
+
+
+def run_job(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, backend: str = "auto",
+            batch_size: int = 32, progress: bool = True, report_dir=None) -> JobResult:
+    """Evaluate FP32 on `dataset` and write the report."""
+    from trtlab.evaluation.identity import experiment_of
+    from trtlab.graph.classifier import inspect_classifier
+    from trtlab.evaluation.evaluate import evaluate
+    from trtlab.views.report import write_report
+
+    workspace = workspace_dir(workspace)
+    from trtlab.workflows.checks import check_labels
+
+    check_labels(dataset, inspect_classifier(model_path))  # a wrong model or labels: refused before any decoding
+    cache = build_decode_cache(dataset, get_preprocess(preprocess), workspace, progress=progress)
+    result = evaluate(model_path, cache, "fp32", backend=backend, batch_size=batch_size, progress=progress,
+                      workspace=workspace)
+    # The store of this model on this data: another model evaluated on the same folder has its own.
+    store = ResultsStore.for_experiment(experiment_of(result.record), workspace)
+    variants = [result.variant]
+    report = write_report(store, Path(report_dir or workspace / "reports" / store.folder.name), variants,
+                          reference="fp32", decode_cache=cache)
+    return JobResult(Path(model_path), cache, store, variants, report)
+
+
+DEMO_ALGORITHMS = ("minmax", "entropy", "percentile")
+
+
+def run_demo(workspace=None, model: str = "efficientnet-lite0", progress: bool = True, backend: str = "auto",
+             batch_size: int = 32, algorithms=DEMO_ALGORITHMS) -> JobResult:
+    """The bundled default: EfficientNet-Lite0 on the demo photos, whole pipeline — decode cache, FP16 graph,
+    calibration on the calibration photos with each algorithm, Q/DQ INT8 variants, evaluation of FP32, FP16 and INT8
+    on the labelled evaluation photos, results store, report."""
+    from trtlab.workflows.compare import compare
+    from trtlab.data.demo import DEMO_PREPROCESS, demo_dataset, demo_split, export_demo_model
+    from trtlab.views.report import write_report
+    from trtlab.quantization.variants import Recipe
+
+    workspace = workspace_dir(workspace)
+    model_path = export_demo_model(model, workspace)
+    dataset = demo_dataset()
+    recipes = [Recipe(precision="fp16")] + [Recipe(precision="int8", algorithm=a) for a in algorithms]
+    result = compare(model_path, dataset, recipes, DEMO_PREPROCESS, split=demo_split(dataset), workspace=workspace,
+                     backend=backend, batch_size=batch_size, progress=progress)
+    variants = list(result.table.index)
+    report = write_report(result.store, workspace / "reports" / result.store.folder.name, variants,
+                          reference="fp32", decode_cache=result.cache)
+    return JobResult(Path(model_path), result.cache, result.store, variants, report)
+
+
+def print_summary(job: JobResult) -> None:
+    table = job.table
+    print()
+    print(job.report["md"].read_text())
+    if "fp32" in table.index and table.loc["fp32", "labelled"]:
+        row = table.loc["fp32"]
+        print(f"FP32 top-1 on {int(row.labelled)} labelled photos: {100 * row.top1:.1f}% "
+              f"(95% CI {100 * row.top1_low:.1f}–{100 * row.top1_high:.1f}%)")
+    for name, row in table.drop(index="fp32", errors="ignore").iterrows():
+        print(f"{name}: top-1 {100 * row.top1:.1f}%, top-1 agreement with fp32 {100 * row.top1_agreement:.1f}%, "
+              f"mean logit cosine {row.cosine_mean:.4f}")
+    print(f"report: {job.report['png']}  {job.report['md']}  {job.report['csv']}")
