@@ -7,7 +7,7 @@ import numpy as np
 
 from trtlab.backends.runner import Runner
 
-OPT_LEVELS = ("disable", "basic", "extended", "all")
+from trtlab.core.ort_session import OPTIMIZATION_LEVELS as OPT_LEVELS
 
 
 class OrtRunner(Runner):
@@ -31,22 +31,11 @@ class OrtRunner(Runner):
         self.session = None
 
     def activate_impl(self) -> None:
-        import onnxruntime as ort
+        from trtlab.core.ort_session import ort_session
 
-        options = ort.SessionOptions()
-        options.graph_optimization_level = {
-            "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-        }[self.graph_optimization]
-        if self.intra_op_threads:
-            options.intra_op_num_threads = self.intra_op_threads
-        options.log_severity_level = 3
-        if self.disable_quant_qdq:
-            options.add_session_config_entry("session.disable_quant_qdq", "1")
-        providers = self.requested_providers or default_providers()
-        self.session = ort.InferenceSession(self.model_path, options, providers=providers)
+        self.session = ort_session(self.model_path, optimization=self.graph_optimization,
+                                   threads=self.intra_op_threads, qdq_fusion=not self.disable_quant_qdq,
+                                   providers=self.requested_providers or default_providers())
         meta = self.session.get_inputs()[0]
         self.input_name = meta.name
         self.input_shape = tuple(d if isinstance(d, int) else str(d) for d in meta.shape)

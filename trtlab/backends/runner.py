@@ -49,8 +49,10 @@ class Runner(ABC):
         count = batch.shape[0]
         fixed = self.input_shape[0] if self.input_shape and isinstance(self.input_shape[0], int) else None
         if fixed and count < fixed:
-            # The last batch of a fixed-batch model: pad with copies of its last image, keep only the real rows.
-            batch = np.concatenate([batch, np.repeat(batch[-1:], fixed - count, axis=0)])
+            # The last batch of a fixed-batch model: padded by the batch source's rule; only the real rows return.
+            from trtlab.data.batches import pad_batch
+
+            batch = pad_batch(batch, fixed)
         start = time.perf_counter()
         logits = self.infer_impl(batch)
         self.last_inference_time = time.perf_counter() - start

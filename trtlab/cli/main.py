@@ -137,47 +137,20 @@ def split_verbosity(argv: list[str]) -> tuple[int, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from trtlab.core import log
+    from trtlab.core import log, progress
     from trtlab.core.errors import UserError, report
 
     argv = list(sys.argv[1:] if argv is None else argv)
     verbosity, argv = split_verbosity(argv)
     log.setup(verbosity)
     try:
-        with _no_progress_bars(verbosity < 0):
+        with progress.quiet(verbosity < 0):
             if argv and argv[0] in STAGE_COMMANDS:
                 return _run_stage_command(argv[0], argv[1:])
             args = build_parser().parse_args(argv)
             return {"demo": _cmd_demo, "eval": _cmd_eval}[args.command](args)
     except UserError as exc:
         return report(exc)
-
-
-def _no_progress_bars(quiet: bool):
-    """-q also hides tqdm bars: every bar (tqdm.auto's classes call tqdm.std.tqdm.__init__) is made disabled for
-    the duration of the command, then tqdm is restored (main() is also called in-process by tests)."""
-    import contextlib
-
-    if not quiet:
-        return contextlib.nullcontext()
-
-    @contextlib.contextmanager
-    def patched():
-        from tqdm import std
-
-        original = std.tqdm.__init__
-
-        def disabled(self, *args, **kwargs):
-            kwargs["disable"] = True
-            original(self, *args, **kwargs)
-
-        std.tqdm.__init__ = disabled
-        try:
-            yield
-        finally:
-            std.tqdm.__init__ = original
-
-    return patched()
 
 
 if __name__ == "__main__":

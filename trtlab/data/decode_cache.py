@@ -192,7 +192,7 @@ def build_decode_cache(
     compared with the free space of the workspace; `check_disk=False` skips the refusal (the estimate is still
     printed).
     """
-    from tqdm.auto import tqdm
+    from trtlab.core.progress import progress_bar
 
     spec = get_preprocess(preprocess)
     pool = DEFAULT_POOL if pool == "auto" else pool
@@ -231,7 +231,7 @@ def build_decode_cache(
     workers = max(1, int(workers or default_workers()))
     if len(pending):
         started = time.perf_counter()
-        bar = tqdm(total=len(pending), desc=f"decode {dataset.name}", unit="img", disable=not progress)
+        bar = progress_bar(total=len(pending), desc=f"decode {dataset.name}", unit="img", enabled=progress)
         fd = os.open(crops_path, os.O_RDWR)
         try:
             with writing(crops_path):  # a full disk mid-decode names the crops file, not a bare errno

@@ -441,10 +441,10 @@ def locate_inputs(root: str | os.PathLike | None = None, images: str | os.PathLi
 
 def scan_images(images_dir: str | os.PathLike, progress: bool = True) -> dict[str, list[str]]:
     """Image files (.jpg/.jpeg/.png, any case) under images_dir, recursively: id (name without extension) → paths."""
-    from tqdm.auto import tqdm
+    from trtlab.core.progress import progress_bar
 
     images: dict[str, list[str]] = defaultdict(list)
-    bar = tqdm(desc=f"scan {Path(images_dir).name}", unit="file", disable=not progress)
+    bar = progress_bar(desc=f"scan {Path(images_dir).name}", unit="file", enabled=progress)
     for current, dirs, files in os.walk(images_dir, followlinks=True):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
@@ -747,7 +747,7 @@ def organize(prep: ImageNetPrep, layout: str = "wnid", target: str | os.PathLike
     untouched — the only way for read-only inputs such as /kaggle/input. `move=True` moves the files inside the
     images folder instead (only for a writable folder) and updates the saved labels and split to the new paths.
     """
-    from tqdm.auto import tqdm
+    from trtlab.core.progress import progress_iter
 
     if layout not in ("wnid", "flat"):
         raise ValueError(f"layout={layout!r}: choose 'wnid' or 'flat'")
@@ -770,8 +770,8 @@ def organize(prep: ImageNetPrep, layout: str = "wnid", target: str | os.PathLike
         raise ImageNetPrepError(f"{len(clashes)} file name(s) would collide in the {layout} layout: "
                                 f"{_examples(clashes)}; rename those files first")
     new_paths = []
-    for source, destination in tqdm(list(zip(prep.dataset.paths, destinations)), desc=f"organize {layout}",
-                                    unit="file", disable=not progress):
+    for source, destination in progress_iter(list(zip(prep.dataset.paths, destinations)), desc=f"organize {layout}",
+                                             unit="file", enabled=progress):
         source = Path(source)
         if move:
             if source != destination:

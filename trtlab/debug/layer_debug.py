@@ -131,28 +131,13 @@ class ErrorSums:
 # ONNX helpers
 # ----------------------------------------------------------------------------------------------------------------
 def _session(model, threads: int | None = None):
-    """ONNX Runtime CPU session with graph optimizations disabled, from an in-memory ModelProto."""
-    import onnxruntime as ort
+    """ONNX Runtime CPU session with graph optimizations disabled (the literal semantics), from a ModelProto."""
+    from trtlab.core.ort_session import ort_session
 
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
-    if threads:
-        options.intra_op_num_threads = threads
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return ort_session(model, optimization="disable", threads=threads)
 
 
-def _with_outputs(model, names: list[str]):
-    """A copy of `model` whose graph outputs also include `names` (intermediate tensors)."""
-    import onnx
-
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    existing = {o.name for o in out.graph.output}
-    for name in names:
-        if name not in existing:
-            out.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
-    return out
+from trtlab.graph.onnx_utils import with_outputs as _with_outputs  # noqa: E402
 
 
 def compared_tensors(fp32_model, quantized_model=None) -> list[str]:
@@ -523,15 +508,15 @@ class LayerDebugger:
 
     # -- data ----------------------------------------------------------------------------------------------------
     def _batches(self, indices, batch_size: int | None = None):
-        from trtlab.data.preprocess import normalize_batch
+        from trtlab.data.batches import iter_batches
 
-        for chunk, crops in self.cache.iter_batches(indices, batch_size or self.batch_size):
-            yield chunk, normalize_batch(crops, self.cache.preprocess)
+        for batch in iter_batches(self.cache, indices, batch_size or self.batch_size):
+            yield batch.indices, batch.images
 
     def _bar(self, total, desc, unit):
-        from tqdm.auto import tqdm
+        from trtlab.core.progress import progress_bar
 
-        return tqdm(total=total, desc=desc, unit=unit, disable=not self.progress)
+        return progress_bar(total=total, desc=desc, unit=unit, enabled=self.progress)
 
     # -- 1. per-tensor comparison --------------------------------------------------------------------------------
     def tensor_errors(self, extra_layers=(), indices=None, precision: str = "fp32", batch_size: int | None = None,

@@ -5,7 +5,6 @@ import logging
 
 import os
 import platform
-from concurrent.futures import ThreadPoolExecutor
 import time
 from pathlib import Path
 
@@ -14,7 +13,8 @@ import numpy as np
 from trtlab.backends import make_runner
 from trtlab.data.decode_cache import DecodeCache
 from trtlab.graph.classifier import inspect_classifier
-from trtlab.data.preprocess import normalize_batch
+from trtlab.core.progress import progress_bar
+from trtlab.data.batches import iter_batches
 from trtlab.evaluation.results import ResultsStore, VariantResult, top5_from_logits
 from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, read_checked, read_json_checked
 
@@ -100,7 +100,7 @@ def evaluate(
             versions = ", ".join(f"{k}={v}" for k, v in description.items() if k not in ("runner",))
             log.info(f"{variant}: running {Path(model_path).name} on {versions}")
         logits_chunks += infer_cached(runner, cache, indices[done:], batch_size, desc=f"infer {variant}",
-                                      progress=progress, on_batch=checkpoint.add)
+                                      progress=progress, on_batch=checkpoint.add, fixed_batch=info.fixed_batch)
     logits = np.concatenate(logits_chunks) if logits_chunks else np.zeros((0, 0), np.float32)
     if logits.ndim != 2:
         raise ValueError(f"{Path(model_path).name} output has shape {list(logits.shape)}; expected N×classes logits")
@@ -180,25 +180,19 @@ class EvaluationCheckpoint:
 
 
 def infer_cached(runner, cache: DecodeCache, indices, batch_size: int = 32, desc: str = "infer",
-                 progress: bool = True, on_batch=None) -> list[np.ndarray]:
+                 progress: bool = True, on_batch=None, fixed_batch: int | None = None) -> list[np.ndarray]:
     """Logits (float32, one array per batch) of an active runner over `indices` of the decode cache.
 
     The next batch is read from the cache and normalised while the runner works on the current one. `on_batch`
     is called with each batch's logits (checkpointing).
     """
-    from tqdm.auto import tqdm
-
     chunks = []
-    bar = tqdm(total=len(indices), desc=desc, unit="img", disable=not progress)
-    with ThreadPoolExecutor(1) as pool:
-        batches = (normalize_batch(crops, cache.preprocess) for _, crops in cache.iter_batches(indices, batch_size))
-        pending = pool.submit(next, batches, None)
-        while (batch := pending.result()) is not None:
-            pending = pool.submit(next, batches, None)
-            chunks.append(runner.infer(batch).astype(np.float32, copy=False))
-            if on_batch is not None:
-                on_batch(chunks[-1])
-            bar.update(len(batch))
+    bar = progress_bar(total=len(indices), desc=desc, unit="img", enabled=progress)
+    for batch in iter_batches(cache, indices, batch_size, fixed_batch=fixed_batch, prefetch=True):
+        chunks.append(runner.infer(batch.images)[:batch.count].astype(np.float32, copy=False))
+        if on_batch is not None:
+            on_batch(chunks[-1])
+        bar.update(batch.count)
     bar.close()
     return chunks
 

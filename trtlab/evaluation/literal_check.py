@@ -113,11 +113,11 @@ def ort_qdq_self_check(model_path, cache, indices, batch_size: int = 8, variant:
     between fused and literal), agreement, worst cosine, `optimized_is_trustworthy`, the CPU, the cause, whether
     the fast literal reference matched, `reference_options` for OrtRunner, and `message` (one line).
     """
+    from trtlab.data.batches import iter_batches
     from trtlab.evaluation.metrics import cosine_per_image
-    from trtlab.data.preprocess import normalize_batch
 
     chunk = np.asarray(indices, np.int64)[:batch_size]
-    batch = normalize_batch(np.asarray(cache.crops[chunk]), cache.preprocess)
+    batch = next(iter_batches(cache, chunk, len(chunk))).images
     reference = _infer(model_path, batch, **LITERAL_OPTIONS)
     optimized = _infer(model_path, batch, graph_optimization="all")
     fast = _infer(model_path, batch, **FAST_LITERAL_OPTIONS)

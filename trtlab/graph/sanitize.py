@@ -14,7 +14,8 @@ MIN_OPSET = 13
 def sanitize_model(model_path, workspace=None, force: bool = False) -> Path:
     """Path of the sanitized copy (cached in the workspace by the source file's sha256)."""
     import onnx
-    import onnxruntime as ort
+
+    from trtlab.core.ort_session import ort_session
 
     model_path = Path(model_path)
     sha = sha256_file(model_path)
@@ -36,11 +37,7 @@ def sanitize_model(model_path, workspace=None, force: bool = False) -> Path:
             raise UserValueError(f"{model_path.name} uses opset {opset}; per-channel Q/DQ needs opset ≥ {MIN_OPSET} and "
                                  f"the ONNX version converter failed ({exc})", "re-export the model with opset ≥ 13") from exc
     with atomic_path(target, suffix=".onnx") as tmp:
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        options.optimized_model_filepath = str(tmp)
-        options.log_severity_level = 3
-        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        ort_session(model, optimization="basic", optimized_model_path=tmp)  # writes the folded graph to tmp
         folded = onnx.load(str(tmp))
         # IR < 4 demands every initializer be a graph input too; folding adds initializers, so move to IR 7 (opset 13's).
         folded.ir_version = max(folded.ir_version, 7)

@@ -429,15 +429,14 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
     histograms' bin width, set by the first sub-batch (module docstring). `threads`: ONNX Runtime intra-op threads.
     """
     import onnx
-    import onnxruntime as ort
-    from tqdm.auto import tqdm
 
+    from trtlab.core.ort_session import ort_session
+    from trtlab.core.progress import progress_bar
+    from trtlab.data.batches import iter_batches
     from trtlab.graph.classifier import inspect_classifier
-    from trtlab.data.preprocess import normalize_batch
+    from trtlab.graph.onnx_utils import with_outputs
 
     info = inspect_classifier(model_path)
-    if info.fixed_batch:  # a model exported with a fixed batch runs only that batch (trtlab.workflows.checks.check_sizes)
-        batch_size = info.fixed_batch
     model = onnx.load(str(model_path))
     graph_inputs = {i.name for i in model.graph.input}
     existing_outputs = {o.name for o in model.graph.output}
@@ -445,23 +444,18 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
     shapes = _exposed_shapes(model, requested)
     per_tensor = None if shapes is None else [4 * int(np.prod(shape, dtype=np.int64)) for shape in shapes]
     per_image = sum(per_tensor) if per_tensor else None
-    for name in requested:
-        if name not in existing_outputs:
-            model.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    if threads:
-        options.intra_op_num_threads = int(threads)
     # ONNX Runtime's idle intra-op threads spin by default; here they would take the cores from the histogram
     # updates that run while the next sub-batch is computed.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = ort_session(with_outputs(model, [n for n in requested if n not in existing_outputs]), threads=threads,
+                          spinning=False)
     del model
     indices = cache.valid_indices if indices is None else np.asarray(indices, np.int64)
     if len(indices) == 0:
         raise ValueError("no decodable calibration images; check the calibration set and the decode cache failures")
     budget = float(MEMORY_BUDGET_MB if memory_budget_mb is None else memory_budget_mb) * 2**20
-    sub_batch = sub_batch_size(batch_size, per_image, budget)
+    # A model exported with a fixed batch runs exactly that batch (the batch source pads the last one; padded rows
+    # are not counted).
+    sub_batch = info.fixed_batch or sub_batch_size(batch_size, per_image, budget)
     if per_image:
         log.info("calibration batch %d runs through ONNX Runtime in sub-batches of %d image(s): %d tensors exposed, "
                  "%.1f MB per image, memory budget %.0f MB", batch_size, sub_batch, len(requested), per_image / 2**20,
@@ -472,39 +466,34 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
     stats = {name: TensorHistogram(bins=bins) for name in tensors}
     started, peak = time.time(), 0
 
-    def run_batch(crops):
-        batch = normalize_batch(crops, cache.preprocess)
-        return batch, (session.run(requested, {info.input_name: batch}) if requested else [])
-
-    def sub_batches():
-        for _, crops in cache.iter_batches(indices, batch_size):
-            for start in range(0, len(crops), sub_batch):
-                yield crops[start:start + sub_batch]
+    def run_batch(batch):
+        outputs = session.run(requested, {info.input_name: batch.images}) if requested else []
+        return batch, [o[:batch.count] for o in outputs]
 
     def count(outputs, k):
         stats[requested[k]].update(outputs[k])
         outputs[k] = None  # free each tensor once counted: the peak stays about one sub-batch
 
-    bar = tqdm(total=len(indices), desc="calibrate (collect stats)", unit="img", disable=not progress)
+    bar = progress_bar(total=len(indices), desc="calibrate (collect stats)", unit="img", enabled=progress)
     # The next sub-batch runs in ONNX Runtime (which releases the GIL) while this one's histograms are updated, by
     # one thread per available core (numpy's elementwise steps release the GIL; np.bincount does not).
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     workers = max(1, min(4, cores))
     order = sorted(range(len(requested)), key=lambda k: -(per_tensor[k] if per_tensor else 0))
     with ThreadPoolExecutor(1) as pool, ThreadPoolExecutor(workers) as counters:
-        crops_iter = sub_batches()
-        first = next(crops_iter, None)
+        batches = iter_batches(cache, indices, sub_batch, fixed_batch=info.fixed_batch)
+        first = next(batches, None)
         pending = pool.submit(run_batch, first) if first is not None else None
         while pending is not None:
             batch, outputs = pending.result()
-            following = next(crops_iter, None)
+            following = next(batches, None)
             pending = pool.submit(run_batch, following) if following is not None else None
-            peak = max(peak, 2 * (sum(o.nbytes for o in outputs) + batch.nbytes))
+            peak = max(peak, 2 * (sum(o.nbytes for o in outputs) + batch.images.nbytes))
             list(counters.map(lambda k: count(outputs, k), order))  # largest tensors first: even load
             for name in tensors:
                 if name in graph_inputs:
-                    stats[name].update(batch)
-            bar.update(len(batch))
+                    stats[name].update(batch.images[:batch.count])
+            bar.update(batch.count)
             del outputs, batch
     bar.close()
     ids = cache.dataset.image_ids()

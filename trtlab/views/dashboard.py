@@ -389,10 +389,10 @@ class Dashboard:
 
     def pngs(self) -> dict[str, bytes]:
         """Every figure as PNG bytes, rendered once (with a progress bar: galleries decode thumbnails)."""
-        from tqdm.auto import tqdm
+        from trtlab.core.progress import progress_iter
 
         names = self.figure_names()
-        for name in tqdm(names, desc="dashboard figures", unit="fig", disable=len(names) < 4):
+        for name in progress_iter(names, desc="dashboard figures", unit="fig", enabled=len(names) >= 4):
             self.png(name)
         return {name: self._pngs[name] for name in names}
 

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 
-from trtlab.data.preprocess import normalize_batch
 from trtlab.core.workspace import atomic_write_bytes, atomic_write_json
 
 ALGORITHMS = {"entropy": "IInt8EntropyCalibrator2", "minmax": "IInt8MinMaxCalibrator"}
@@ -120,20 +119,20 @@ class _CalibratorMixin:
 
     def get_batch(self, names):
         try:
-            crops = next(self._iter())
+            served = next(self._iter())
         except StopIteration:
             self.free()
             return None
         if len(names) != 1:
             raise ValueError(f"trtlab calibrates single-input classifiers; TensorRT asked for inputs {names}")
-        batch = normalize_batch(crops, self.decode_cache.preprocess)
+        batch = served.images
         self._ensure_buffers(batch)
         self._pinned.array[...] = batch
         self._device.copy_from_host(self._pinned.array, self._stream)
         self._stream.synchronize()  # TensorRT reads the buffer as soon as get_batch returns
         self.batches_served += 1
         if self._bar is not None:
-            self._bar.update(len(batch))
+            self._bar.update(served.count)
         return [self._device.ptr]
 
     def read_calibration_cache(self):
@@ -152,11 +151,13 @@ class _CalibratorMixin:
     # -- buffers -------------------------------------------------------------------------------------------
     def _iter(self):
         if self._batches is None:
-            from tqdm.auto import tqdm
+            from trtlab.core.progress import progress_bar
+            from trtlab.data.batches import iter_batches
 
-            self._bar = tqdm(total=len(self.indices), desc="TensorRT calibration", unit="img",
-                             disable=not self.progress)
-            self._batches = (crops for _, crops in self.decode_cache.iter_batches(self.indices, self.batch_size))
+            self._bar = progress_bar(total=len(self.indices), desc="TensorRT calibration", unit="img",
+                                     enabled=self.progress)
+            # TensorRT's calibrator takes full batches of get_batch_size(): the last one is padded (batch source rule)
+            self._batches = iter_batches(self.decode_cache, self.indices, self.batch_size, fixed_batch=self.batch_size)
         return self._batches
 
     def _ensure_buffers(self, batch: np.ndarray) -> None:

@@ -861,12 +861,12 @@ def benchmark_engine(engine_path, batch_sizes=(1, 8, 32), iterations: int = 50, 
                      name: str | None = None) -> list[dict]:
     """GPU latency of an engine per batch size (CUDA events, copies excluded); batches above the engine's max
     batch are skipped with a note."""
-    from tqdm.auto import tqdm
+    from trtlab.core.progress import progress_iter
 
     rows = []
     with TrtRunner(engine_path) as runner:
         variant = name or runner.sidecar.get("recipe", {}).get("precision", Path(engine_path).stem)
-        for batch in tqdm(list(batch_sizes), desc=f"benchmark {variant}", unit="batch"):
+        for batch in progress_iter(list(batch_sizes), desc=f"benchmark {variant}", unit="batch"):
             if batch > runner.max_batch:
                 log.info(f"{variant}: skipping batch {batch} (engine max batch {runner.max_batch})")
                 continue
@@ -879,13 +879,13 @@ def benchmark_runner(runner: Runner, batch_sizes=(1, 8), iterations: int = 20, w
                      name: str | None = None, seed: int = 0) -> list[dict]:
     """Host wall-clock latency of any Runner's infer() per batch size (for backends without CUDA events,
     e.g. ONNX Runtime on CPU). Input values are random: this measures speed only."""
-    from tqdm.auto import tqdm
+    from trtlab.core.progress import progress_iter
 
     rows = []
     rng = np.random.default_rng(seed)
     with runner:
         shape = tuple(d for d in runner.input_shape[1:])
-        for batch in tqdm(list(batch_sizes), desc=f"benchmark {name or runner.name}", unit="batch"):
+        for batch in progress_iter(list(batch_sizes), desc=f"benchmark {name or runner.name}", unit="batch"):
             data = rng.standard_normal((batch, *shape), dtype=np.float32)
             samples = []
             for i in range(warmup + iterations):

@@ -1,0 +1,71 @@
+"""The one batch source: float32 N×3×H×W batches of decoded crops, normalised per batch, with their dataset
+indices. Calibration, evaluation, the literal-reference self-check, layer debugging and TensorRT's calibrator all
+read images through it, so they see the same pixels and follow the same fixed-batch rule:
+
+- a model exported with a fixed batch B runs batches of exactly B rows: the last, short batch is padded with
+  copies of its last image, and `Batch.count` says how many rows are real (consumers keep `[:count]`);
+- otherwise batches have `batch_size` rows and the last one is simply shorter.
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+
+@dataclass
+class Batch:
+    indices: np.ndarray  # dataset indices of the real rows, in order
+    images: np.ndarray  # float32 N×3×H×W; N ≥ len(indices) when padded to a fixed batch
+
+    @property
+    def count(self) -> int:
+        """Real rows (the rest is padding)."""
+        return len(self.indices)
+
+
+def rows_per_batch(batch_size: int, fixed_batch: int | None = None) -> int:
+    """A model's fixed batch wins over the requested batch size."""
+    return int(fixed_batch) if fixed_batch else int(batch_size)
+
+
+def pad_batch(images: np.ndarray, rows: int) -> np.ndarray:
+    """`images` padded to `rows` with copies of its last row (nothing to do when it has `rows` already)."""
+    missing = rows - len(images)
+    if missing <= 0:
+        return images
+    return np.concatenate([images, np.repeat(images[-1:], missing, axis=0)])
+
+
+def iter_batches(cache, indices=None, batch_size: int = 32, fixed_batch: int | None = None,
+                 prefetch: bool = False) -> Iterator[Batch]:
+    """Batches of `indices` of the decode cache `cache` (default: every decoded image).
+
+    `prefetch=True` reads and normalises the next batch in a background thread while the caller works on this one
+    (the reads release the GIL; useful when the caller runs inference)."""
+    from trtlab.data.preprocess import normalize_batch
+
+    indices = cache.valid_indices if indices is None else np.asarray(indices, np.int64)
+    rows = rows_per_batch(batch_size, fixed_batch)
+
+    def make(start: int) -> Batch:
+        chunk = indices[start:start + rows]
+        images = normalize_batch(np.asarray(cache.crops[chunk]), cache.preprocess)
+        return Batch(chunk, pad_batch(images, rows) if fixed_batch else images)
+
+    starts = range(0, len(indices), rows)
+    if not prefetch:
+        for start in starts:
+            yield make(start)
+        return
+    with ThreadPoolExecutor(1) as pool:
+        pending = None
+        for start in starts:
+            following = pool.submit(make, start)
+            if pending is not None:
+                yield pending.result()
+            pending = following
+        if pending is not None:
+            yield pending.result()
