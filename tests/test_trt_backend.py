@@ -437,7 +437,7 @@ def test_latency_stats_and_int8_vs_fp16_table():
 
 
 def test_build_cli_without_tensorrt_says_so(monkeypatch, capsys):
-    from trtlab.backends.tensorrt.engine import build_main
+    from trtlab.cli.commands.build import main as build_main
 
     monkeypatch.setitem(sys.modules, "tensorrt", None)  # `import tensorrt` raises ImportError
     assert build_main(["--precision", "fp16"]) == 2
@@ -447,7 +447,7 @@ def test_build_cli_without_tensorrt_says_so(monkeypatch, capsys):
 
 def test_build_cli_legacy_weakly_typed_flag_reaches_the_builder(fake_trt10, demo_model, tmp_path, monkeypatch,
                                                                 capsys):
-    from trtlab.backends.tensorrt.engine import build_main
+    from trtlab.cli.commands.build import main as build_main
 
     trt = fake_trt10
     FakeCuda(trt, GPU).install(monkeypatch.setattr)  # the CLI asks the (fake) GPU for its name

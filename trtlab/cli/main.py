@@ -10,37 +10,16 @@ import argparse
 import sys
 
 
-def _cmd_demo(args) -> int:
-    from trtlab.workflows.job import print_summary, run_demo
-    from trtlab.workflows.checks import check_inputs
-
-    check_inputs(workspace=args.workspace, batch_size=args.batch_size, backend=args.backend)
-    job = run_demo(args.workspace, model=args.model, batch_size=args.batch_size, backend=args.backend)
-    print_summary(job)
-    return 0
-
-
-def _cmd_eval(args) -> int:
-    from trtlab.workflows.job import print_summary, run_job
-    from trtlab.workflows.checks import check_inputs
-
-    # Everything that can be checked is checked before the data folder is decoded.
-    _, _, dataset, sizes = check_inputs(model=args.model, data=args.data, labels=args.labels,
-                                        workspace=args.workspace, batch_size=args.batch_size, backend=args.backend)
-    job = run_job(args.model, dataset, args.preset, args.workspace, backend=args.backend,
-                  batch_size=sizes.batch_size)
-    print_summary(job)
-    return 0
-
-
-# Stage commands live beside their stage and parse their own arguments: (module, function(argv) -> exit code).
+# One module per command under trtlab.cli.commands, each parsing its own arguments: main(argv) -> exit code.
 STAGE_COMMANDS = {
-    "doctor": ("trtlab.env.trt_env", "doctor_main", "GPU / CUDA / TensorRT / ONNX Runtime report"),
-    "prep": ("trtlab.data.imagenet", "prep_main", "prepare ImageNet val: labels, classes, split, decode cache"),
-    "calibrate": ("trtlab.workflows.compare", "calibrate_main", "calibrate + quantize INT8 variants and evaluate them"),
-    "build": ("trtlab.backends.tensorrt.engine", "build_main", "build TensorRT engines (needs TensorRT)"),
-    "dashboard": ("trtlab.views.dashboard", "dashboard_main", "write the accuracy/consistency HTML report"),
-    "debug": ("trtlab.debug.layer_debug", "debug_main", "per-layer error, sensitivity and automatic guard search"),
+    "demo": "EfficientNet-Lite0 on the bundled demo photos, whole pipeline, report",
+    "eval": "evaluate an ONNX classifier on a folder of images",
+    "doctor": "GPU / CUDA / TensorRT / ONNX Runtime report",
+    "prep": "prepare ImageNet val: labels, classes, split, decode cache",
+    "calibrate": "calibrate + quantize INT8 variants and evaluate them",
+    "build": "build TensorRT engines (needs TensorRT)",
+    "dashboard": "write the accuracy/consistency HTML report",
+    "debug": "per-layer error, sensitivity and automatic guard search",
 }
 
 # What each stage command's options mean for validation before the stage runs: option → check_inputs argument.
@@ -93,32 +72,15 @@ def _run_stage_command(name: str, argv: list[str]) -> int:
     import importlib
 
     precheck_stage(name, argv)
-    module, function, _ = STAGE_COMMANDS[name]
-    return getattr(importlib.import_module(module), function)(argv)
+    return importlib.import_module(f"trtlab.cli.commands.{name}").main(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser (usage and the command list; each command parses its own options)."""
     parser = argparse.ArgumentParser(prog="python -m trtlab", description="TensorRT INT8 workbench. Every command "
                                      "also takes -q (warnings only) and -v (debug messages).")
     sub = parser.add_subparsers(dest="command", required=True)
-
-    def common(p):
-        p.add_argument("--workspace", default=None, help="output folder (default: /kaggle/working/trtlab-runs on Kaggle, else runs/ in the trtlab checkout)")
-        p.add_argument("--backend", default="auto", choices=["auto", "ort", "trt"])
-        p.add_argument("--batch-size", type=int, default=32)
-        p.add_argument("-q", dest="quiet", action="store_true", help="warnings and errors only")
-        p.add_argument("-v", dest="verbose", action="count", default=0, help="also debug messages")
-
-    demo = sub.add_parser("demo", help="EfficientNet-Lite0 on the bundled demo photos, whole pipeline, report")
-    demo.add_argument("--model", default="efficientnet-lite0")
-    common(demo)
-    ev = sub.add_parser("eval", help="evaluate an ONNX classifier on a folder of images")
-    ev.add_argument("--model", required=True, help="ONNX classifier with N×3×H×W input")
-    ev.add_argument("--data", required=True, help="image folder (flat or one sub-folder per WNID/class index)")
-    ev.add_argument("--labels", default=None, help="optional CSV file,label")
-    ev.add_argument("--preset", default="tf-lite", help="preprocessing preset: tf-lite or torchvision")
-    common(ev)
-    for name, (_, _, help_text) in STAGE_COMMANDS.items():
+    for name, help_text in STAGE_COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return parser
 
@@ -147,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         with progress.quiet(verbosity < 0):
             if argv and argv[0] in STAGE_COMMANDS:
                 return _run_stage_command(argv[0], argv[1:])
-            args = build_parser().parse_args(argv)
-            return {"demo": _cmd_demo, "eval": _cmd_eval}[args.command](args)
+            build_parser().parse_args(argv)  # usage / --help / an unknown command (argparse exits 2)
+            return 2
     except UserError as exc:
         return report(exc)
 

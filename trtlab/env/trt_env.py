@@ -1499,6 +1499,7 @@ def collect_report(candidates: list[Candidate] | None = None, roots: list | None
 # Command line: python -m trtlab doctor / python -m trtlab.env.trt_env {discover,repair,load,doctor,setup}
 # --------------------------------------------------------------------------------------------------------------
 
+
 def doctor_main(argv: list[str] | None = None) -> int:
     """``python -m trtlab doctor [--root PATH ...] [--json] [--strict]``: print the environment report.
 
