@@ -557,8 +557,8 @@ def test_notebooks_show_info_and_v_shows_debug(monkeypatch):
         fake = types.ModuleType("IPython")
         fake.get_ipython = lambda: object()  # "inside a kernel"
         monkeypatch.setitem(sys.modules, "IPython", fake)
-        log.setup_for_notebook()
-        assert logger.level == logging.INFO and len(logger.handlers) == 1
+        log.setup_for_notebook()  # info on stdout, warnings on stderr
+        assert logger.level == logging.INFO and len(logger.handlers) == 2
         stream = io.StringIO()
         log.setup(1, stream=stream)  # -v
         logging.getLogger("trtlab.data.decode_cache").debug("a debug note")

@@ -1,22 +1,29 @@
 """trtlab's messages go through `logging` under the `trtlab` logger (modules use `logging.getLogger(__name__)`).
 
 - CLI: `python -m trtlab ... -q` shows warnings and errors only, `-v` adds debug messages (`setup(verbosity)`).
-- Notebooks: importing trtlab inside IPython installs a handler that shows INFO (call `setup()` to change it).
+- Notebooks: importing trtlab inside IPython shows INFO as ordinary output (stdout: JupyterLab paints stderr pink,
+  and an info line is not an error); warnings and errors go to stderr.
 - Library use elsewhere: nothing is configured; the application's logging decides.
+- A run log: once the CLI or a notebook configured logging, every message (with time and level, debug included)
+  is also appended to `<workspace>/trtlab.log`, the workspace the run writes its results to.
 
-`warn_once(logger, key, message)` emits a warning once per process for each cause (`key`), so a message about
-the CPU or a cache does not repeat for every variant and every run.
+`warn_once(logger, key, message)` emits a warning once per process (a kernel) for each cause (`key`), so a message
+about the CPU or a cache does not repeat for every variant and every run.
 """
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
+import time
 
 ROOT = "trtlab"
+LOG_FILE = "trtlab.log"
 _HANDLER_FLAG = "_trtlab_handler"
 _warned: set = set()
 _lock = threading.Lock()
+_file_logging = False
 
 
 class _Format(logging.Formatter):
@@ -31,35 +38,87 @@ class _Format(logging.Formatter):
         return f"[trtlab] {message}"
 
 
-def setup(verbosity: int = 0, stream=None) -> logging.Logger:
+def setup(verbosity: int = 0, stream=None, info_stream=None) -> logging.Logger:
     """Configure the `trtlab` logger: verbosity -1 = warnings only (-q), 0 = info, 1+ = debug (-v).
 
-    Idempotent: one trtlab handler, replaced on each call (its stream follows the current sys.stderr, which
-    pytest and notebooks swap)."""
+    Messages below WARNING go to `info_stream` (default: the same as `stream`, i.e. stderr), warnings and errors
+    to `stream` (default stderr). Idempotent: trtlab's handlers are replaced on each call (their streams follow
+    the current sys.stderr / sys.stdout, which pytest and notebooks swap). Enables the run log file."""
+    global _file_logging
     logger = logging.getLogger(ROOT)
     level = logging.WARNING if verbosity < 0 else logging.INFO if verbosity == 0 else logging.DEBUG
     for handler in list(logger.handlers):
-        if getattr(handler, _HANDLER_FLAG, False):
+        if getattr(handler, _HANDLER_FLAG, False) and not isinstance(handler, _RunLogHandler):
             logger.removeHandler(handler)
-    handler = _StderrHandler(stream)
-    setattr(handler, _HANDLER_FLAG, True)
-    handler.setFormatter(_Format())
-    logger.addHandler(handler)
-    logger.setLevel(level)
+    if info_stream is None:
+        handlers = [_StreamHandler(stream, "stderr")]
+        handlers[0].setLevel(level)
+    else:
+        low = _StreamHandler(None if info_stream in ("stdout", "stderr") else info_stream,
+                             info_stream if isinstance(info_stream, str) else "stdout")
+        low.addFilter(lambda record: record.levelno < logging.WARNING)
+        low.setLevel(level)
+        high = _StreamHandler(stream, "stderr")
+        high.setLevel(max(level, logging.WARNING))
+        handlers = [low, high]
+    for handler in handlers:
+        setattr(handler, _HANDLER_FLAG, True)
+        handler.setFormatter(_Format())
+        logger.addHandler(handler)
+    # The run log takes debug messages too; the screen handlers filter by their own levels.
+    logger.setLevel(logging.DEBUG if _run_log_handler() is not None else level)
+    _file_logging = True
     return logger
 
 
-class _StderrHandler(logging.StreamHandler):
-    """A StreamHandler that writes to whatever sys.stderr is at emit time unless a stream was given."""
+class _StreamHandler(logging.StreamHandler):
+    """A StreamHandler that writes to whatever sys.stderr / sys.stdout is at emit time unless a stream was given."""
 
-    def __init__(self, stream=None):
+    def __init__(self, stream=None, follow: str = "stderr"):
         super().__init__(stream)
         self._fixed = stream is not None
+        self._follow = follow
 
     def emit(self, record):
         if not self._fixed:
-            self.stream = sys.stderr
+            self.stream = getattr(sys, self._follow)
         super().emit(record)
+
+
+class _RunLogHandler(logging.FileHandler):
+    """Appends every trtlab message, with time and level, to the run log of the current workspace."""
+
+
+def _run_log_handler() -> _RunLogHandler | None:
+    return next((h for h in logging.getLogger(ROOT).handlers if isinstance(h, _RunLogHandler)), None)
+
+
+def attach_run_log(folder) -> str | None:
+    """Append trtlab's messages to `<folder>/trtlab.log` from now on (the workspace being written), when the CLI
+    or a notebook configured logging. One log file at a time: a run that moves to another workspace moves its log.
+    Returns the log's path (None when logging is not configured by trtlab or the file cannot be opened)."""
+    if not _file_logging:
+        return None
+    path = os.path.join(os.fspath(folder), LOG_FILE)
+    logger = logging.getLogger(ROOT)
+    current = _run_log_handler()
+    if current is not None and os.path.abspath(current.baseFilename) == os.path.abspath(path):
+        return path
+    try:
+        handler = _RunLogHandler(path, mode="a", encoding="utf-8", delay=False)
+    except OSError:
+        return None  # a read-only workspace is reported by whatever writes there next
+    if current is not None:
+        logger.removeHandler(current)
+        current.close()
+    setattr(handler, _HANDLER_FLAG, True)
+    handler.setLevel(logging.DEBUG)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)  # the file takes everything; the screen handlers keep their own levels
+    command = " ".join(sys.argv) if sys.argv and sys.argv[0] else "python"
+    logger.debug("--- run started %s (pid %d): %s", time.strftime("%Y-%m-%d %H:%M:%S"), os.getpid(), command)
+    return path
 
 
 def warn_once(logger: logging.Logger, key, message: str, *args) -> bool:
@@ -90,7 +149,8 @@ def _in_ipython() -> bool:
 
 
 def setup_for_notebook() -> None:
-    """Show INFO in a notebook unless the user configured the trtlab logger already."""
+    """In a notebook: INFO as ordinary output (stdout), warnings on stderr — unless the user configured the trtlab
+    logger already."""
     logger = logging.getLogger(ROOT)
     if _in_ipython() and not logger.handlers:
-        setup(0)
+        setup(0, info_stream="stdout")

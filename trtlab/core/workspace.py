@@ -84,6 +84,9 @@ def workspace_dir(override: str | os.PathLike | None = None) -> Path:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise (write_error(path, exc) or exc) from exc
+    from trtlab.core.log import attach_run_log
+
+    attach_run_log(path)  # the run's messages go beside its results (when the CLI or a notebook set up logging)
     return path
 
 

@@ -2,6 +2,7 @@
 packages. Nothing is downloaded at run time."""
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import importlib.util
@@ -92,10 +93,10 @@ def export_demo_model(name: str = "efficientnet-lite0", workspace: str | os.Path
         return target
     import torch
 
-    model = load_torch_model(name)
-    example = torch.zeros(1, 3, 224, 224)
     log.info(f"exporting {name} to ONNX (opset {opset}, dynamic batch) -> {target}")
-    with atomic_path(target, suffix=".onnx") as tmp:
+    with _quiet_third_party(), atomic_path(target, suffix=".onnx") as tmp:
+        model = load_torch_model(name)
+        example = torch.zeros(1, 3, 224, 224)
         batch = torch.export.Dim("batch", min=1, max=4096)
         program = torch.onnx.export(
             model, (example,), dynamo=True, opset_version=opset, input_names=["input"], output_names=["logits"],
@@ -104,6 +105,27 @@ def export_demo_model(name: str = "efficientnet-lite0", workspace: str | os.Path
         program.save(str(tmp), external_data=False)
         _check_exported(tmp)
     return target
+
+
+@contextlib.contextmanager
+def _quiet_third_party():
+    """Silence what the export says that is not for the user: the weights package prints "Loaded pretrained
+    weights", torch's exporter logs skipped torchvision ops and raises deprecation warnings of its own internals.
+    Errors still raise."""
+    import io
+    import warnings
+
+    loggers = [logging.getLogger(name) for name in ("torch", "torch.onnx", "torch.export", "onnxscript")]
+    levels = [lg.level for lg in loggers]
+    try:
+        for lg in loggers:
+            lg.setLevel(logging.ERROR)
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 def _check_exported(path) -> None:

@@ -154,12 +154,15 @@ def self_check_message(check: dict, variant: str) -> str:
 
 
 def report_self_check(check: dict, key=None) -> None:
-    """Log the self-check's line once per `key` (e.g. the built variant's folder): a warning when the fused kernels
-    disagree, debug otherwise. Call it when a variant is built, not when stored results are reused."""
+    """Log the self-check's line: a warning when the fused kernels disagree — once per cause per process (the CPU
+    does not change between variants; every variant's own numbers stay in its run record and the run log) — and
+    debug otherwise. Call it when a variant is built, not when stored results are reused. `key` is accepted for
+    callers that name the variant; the cause decides repetition."""
     if check["optimized_is_trustworthy"]:
         log.debug(check["message"])
-    else:
-        warn_once(log, ("ort_qdq_check", key or check["message"]), check["message"])
+    else:  # a repeated cause is logged at debug level by warn_once
+        warn_once(log, ("ort_qdq_check", check.get("cause")),
+                  check["message"] + " (said once per session; each variant's check is in its run record)")
 
 
 def reference_runner_options(check: dict | None) -> dict:
