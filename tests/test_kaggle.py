@@ -52,3 +52,35 @@ def test_workspace_does_not_depend_on_the_current_directory(tmp_path):
     first = _python(code, REPO / "notebooks", env)
     second = _python(code, tmp_path, env)
     assert first == second == str(REPO / "runs")
+
+
+def _attach_photo_dataset(kaggle_root: Path, demo_data, layout: str = "wnid") -> Path:
+    """A Kaggle dataset of the labelled demo photos under <kaggle>/input/my-photos: one folder per WNID, or flat."""
+    import shutil
+
+    from trtlab.data.classes import class_index
+
+    dataset = kaggle_root / "input" / "my-photos" / "val"
+    for path, label in zip(demo_data.paths, demo_data.labels):
+        if label < 0:
+            continue
+        folder = dataset / (class_index()[int(label)][0] if layout == "wnid" else "")
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, folder / Path(path).name)
+    return dataset
+
+
+def test_an_attached_wnid_photo_dataset_is_found_and_a_flat_one_is_named(kaggle, demo_data, monkeypatch):
+    from trtlab.data.imagenet import describe_attached, find_imagenet_root
+
+    monkeypatch.setenv("TRTLAB_KAGGLE_ROOT", str(kaggle["root"]))
+    monkeypatch.delenv("TRTLAB_IMAGENET", raising=False)
+    assert find_imagenet_root() is None
+    flat = _attach_photo_dataset(kaggle["root"], demo_data, layout="flat")
+    assert find_imagenet_root() is None  # photos without ImageNet labels are not taken as ImageNet ...
+    assert describe_attached() == "my-photos (21 images)"  # ... but the message says what is there
+    import shutil
+
+    shutil.rmtree(flat.parent)
+    wnid = _attach_photo_dataset(kaggle["root"], demo_data)
+    assert find_imagenet_root() == wnid

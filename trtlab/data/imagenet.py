@@ -371,7 +371,43 @@ def find_imagenet_root() -> Path | None:
             if found is not None:
                 parts = found.relative_to(inputs).parts
                 return inputs / parts[0] if len(parts) > 1 else inputs
+        return _find_wnid_folders(inputs)
     return None
+
+
+_WNID = re.compile(r"^n\d{8}$")
+
+
+def _find_wnid_folders(root: Path, max_depth: int = 3) -> Path | None:
+    """The first folder under `root` (breadth first, `max_depth` levels) whose sub-folders are ImageNet WNIDs
+    (n01440764 …): a photo dataset laid out one folder per class, as Kaggle datasets often are."""
+    level = [root]
+    for _ in range(max_depth + 1):
+        following = []
+        for folder in level:
+            try:
+                children = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+            except OSError:
+                continue
+            wnids = [c for c in children if _WNID.match(c.name)]
+            if wnids and len(wnids) >= len(children) / 2:
+                return folder
+            following += children
+        level = following[:200]  # wide trees: look at the first 200 folders of each level
+    return None
+
+
+def describe_attached(root: Path | None = None, limit: int = 5) -> str:
+    """What is attached under `root` (default Kaggle's input folder), for a message that says why nothing there
+    was used: 'photos-ds (26 images), other-ds (no images)'."""
+    root = Path(root) if root is not None else kaggle_input()
+    if not root.is_dir():
+        return f"{root} does not exist"
+    parts = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir())[:limit]:
+        count = sum(1 for _, _, files in os.walk(folder) for f in files if Path(f).suffix.lower() in IMAGE_EXTENSIONS)
+        parts.append(f"{folder.name} ({count:,} images)" if count else f"{folder.name} (no images)")
+    return ", ".join(parts) or "nothing"
 
 
 def _find_file(root: Path, name: str, max_depth: int = 3) -> Path | None:
@@ -590,9 +626,11 @@ def prepare_imagenet(root: str | os.PathLike | None = None, *, images: str | os.
         root = find_imagenet_root()
         if root is None:
             root, standin = demo_standin(workspace), True
-            say(f"[trtlab] no ImageNet val found ($TRTLAB_IMAGENET unset, nothing under /kaggle/input): using the "
-                f"demo stand-in {root} (the labelled demo photos, one folder per WNID) — not ImageNet; results on "
-                f"it say nothing about ImageNet accuracy")
+            say(f"[trtlab] no ImageNet val found ($TRTLAB_IMAGENET unset; {kaggle_input()} holds "
+                f"{describe_attached()}, with no LOC_val_solution.csv, ILSVRC2012 devkit or WNID folders): using "
+                f"the demo stand-in {root} (the labelled demo photos, one folder per WNID) — not ImageNet; results "
+                f"on it say nothing about ImageNet accuracy. Pass root=... (notebook: IMAGENET = '...') to use a "
+                f"folder of your own")
             # 1–2 photos per class: a per-class calibration quota would leave nothing to evaluate.
             calibration_per_class, calibration_size = None, None
         else:
