@@ -66,8 +66,11 @@ class PrepArgs(ArgGroup):
             positive(f"--{flag.replace('_', '-')}", getattr(args, flag))
         for flag, needs, on in (("--organize-to", "--organize", given(args, "organize_to")),
                                 ("--move", "--organize", args.move),
-                                ("--eval-per-class", "--decode evaluation", given(args, "eval_per_class"))):
-            if on and not (args.organize if needs == "--organize" else args.decode == "evaluation"):
+                                ("--eval-per-class", "--decode evaluation", given(args, "eval_per_class")),
+                                ("--preset", "--decode SET", args.preset_given)):
+            met = {"--organize": bool(args.organize), "--decode evaluation": args.decode == "evaluation",
+                   "--decode SET": args.decode != "none"}[needs]
+            if on and not met:
                 raise UserValueError(f"{flag} was given without {needs}", f"add {needs}, or drop {flag}")
 
 
