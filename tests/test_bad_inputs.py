@@ -121,24 +121,43 @@ def one_error_line(err: str) -> str:
 
 
 # -- found: tracebacks for user errors in eval, calibrate, debug, demo, and the widgets ---------------------------
-def test_every_command_prints_one_error_line_and_exits_2(model, photos, ws, tmp_path, capsys, evaluated):
+def test_every_command_prints_one_error_line_and_exits_2(model, photos, ws, tmp_path, capsys, evaluated,
+                                                         monkeypatch):
+    import sys
+    import types
+
+    from trtlab.cli.main import COMMANDS
+
     missing = tmp_path / "nope.onnx"
-    for argv in (["eval", "--model", missing, "--data", photos, "--workspace", ws],
-                 ["calibrate", "--model", missing, "--data", photos, "--workspace", ws],
-                 ["debug", "--model", missing, "--data", photos, "--workspace", ws],
-                 ["demo", "--batch-size", "0", "--workspace", ws],
-                 ["build", "--model", missing, "--workspace", ws],
-                 ["dashboard", "--store", tmp_path / "no-store", "--workspace", ws],
-                 ["prep", "--root", tmp_path / "no-imagenet", "--workspace", ws]):
-        code, err = run_cli(capsys, *argv)
-        assert code == 2, (argv, err)
-        if argv[0] in ("dashboard", "build"):  # their messages live in dashboard.py / backends/trt.py (not issue 12's)
-            assert err.startswith("error: ") or "[trtlab] build" in err, err
-            continue
+    cases = {"eval": ["--model", missing, "--data", photos, "--workspace", ws],
+             "calibrate": ["--model", missing, "--data", photos, "--workspace", ws],
+             "debug": ["--model", missing, "--data", photos, "--workspace", ws],
+             "demo": ["--batch-size", "0", "--workspace", ws],
+             "build": ["--model", missing, "--workspace", ws],
+             "dashboard": ["--store", tmp_path / "no-store", "--workspace", ws],
+             "prep": ["--root", tmp_path / "no-imagenet", "--workspace", ws],
+             "doctor": ["--root"]}  # an option without its value: a usage error, one line too
+    assert set(cases) == set(COMMANDS), "every command is held to the one-line contract"
+    for command, argv in cases.items():
+        if command == "build":  # past the TensorRT check (no TensorRT here): a module that imports is enough
+            monkeypatch.setitem(sys.modules, "tensorrt", types.ModuleType("tensorrt"))
+        code, err = run_cli(capsys, command, *argv)
+        monkeypatch.delitem(sys.modules, "tensorrt", raising=False)
+        assert code == 2, (command, err)
         line = one_error_line(err)
+        assert len(err.strip().splitlines()) == 1, err  # nothing else on stderr: no usage block, no log line
         if "--model" in argv:
             assert "nope.onnx" in line and "--model" in line
     evaluated()
+
+
+def test_build_without_tensorrt_is_one_line_naming_doctor(ws, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tensorrt", None)  # `import tensorrt` raises ImportError
+    code, err = run_cli(capsys, "build", "--precision", "fp16", "--workspace", ws)
+    line = one_error_line(err)
+    assert code == 2 and "build needs TensorRT" in line and "python -m trtlab doctor" in line
 
 
 def test_internal_bugs_keep_their_traceback(model, photos, ws, monkeypatch):
@@ -397,7 +416,7 @@ def test_outputs_under_kaggle_input_are_refused_before_computing(command, model,
     kaggle_input = tmp_path / "kaggle" / "input"
     kaggle_input.mkdir(parents=True)
     monkeypatch.setenv("TRTLAB_KAGGLE_ROOT", str(kaggle_input.parent))
-    out = kaggle_input / "mydata" / ("dbg" if command == "debug" else "dash.html")
+    out = kaggle_input / "mydata" / ("dbg" if command == "debug" else "dash")  # --out is a folder everywhere
     argv = [command, "--workspace", ws, "--out", out]
     if command == "debug":
         argv += ["--model", model, "--data", photos, "--calibration-images", "3"]

@@ -377,9 +377,9 @@ def test_widget_callbacks_without_a_browser(hand_store):
 def test_cli_writes_report(hand_store, tmp_path, capsys):
     from trtlab.cli.main import main
 
-    out = tmp_path / "cli" / "dashboard.html"
-    assert main(["dashboard", "--store", str(hand_store.folder), "--variants", "fp32,int8-a", "--out", str(out),
-                 "--png"]) == 0
+    out = tmp_path / "cli" / "dashboard.html"  # --out names the folder; the file name is the dashboard's own
+    assert main(["dashboard", "--store", str(hand_store.folder), "--variants", "fp32,int8-a", "--out",
+                 str(out.parent), "--png"]) == 0
     printed = capsys.readouterr().out
     assert out.is_file() and (out.parent / "flips-int8-a.png").is_file()
     assert "int8-a vs fp32" in printed and str(out) in printed

@@ -280,7 +280,7 @@ def test_debug_cli_writes_results_and_guards(session_workspace, broken, broken_l
     out = tmp_path / "debug"
     status = debug_main(["--workspace", str(session_workspace), "--images", str(IMAGES), "--batch-size", str(IMAGES),
                          "--scale-override", f"{broken_layer}={BROKEN_FACTOR:g}", "--target", str(TARGET),
-                         "--out", str(out), "--quiet"])
+                         "--out", str(out), "-q"])
     assert status == 0
     printed = capsys.readouterr().out
     assert "error first jumps at" in printed and broken_layer in printed and "verified with build_variant" in printed

@@ -1,17 +1,20 @@
-"""`python -m trtlab <command>`: demo, eval, doctor (and the commands later stages add).
+"""`python -m trtlab <command>`: the dispatcher and the one place that prints errors.
 
-Every command takes -q (warnings only) and -v (debug messages). A user mistake (a trtlab.core.errors.UserError: bad
-file, impossible label or size, unwritable folder) prints one line `error: <what was wrong> — <what to do>` and
-exits 2; anything else is a bug and keeps its traceback.
+Each command is a module under trtlab.cli.commands with `COMMAND` (its argument groups, trtlab.cli.args) and
+`run(args) -> exit status`. Every command takes -q (warnings only, no progress bars) and -v (debug messages),
+anywhere on the line. A user mistake (trtlab.core.errors.UserError, raised by the argument groups, the input checks
+or the stages) propagates to here and is printed as one line `error: <what was wrong> — <what to do>`, exit 2;
+Ctrl-C prints one line, exit 130; anything else is a bug and keeps its traceback.
 """
 from __future__ import annotations
 
-import argparse
+import importlib
 import sys
 
+from trtlab.cli.args import Parser, exit_status_help
 
-# One module per command under trtlab.cli.commands, each parsing its own arguments: main(argv) -> exit code.
-STAGE_COMMANDS = {
+# name → one line for the command list (each command's own --help says more)
+COMMANDS = {
     "demo": "EfficientNet-Lite0 on the bundled demo photos, whole pipeline, report",
     "eval": "evaluate an ONNX classifier on a folder of images",
     "doctor": "GPU / CUDA / TensorRT / ONNX Runtime report",
@@ -21,66 +24,28 @@ STAGE_COMMANDS = {
     "dashboard": "write the accuracy/consistency HTML report",
     "debug": "per-layer error, sensitivity and automatic guard search",
 }
-
-# What each stage command's options mean for validation before the stage runs: option → check_inputs argument.
-# (prep's --labels is a label *source* name, not a CSV, so it is not listed there; debug validates itself.)
-STAGE_PRECHECKS = {
-    "calibrate": {"--model": "model", "--data": "data", "--labels": "labels", "--workspace": "workspace",
-                  "--calibration-images": "calibration_images", "--calibration-batch": "calibration_batch"},
-    "dashboard": {"--workspace": "workspace", "--out": "out"},
-    "build": {"--model": "model", "--workspace": "workspace"},
-    "prep": {"--workspace": "workspace"},
-}
-_INT_OPTIONS = {"calibration_images", "calibration_batch", "batch_size", "images"}
+EXIT_INTERRUPTED = 130
+INTERRUPTED = ("interrupted — what was finished is kept in the workspace (decode caches resume, stored results are "
+               "reused); run the same command again to continue")
 
 
-def precheck_stage(name: str, argv: list[str]) -> None:
-    """Validate a stage command's inputs (check_inputs order) before the stage decodes or computes anything.
-
-    Values the stage's own parser would reject (not a number) are left to it, so its usage message wins."""
-    options = STAGE_PRECHECKS.get(name)
-    if not options or any(a in ("-h", "--help") for a in argv):
-        return
-    from trtlab.workflows.checks import check_inputs
-
-    parser = argparse.ArgumentParser(add_help=False)
-    for option, dest in options.items():
-        parser.add_argument(option, dest=dest, default=None)
-    known, _ = parser.parse_known_args(argv)
-    values = vars(known)
-    for key in _INT_OPTIONS & set(values):
-        if values[key] is not None:
-            try:
-                values[key] = int(values[key])
-            except ValueError:
-                return
-    if name == "dashboard" and values.get("out") is not None:
-        from pathlib import Path
-
-        out = Path(values["out"])  # dashboard's --out is the HTML file: its folder must be writable
-        values["out"] = out if out.is_dir() else out.parent
-    images = values.pop("images", None)
-    out = values.pop("out", None)
-    check_inputs(outputs=[out] if out is not None else (), **values)
-    if images is not None and images < 1:
-        from trtlab.core.errors import UserValueError
-
-        raise UserValueError(f"--images {images} is not possible", "give a whole number ≥ 1 for --images")
+def command_module(name: str):
+    return importlib.import_module(f"trtlab.cli.commands.{name}")
 
 
-def _run_stage_command(name: str, argv: list[str]) -> int:
-    import importlib
+def build_parser() -> Parser:
+    """The top-level parser: the command list, --version and the exit-status rule (each command parses its own
+    options)."""
+    import trtlab
 
-    precheck_stage(name, argv)
-    return importlib.import_module(f"trtlab.cli.commands.{name}").main(argv)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser (usage and the command list; each command parses its own options)."""
-    parser = argparse.ArgumentParser(prog="python -m trtlab", description="TensorRT INT8 workbench. Every command "
-                                     "also takes -q (warnings only) and -v (debug messages).")
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name, help_text in STAGE_COMMANDS.items():
+    parser = Parser(prog="python -m trtlab", description="TensorRT INT8 workbench. Every command also takes -q "
+                    "(warnings only, no progress bars) and -v (debug messages); `python -m trtlab <command> --help` "
+                    "lists its options.", epilog=exit_status_help("debug: the guard search missed --target; build: "
+                                                                  "TensorRT could not build an engine; doctor: no "
+                                                                  "usable runtime, or --strict without TensorRT"))
+    parser.add_argument("--version", action="version", version=f"trtlab {trtlab.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+    for name, help_text in COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return parser
 
@@ -98,6 +63,17 @@ def split_verbosity(argv: list[str]) -> tuple[int, list[str]]:
     return verbosity, rest
 
 
+def run_command(name: str, argv: list[str], verbosity: int = 0) -> int:
+    """Parse `argv` with the command's argument groups (every value checked and typed), then run it."""
+    module = command_module(name)
+    try:
+        args = module.COMMAND.parse(argv)
+    except SystemExit as exc:  # --help: argparse printed it and exits 0 (its errors are UserErrors, see Parser)
+        return exc.code if isinstance(exc.code, int) else 0
+    args.verbosity = verbosity
+    return module.run(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     from trtlab.core import log, progress
     from trtlab.core.errors import UserError, report
@@ -107,12 +83,18 @@ def main(argv: list[str] | None = None) -> int:
     log.setup(verbosity)
     try:
         with progress.quiet(verbosity < 0):
-            if argv and argv[0] in STAGE_COMMANDS:
-                return _run_stage_command(argv[0], argv[1:])
-            build_parser().parse_args(argv)  # usage / --help / an unknown command (argparse exits 2)
+            if argv and argv[0] in COMMANDS:
+                return run_command(argv[0], argv[1:], verbosity)
+            try:
+                build_parser().parse_args(argv)  # --help / --version / no or an unknown command (a UserError)
+            except SystemExit as exc:
+                return exc.code if isinstance(exc.code, int) else 0
             return 2
     except UserError as exc:
         return report(exc)
+    except KeyboardInterrupt:
+        print(INTERRUPTED, file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

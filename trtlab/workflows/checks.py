@@ -1,14 +1,18 @@
 """Validation before work: every check a command can make before decoding or inferring anything, in this order —
 
 1. workspace writable and not inside the data folder          `check_workspace`
-2. model parses, one N×3×H×W input, an N×C output             `check_model` (model.inspect_classifier)
+2. model parses, one N×3×H×W input, an N×C output             `check_model` (graph.classifier.inspect_classifier)
+   guards select nodes of that model (node:NAME exists)        `check_guards`
 3. data folder, labels CSV well-formed, labels within C        `check_dataset` / `check_labels`
 4. batch and calibration sizes possible                        `check_sizes`
 5. output folders writable (and not under /kaggle/input)       `check_output_dir`
    plus the backend asked for is installed                     `check_backend`
 
-`check_inputs(...)` runs them in that order; commands and notebook entry points call it (or the single checks)
-on their first line. Each failure is a `trtlab.core.errors.UserError`: one line naming the thing and what to do.
+`check_inputs(...)` runs them in that order; `checked_inputs(...)` does the same and also supplies the demo model
+and photos where none are given (what the stage commands work on). Commands and notebook entry points call them
+(or the single checks) on their first line; values that need no file (algorithm, percentile, preset, guard
+syntax, sizes) were checked before that, by the CLI's argument groups (trtlab.cli.args). Each failure is a
+`trtlab.core.errors.UserError`: one line naming the thing and what to do.
 """
 from __future__ import annotations
 
@@ -77,6 +81,35 @@ def check_model(model_path):
     if model_path is None:
         raise UserValueError("no model given", "pass --model path/to/model.onnx")
     return inspect_classifier(model_path)
+
+
+def check_guards(model_path, guards, workspace=None, flag: str = "--guards") -> list:
+    """The nodes `guards` select in `model_path` as trtlab quantizes it (its sanitized graph, cached in the
+    workspace, so names match what the quantizer sees): a guard that selects nothing — `node:NAME` of a node that
+    is not there, `op:TYPE` of an op the graph lacks — is refused now, before any image is decoded."""
+    if not guards:
+        return []
+    import onnx
+
+    from trtlab.graph.guards import resolve_guards, weighted_nodes_in_order
+    from trtlab.graph.sanitize import sanitize_model
+
+    sanitized = sanitize_model(model_path, workspace)
+    model = onnx.load(str(sanitized), load_external_data=False)
+    try:
+        return resolve_guards(model, list(guards))
+    except ValueError as exc:  # graph.guards raises a plain ValueError "guard 'x': reason; what exists"
+        reason = str(exc).split("; ")[0]
+        name = Path(model_path).name
+        named = ([n.name for n in weighted_nodes_in_order(model) if n.name]
+                 or [n.name for n in model.graph.node if n.name])[:3]
+        ops = sorted({n.op_type for n in model.graph.node})
+        fix = (f"name a node of {name}'s graph, e.g. {', '.join(f'node:{n}' for n in named)} (as in its sanitized "
+               f"copy {sanitized})" if named else
+               f"{name}'s nodes have no names: select by op type instead ({', '.join(f'op:{o}' for o in ops)})")
+        if "op:" in reason:
+            fix = f"{name}'s op types are {', '.join(ops)}"
+        raise UserValueError(f"{flag}: {reason} in {name}", fix) from None
 
 
 def check_dataset(data, labels=None, name: str | None = None):
@@ -177,14 +210,16 @@ def check_backend(backend: str | None) -> None:
 
 def check_inputs(model=None, data=None, labels=None, workspace=None, batch_size: int | None = None,
                  calibration_images: int | None = None, calibration_batch: int | None = None, outputs=(),
-                 backend: str | None = None, dataset=None):
+                 backend: str | None = None, dataset=None, guards=()):
     """All checks in the documented order; returns (workspace path, ModelInfo or None, Dataset or None, Sizes).
 
     `model=None` / `data=None` skip the model / data checks (the command uses the demo's); `dataset` checks a
-    Dataset built elsewhere against the model's classes."""
+    Dataset built elsewhere against the model's classes; `guards` are checked against the model."""
     check_backend(backend)
     ws = check_workspace(workspace, data)
     info = check_model(model) if model is not None else None
+    if info is not None:
+        check_guards(model, guards, ws)
     if dataset is None and data is not None:
         dataset = check_dataset(data, labels)
     if dataset is not None and info is not None:
@@ -195,5 +230,54 @@ def check_inputs(model=None, data=None, labels=None, workspace=None, batch_size:
     return ws, info, dataset, sizes
 
 
-__all__ = ["check_inputs", "check_workspace", "check_model", "check_dataset", "check_labels", "check_sizes",
+def check_demo_preset(model, preset: str, preset_given: bool) -> None:
+    """Without a model the demo EfficientNet-Lite0 runs with its own preprocessing: a --preset for it would be
+    ignored, so it is refused instead."""
+    from trtlab.data.demo import DEMO_PREPROCESS
+
+    if model is None and preset_given and preset != DEMO_PREPROCESS:
+        raise UserValueError(f"--preset {preset} applies to --model, but none was given and the demo "
+                             f"EfficientNet-Lite0 is preprocessed with {DEMO_PREPROCESS}",
+                             "give --model with --preset, or drop --preset")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a stage command works on, every input checked (see `checked_inputs`)."""
+
+    workspace: Path
+    model: Path
+    info: object  # graph.classifier.ModelInfo
+    dataset: object  # data.dataset.Dataset
+    preset: str
+    split: object | None  # the demo split with the demo photos; None: the stage makes and saves one
+    sizes: Sizes
+    guards: tuple
+
+
+def checked_inputs(model=None, data=None, labels=None, preset: str = "tf-lite", workspace=None, guards=(),
+                   batch_size: int | None = None, calibration_images: int | None = None,
+                   calibration_batch: int | None = None, outputs=(), backend: str | None = None,
+                   preset_given: bool = False) -> Inputs:
+    """`check_inputs` in its order, with the demo EfficientNet-Lite0 (and its preprocessing) when no model is
+    given and the demo photos (and their split) when no data is: nothing is decoded before every check passed."""
+    from trtlab.data.demo import DEMO_PREPROCESS, demo_dataset, demo_split, export_demo_model
+
+    check_demo_preset(model, preset, preset_given)
+    check_backend(backend)
+    ws = check_workspace(workspace, data)
+    if model is None:
+        model, preset = export_demo_model(workspace=ws), DEMO_PREPROCESS
+    info = check_model(model)
+    check_guards(model, guards, ws)
+    dataset = check_dataset(data, labels) if data is not None else demo_dataset()
+    check_labels(dataset, info)
+    sizes = check_sizes(info, batch_size, calibration_images, calibration_batch)
+    for out in outputs:
+        check_output_dir(out)
+    return Inputs(ws, Path(model), info, dataset, preset, demo_split(dataset) if data is None else None, sizes,
+                  tuple(guards))
+
+
+__all__ = ["check_inputs", "checked_inputs", "check_guards", "check_demo_preset", "Inputs", "check_workspace", "check_model", "check_dataset", "check_labels", "check_sizes",
            "check_output_dir", "check_backend", "probe_writable", "Sizes", "UserError", "UserFileNotFound"]

@@ -1,42 +1,39 @@
 """`python -m trtlab calibrate`: calibrate + quantize INT8 variants and compare them with FP32."""
 from __future__ import annotations
 
-from trtlab.quantization.variants import Recipe
-from trtlab.workflows.compare import compare
+from trtlab.cli.args import ArgGroup, CalibrationArgs, Command, GuardArgs, ModelDataArgs, WorkspaceArgs
 
 
-# -- CLI ----------------------------------------------------------------------------------------------------------
-def main(argv=None) -> int:
-    import argparse
+class CalibrateArgs(ArgGroup):
+    """calibrate: which variants"""
 
-    parser = argparse.ArgumentParser(prog="python -m trtlab calibrate",
-                                     description="calibrate INT8 variants and compare them with FP32")
-    parser.add_argument("--model", help="ONNX classifier (default: the demo EfficientNet-Lite0)")
-    parser.add_argument("--data", help="image folder (default: the demo photos)")
-    parser.add_argument("--labels", help="optional labels CSV (file,label)")
-    parser.add_argument("--preset", default="tf-lite")
-    parser.add_argument("--algorithms", default="minmax,entropy,percentile")
-    parser.add_argument("--percentile", type=float, default=99.99)
-    parser.add_argument("--calibration-images", type=int, default=None,
-                        help="images to calibrate on (default: the split's calibration set, at most 512)")
-    parser.add_argument("--calibration-batch", type=int, default=8)
-    parser.add_argument("--guards", default="", help="comma separated: first_layer,last_layer,softmax,node:NAME,"
-                                                      "op:TYPE; add =fp16 to run a guard in FP16")
-    parser.add_argument("--fp16", action="store_true", help="also build and evaluate an FP16 variant")
-    parser.add_argument("--workspace")
-    parser.add_argument("--force", action="store_true", help="rebuild and re-evaluate even if cached")
-    args = parser.parse_args(argv)
-    from trtlab.data.demo import model_and_data
+    def add_options(self, group):
+        group.add_argument("--fp16", action="store_true", help="also build and evaluate an FP16 variant")
+        group.add_argument("--force", action="store_true", help="rebuild and re-evaluate even if cached")
 
-    model, dataset, preset, split = model_and_data(args.model, args.data, args.labels, args.preset, args.workspace)
-    guards = tuple(g.strip() for g in args.guards.split(",") if g.strip())
-    recipes = [Recipe(precision="int8", algorithm=a.strip(), percentile=args.percentile,
-                      calibration_images=args.calibration_images, calibration_batch=args.calibration_batch,
-                      guards=guards) for a in args.algorithms.split(",") if a.strip()]
+
+COMMAND = Command("calibrate", "calibrate INT8 variants (one per algorithm, with the guards) and compare them with "
+                  "FP32 on the evaluation images", [ModelDataArgs(), CalibrationArgs(), GuardArgs(),
+                                                    WorkspaceArgs(), CalibrateArgs()])
+main = COMMAND.main
+
+
+def run(args) -> int:
+    from trtlab.quantization.variants import Recipe
+    from trtlab.workflows.checks import checked_inputs
+    from trtlab.workflows.compare import compare
+
+    inputs = checked_inputs(model=args.model, data=args.data, labels=args.labels, preset=args.preset,
+                            preset_given=args.preset_given, workspace=args.workspace, guards=args.guards,
+                            calibration_images=args.calibration_images, calibration_batch=args.calibration_batch)
+    recipes = [Recipe(precision="int8", algorithm=algorithm, percentile=args.percentile,
+                      calibration_images=args.calibration_images,
+                      calibration_batch=inputs.sizes.calibration_batch, guards=args.guards)
+               for algorithm in args.algorithms]
     if args.fp16:
         recipes.insert(0, Recipe(precision="fp16"))
-    result = compare(model, dataset, recipes, preset, split=split, workspace=args.workspace, force=args.force,
-                     calibration_images=args.calibration_images)
+    result = compare(inputs.model, inputs.dataset, recipes, inputs.preset, split=inputs.split,
+                     workspace=args.workspace, force=args.force, calibration_images=args.calibration_images)
     import pandas as pd
 
     with pd.option_context("display.width", 200, "display.max_columns", 20):

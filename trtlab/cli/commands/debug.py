@@ -1,18 +1,20 @@
 """`python -m trtlab debug`: per-tensor error, per-layer sensitivity and an automatic guard search."""
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-from pathlib import Path
+import math
 
+from trtlab.cli.args import (ArgGroup, BackendArgs, CalibrationArgs, Command, GuardArgs, Items, ModelDataArgs,
+                             OutputArgs, WorkspaceArgs, check_choice, positive)
 from trtlab.core.errors import UserValueError
-from trtlab.debug.layer_debug import _save_figure, layer_debugger
 
 log = logging.getLogger(__name__)
+GUARD_PRECISIONS = ("fp32", "fp16")
 
 
-def _parse_overrides(items) -> dict[str, float]:
+def parse_overrides(items) -> dict[str, float]:
+    """`NAME=FACTOR` items → {name: factor} (UserError on a malformed one)."""
     overrides = {}
     for item in items or []:
         name, sep, factor = item.rpartition("=")
@@ -24,70 +26,70 @@ def _parse_overrides(items) -> dict[str, float]:
         except ValueError:
             raise UserValueError(f"--scale-override {item!r}: {factor!r} is not a number",
                                  "write TENSOR_OR_LAYER=FACTOR with a number, e.g. node_Conv_805=50") from None
+        if not math.isfinite(overrides[name]) or overrides[name] <= 0:
+            raise UserValueError(f"--scale-override {item!r}: the factor must be a positive number",
+                                 "write TENSOR_OR_LAYER=FACTOR with FACTOR > 0, e.g. node_Conv_805=50")
     return overrides
 
 
-def main(argv=None) -> int:
-    """`python -m trtlab debug`: tensor errors, sensitivity, guard search (+ verification) for one recipe.
-    Exit status 0 when the target was reached (or no search ran), 1 when it was not."""
-    from trtlab.quantization.calibrate import ALGORITHMS
+class DebugArgs(ArgGroup):
+    """debug: what to analyse and the guard search"""
 
-    parser = argparse.ArgumentParser(prog="python -m trtlab debug",
-                                     description="layer-wise INT8 debugging: per-tensor error vs FP32, per-layer "
-                                                 "sensitivity and an automatic guard search")
-    parser.add_argument("--model", help="ONNX classifier (default: the demo EfficientNet-Lite0)")
-    parser.add_argument("--data", help="image folder (default: the demo photos)")
-    parser.add_argument("--labels", help="optional labels CSV (file,label)")
-    parser.add_argument("--preset", default="tf-lite", help="preprocessing preset")
-    parser.add_argument("--algorithm", default="entropy", choices=list(ALGORITHMS))
-    parser.add_argument("--percentile", type=float, default=99.99)
-    parser.add_argument("--calibration-images", type=int, default=None,
-                        help="images to calibrate on (default: the split's calibration set, at most 512)")
-    parser.add_argument("--calibration-batch", type=int, default=8)
-    parser.add_argument("--guards", default="", help="recipe guards kept on throughout (comma separated)")
-    parser.add_argument("--images", type=int, default=8, help="evaluation images for tensor errors + sensitivity")
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--target", type=float, default=0.995, help="top-1 agreement with FP32 to reach")
-    parser.add_argument("--max-guards", type=int, default=None)
-    parser.add_argument("--guard-precision", default="fp32", choices=["fp32", "fp16"],
-                        help="precision the found guards keep (fp16: Casts in the graph, layer precision on TRT 10)")
-    parser.add_argument("--scale-override", action="append", default=[], metavar="NAME=FACTOR",
-                        help="debugging aid: multiply a tensor's (or a layer input's) calibrated scale")
-    parser.add_argument("--no-search", action="store_true", help="tensor errors and sensitivity only")
-    parser.add_argument("--no-verify", action="store_true", help="skip building + evaluating the found recipe")
-    parser.add_argument("--out", help="folder for CSV/JSON/PNG results (default: the workspace's debug folder)")
-    parser.add_argument("--workspace")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    args = parser.parse_args(argv)
-    if not 0 < args.target <= 1:
-        parser.error(f"--target {args.target}: a top-1 agreement fraction in (0, 1], e.g. 0.995")
+    def add_options(self, group):
+        group.add_argument("--images", type=int, metavar="N", default=8,
+                           help="evaluation images for tensor errors + sensitivity (default: 8)")
+        group.add_argument("--target", type=float, default=0.995, help="top-1 agreement with FP32 to reach, in "
+                                                                        "(0, 1] (default: 0.995)")
+        group.add_argument("--max-guards", type=int, metavar="N", default=None, help="stop the search after N guards")
+        group.add_argument("--guard-precision", metavar="PRECISION", default="fp32",
+                           help="precision the found guards keep: fp32 or fp16 (Casts in the graph, layer precision "
+                                "on TensorRT 10) (default: fp32)")
+        group.add_argument("--scale-override", action=Items, metavar="NAME=FACTOR", default=None,
+                           help="debugging aid: multiply a tensor's (or a layer input's) calibrated scale; repeat "
+                                "or comma-separate")
+        group.add_argument("--no-search", action="store_true", help="tensor errors and sensitivity only")
+        group.add_argument("--no-verify", action="store_true", help="skip building + evaluating the found recipe")
 
-    from trtlab.data.demo import model_and_data
-    from trtlab.workflows.checks import check_inputs
+    def parse(self, args):
+        args.images = positive("--images", args.images, optional=False)
+        if not (math.isfinite(args.target) and 0 < args.target <= 1):
+            raise UserValueError(f"--target {args.target:g} is not a top-1 agreement fraction in (0, 1]",
+                                 "give a fraction, e.g. --target 0.995 (99.5 % of images agree with FP32)")
+        args.max_guards = positive("--max-guards", args.max_guards)
+        args.guard_precision = check_choice("--guard-precision", args.guard_precision, GUARD_PRECISIONS,
+                                            "a guard precision")
+        args.scale_overrides = parse_overrides(args.scale_override)
+
+
+COMMAND = Command("debug", "layer-wise INT8 debugging of one recipe: per-tensor error vs FP32, per-layer "
+                  "sensitivity and an automatic guard search",
+                  [ModelDataArgs(), CalibrationArgs(default=("entropy",), many=False), GuardArgs(),
+                   BackendArgs(backend=False, batch_default=8), WorkspaceArgs(),
+                   OutputArgs("CSV, JSON and PNG results", "the workspace's debug folder"), DebugArgs()],
+                  check_failed="the guard search did not reach --target")
+main = COMMAND.main
+
+
+def run(args) -> int:
+    """Tensor errors, sensitivity, guard search (+ verification) for one recipe: 0 when the target was reached
+    (or no search ran), 1 when it was not."""
+    from trtlab.debug.layer_debug import _save_figure, layer_debugger
     from trtlab.quantization.variants import Recipe
+    from trtlab.workflows.checks import checked_inputs
 
-    if args.images < 1:
-        raise UserValueError(f"--images {args.images} is not possible", "give a whole number ≥ 1 for --images")
-    # Everything checkable before any decoding or inference: workspace, model, labels, sizes, --out.
-    _, _, dataset, sizes = check_inputs(model=args.model, data=args.data, labels=args.labels,
-                                        workspace=args.workspace, batch_size=args.batch_size,
-                                        calibration_images=args.calibration_images,
-                                        calibration_batch=args.calibration_batch,
-                                        outputs=[args.out] if args.out else ())
-    # The data folder was read by check_inputs already; model_and_data supplies the model (or the demo's).
-    model, demo_data, preset, split = model_and_data(args.model, None, None, args.preset, args.workspace)
-    if dataset is not None:
-        split = None  # the demo split belongs to the demo photos; the user's data gets a saved split
-    else:
-        dataset = demo_data
-    guards = tuple(g.strip() for g in args.guards.split(",") if g.strip())
-    recipe = Recipe(precision="int8", algorithm=args.algorithm, percentile=args.percentile,
-                    calibration_images=args.calibration_images, calibration_batch=sizes.calibration_batch,
-                    guards=guards)
-    debugger = layer_debugger(model, dataset, split=split, recipe=recipe, preprocess=preset, images=args.images,
-                              batch_size=sizes.batch_size, scale_overrides=_parse_overrides(args.scale_override),
-                              workspace=args.workspace, progress=not args.quiet)
-    out = Path(args.out) if args.out else debugger.folder
+    # Everything checkable before any decoding or inference: workspace, model, guards, labels, sizes, --out.
+    inputs = checked_inputs(model=args.model, data=args.data, labels=args.labels, preset=args.preset,
+                            preset_given=args.preset_given, workspace=args.workspace, guards=args.guards,
+                            batch_size=args.batch_size, calibration_images=args.calibration_images,
+                            calibration_batch=args.calibration_batch, outputs=[args.out] if args.out else ())
+    recipe = Recipe(precision="int8", algorithm=args.algorithms[0], percentile=args.percentile,
+                    calibration_images=args.calibration_images, calibration_batch=inputs.sizes.calibration_batch,
+                    guards=args.guards)
+    debugger = layer_debugger(inputs.model, inputs.dataset, split=inputs.split, recipe=recipe, preprocess=inputs.preset,
+                              images=args.images, batch_size=inputs.sizes.batch_size,
+                              scale_overrides=args.scale_overrides, workspace=args.workspace,
+                              progress=args.verbosity >= 0)
+    out = args.out or debugger.folder
     import pandas as pd
 
     errors = debugger.tensor_errors()
@@ -100,20 +102,20 @@ def main(argv=None) -> int:
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(sensitivity.table.head(10)[["rank", "op_type", "noise_share", "only_sqnr_db", "all_but_gain_db",
                                           "only_top1_agreement", "all_but_top1_agreement"]].round(4))
-    status = 0
-    if not args.no_search:
-        found = debugger.search_guards(target=args.target, sensitivity=sensitivity, max_guards=args.max_guards,
-                                       precision=args.guard_precision)
-        with pd.option_context("display.width", 200, "display.max_columns", 20):
-            print(found.steps.round(4).to_string(index=False))
-        print(found.summary())
-        if found.reached and not args.no_verify:
-            verified = found.verify()
-            print(f"verified with build_variant + evaluate_variant: {verified['variant']} top-1 agreement "
-                  f"{verified['top1_agreement']:.2%} on {verified['images']} images "
-                  f"({'meets' if verified['meets_target'] else 'MISSES'} the target)")
-        found.save(out)
-        print(f"recipe: {json.dumps(found.recipe().to_dict())}")
-        status = 0 if found.reached else 1
+    if args.no_search:
+        log.info("debug results in %s", out)
+        return 0
+    found = debugger.search_guards(target=args.target, sensitivity=sensitivity, max_guards=args.max_guards,
+                                   precision=args.guard_precision)
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(found.steps.round(4).to_string(index=False))
+    print(found.summary())
+    if found.reached and not args.no_verify:
+        verified = found.verify()
+        print(f"verified with build_variant + evaluate_variant: {verified['variant']} top-1 agreement "
+              f"{verified['top1_agreement']:.2%} on {verified['images']} images "
+              f"({'meets' if verified['meets_target'] else 'MISSES'} the target)")
+    found.save(out)
+    print(f"recipe: {json.dumps(found.recipe().to_dict())}")
     log.info("debug results in %s", out)
-    return status
+    return 0 if found.reached else 1
