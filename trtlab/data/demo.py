@@ -144,23 +144,3 @@ def demo_split(dataset: Dataset | None = None):
     from_foolbox = np.array(["foolbox" in p for p in dataset.paths])
     return Split(np.flatnonzero(~from_foolbox), np.flatnonzero(from_foolbox), seed=0,
                  dataset_fingerprint=dataset.fingerprint(), method="demo: non-foolbox photos calibrate")
-
-
-def model_and_data(model=None, data=None, labels=None, preset: str = "tf-lite", workspace=None):
-    """What a CLI stage works on: (model path, dataset, preprocessing preset, split or None).
-
-    Without --model the demo EfficientNet-Lite0 (tf-lite preprocessing); without --data the demo photos with the
-    demo split (None otherwise: the caller makes and saves a split for the user's data)."""
-    split = None
-    if model is None:
-        model_path, preset = export_demo_model(workspace=workspace), DEMO_PREPROCESS
-    else:
-        model_path = Path(model)
-        if not model_path.is_file():
-            raise SystemExit(f"--model {model_path}: no such file")
-    if data is None:
-        dataset = demo_dataset()
-        split = demo_split(dataset)
-    else:
-        dataset = Dataset.from_folder(data, labels_csv=labels)
-    return model_path, dataset, preset, split

@@ -59,7 +59,10 @@ def get_preprocess(spec: str | Preprocess | dict) -> Preprocess:
         return Preprocess(**{"name": "custom", **fields})
     if spec in PRESETS:
         return PRESETS[spec]
-    raise ValueError(f"unknown preprocessing preset {spec!r}; use one of {sorted(PRESETS)} or pass a Preprocess(...)")
+    from trtlab.core.errors import UserValueError
+
+    raise UserValueError(f"unknown preprocessing preset {spec!r}",
+                         f"use one of {', '.join(sorted(PRESETS))}, or pass a Preprocess(...)")
 
 
 _INTERPOLATION = {"area": "INTER_AREA", "linear": "INTER_LINEAR", "bilinear": "INTER_LINEAR", "cubic": "INTER_CUBIC"}
