@@ -5,6 +5,6 @@ from __future__ import annotations
 
 
 def main(argv=None) -> int:
-    from trtlab.env.trt_env import doctor_main
+    from trtlab.env.cli import doctor_main
 
     return doctor_main(argv)
