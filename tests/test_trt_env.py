@@ -19,6 +19,8 @@ from trtlab.env import wheels as wheels_mod
 from trtlab.env import repairing as repair_mod
 from trtlab.env.layout import MANIFEST
 
+REAL_FROM_NVML = machine.from_nvml
+
 
 def _tar_candidate(cands, name="TensorRT-10.3.0.26"):
     return next(c for c in cands if name in c.lib_dir)
@@ -296,6 +298,50 @@ def test_parse_nvidia_smi_query():
     assert gpus[0].driver == "535.104.05"
     assert machine.cc_from_name("Tesla P100-PCIE-16GB") == (6, 0)
     assert machine.arch_name((6, 0)) == "sm_60 (Pascal)" and machine.arch_name((7, 5)) == "sm_75 (Turing)"
+
+
+def _fake_pynvml(calls: list, *, fail_init: bool = False):
+    """What nvidia-ml-py's pynvml answers on a 2×T4 machine (older releases return bytes for names)."""
+    import types
+
+    def init():
+        calls.append("init")
+        if fail_init:
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    return types.SimpleNamespace(
+        nvmlInit=init, nvmlShutdown=lambda: calls.append("shutdown"),
+        nvmlSystemGetDriverVersion=lambda: b"570.86.15", nvmlSystemGetCudaDriverVersion=lambda: 12080,
+        nvmlDeviceGetCount=lambda: 2, nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetName=lambda h: b"Tesla T4", nvmlDeviceGetCudaComputeCapability=lambda h: (7, 5))
+
+
+def test_gpu_facts_come_from_nvml_first_then_nvidia_smi(monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(machine, "from_nvml", REAL_FROM_NVML)  # the real reader, over the fake module
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(calls))
+    monkeypatch.setattr(machine, "from_nvidia_smi", lambda: pytest.fail("nvidia-smi asked although NVML answered"))
+    machine.forget_gpu_facts()
+    try:
+        facts = machine.gpu_facts()
+        assert facts.source == "NVML" and [g.name for g in facts.gpus] == ["Tesla T4", "Tesla T4"]
+        assert facts.gpu.compute_capability == (7, 5) and facts.driver == "570.86.15" and facts.cuda_driver == "12.8"
+        assert calls == ["init", "shutdown"] and machine.gpu_facts() is facts  # read once per process
+        # NVML present but unable to start (no driver library): the next source answers, and the report says why.
+        calls.clear()
+        monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(calls, fail_init=True))
+        smi = machine.GpuFacts([machine.GpuInfo("Tesla T4", (7, 5), "570.86.15", "nvidia-smi")], "570.86.15",
+                               "12.8", "nvidia-smi")
+        monkeypatch.setattr(machine, "from_nvidia_smi", lambda: smi)
+        machine.forget_gpu_facts()
+        facts = machine.gpu_facts()
+        assert facts.source == "nvidia-smi" and calls == ["init"]  # nothing to shut down
+        assert facts.tried == ["NVML did not start (RuntimeError: NVML Shared Library Not Found)"]
+        # Not installed at all: the usual case, named as such.
+        monkeypatch.setitem(sys.modules, "pynvml", None)
+        assert machine.from_nvml() == "nvidia-ml-py (pynvml) not installed"
+    finally:
+        machine.forget_gpu_facts()
 
 
 def test_report_without_tensorrt_says_so_in_one_line_and_falls_back_to_onnxruntime():
