@@ -8,6 +8,8 @@
 #   bash setup_kaggle_env.sh [--root PATH]... [--dest DIR] [--no-bindings] [--bindings-target DIR] [--force]
 #   source /kaggle/working/trtlab-runs/env.sh        # the path is printed at the end; then start python / trtexec
 #
+# No TensorRT at all? `python -m trtlab doctor` names the one pip command for this machine's driver and GPU.
+#
 # In a running notebook kernel, sourcing env.sh changes nothing for that kernel: use trtlab.load_tensorrt().
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -22,6 +22,16 @@ from trtlab.env.layout import MANIFEST
 REAL_FROM_NVML = machine.from_nvml
 
 
+@pytest.fixture(autouse=True)
+def t4_on_r570(monkeypatch):
+    """Every hint names this machine's install command: pretend a T4 under driver 570 (CUDA 12 wheels)."""
+    facts = machine.GpuFacts([machine.GpuInfo("Tesla T4", (7, 5), "570.86.15", "test")], "570.86.15", "12.8", "test")
+    monkeypatch.setattr(machine, "from_nvml", lambda: facts)
+    machine.forget_gpu_facts()
+    yield
+    machine.forget_gpu_facts()
+
+
 def _tar_candidate(cands, name="TensorRT-10.3.0.26"):
     return next(c for c in cands if name in c.lib_dir)
 
@@ -394,4 +404,9 @@ def test_environment_notebook_runs_headless(tmp_path, monkeypatch):
     assert not [o for c in code for o in c.outputs if o.output_type == "error"]
     last = "".join(o.get("text", "") for o in code[-1].outputs)
     assert "🔴 RED" in last or "🟢 GREEN" in last
+    # The report shows as a table whose cells are whole (the install row included), not a cut-off DataFrame.
+    shown = next(o for c in code for o in c.outputs if "report = trtlab.environment_report" in c.source
+                 and o.output_type == "execute_result")
+    page = shown["data"]["text/html"]
+    assert "TensorRT install" in page and "white-space:pre-wrap" in page and "..." not in page
 

@@ -12,14 +12,17 @@ it runs from ``setup_kaggle_env.sh`` on a half-installed machine: ``python -m tr
 * ``loading``    dlopen into the running process in dependency order; ``import tensorrt`` check
 * ``machine``    GPU / driver (NVML, nvidia-smi, cuda-python), CUDA, cuDNN, ONNX Runtime facts
 * ``support``    which TensorRT runs on which GPU; a verdict per feature
+* ``install``    the one pip command for this machine's driver and GPU
 * ``report``     EnvReport (text, HTML, JSON, DataFrame) and ``collect_report``
 * ``cli``        ``python -m trtlab.env ...`` and ``python -m trtlab doctor``
 """
 from trtlab.env.candidates import Candidate
 from trtlab.env.discovery import best_candidate, candidates_frame, discover
+from trtlab.env.install import InstallAdvice, install_advice, machine_install_advice
 from trtlab.env.loading import LoadResult, load, preload
 from trtlab.env.repairing import RepairResult, repair
 from trtlab.env.report import EnvReport, collect_report
 
 __all__ = ["Candidate", "discover", "best_candidate", "candidates_frame", "repair", "RepairResult", "load",
-           "preload", "LoadResult", "collect_report", "EnvReport"]
+           "preload", "LoadResult", "collect_report", "EnvReport", "InstallAdvice", "install_advice",
+           "machine_install_advice"]

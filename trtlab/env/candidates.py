@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from trtlab.env.elf import ElfError, read_elf, version_from_symbol
+from trtlab.env.install import install_hint
 from trtlab.env.layout import (LIB_NAME_RE, NEEDED_COMPONENTS, WHEEL_RE, component_of, order_index, version_tuple)
 
 
@@ -183,7 +184,7 @@ def _analyse_component(folder: str, key: str, group: list[LibFile], source: str,
         if f.problem:
             fix = (f"; repair copies {best.name} instead" if best else
                    f"; no real {key} exists in this folder: re-upload the TensorRT tar (with its libraries) or "
-                   f"pip install tensorrt-cu12")
+                   f"{install_hint()}")
             comp.problems.append(f.problem + fix)
     for name, why in expected_names(comp).items():
         if name not in present:
@@ -202,7 +203,7 @@ def _check_core(cand: Candidate, folder: str) -> None:
         broken = [f.name for f in (core.files if core else [])]
         what = f" ({', '.join(broken)} are broken)" if broken else ""
         cand.problems.append(f"no real libnvinfer found in {folder}{what}: add the TensorRT tar dataset to the "
-                             f"notebook or pip install tensorrt-cu12")
+                             f"notebook or {install_hint()}")
         return
     best = core.best
     cand.version = core.version

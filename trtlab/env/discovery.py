@@ -9,8 +9,10 @@ import os
 from pathlib import Path
 
 from trtlab.env.candidates import Candidate, analyse_folder, scan_folder
+from trtlab.env.install import install_hint
 from trtlab.env.layout import (COMPONENT_ROLE, LIB_NAME_RE, default_roots, site_package_dirs, system_lib_dirs,
                                version_tuple)
+from trtlab.env.tables import full_text_frame
 
 #: What the last :func:`discover` call could not search (missing roots, entry budget hit).
 LAST_SEARCH_NOTES: list[str] = []
@@ -105,13 +107,11 @@ def no_tensorrt_message(candidates: list[Candidate], roots: list | None = None) 
     extra = f"; broken trees: {', '.join(broken)}" if broken else ""
     extra += "".join(f"; {n}" for n in LAST_SEARCH_NOTES)
     return (f"no real libnvinfer found in {where}{extra}: add the TensorRT tar dataset to the notebook or "
-            f"pip install tensorrt-cu12")
+            f"{install_hint()}")
 
 
 def candidates_frame(candidates: list[Candidate]):
-    """One row per component of every candidate, as a pandas DataFrame (for the notebook)."""
-    import pandas as pd
-
+    """One row per component of every candidate, as a pandas DataFrame (for the notebook; cells shown whole)."""
     rows = []
     for c in candidates:
         for key, comp in c.components.items():
@@ -124,4 +124,4 @@ def candidates_frame(candidates: list[Candidate]):
     if not rows:
         rows.append({"folder": "—", "source": "—", "component": "libnvinfer", "role": COMPONENT_ROLE["libnvinfer"],
                      "library": "—", "version": "—", "status": "not found", "problems": no_tensorrt_message(candidates)})
-    return pd.DataFrame(rows)
+    return full_text_frame(rows)

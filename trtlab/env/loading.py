@@ -15,6 +15,7 @@ from pathlib import Path
 
 from trtlab.env.candidates import LibFile, analyse_folder, scan_folder
 from trtlab.env.discovery import best_candidate, discover, no_tensorrt_message
+from trtlab.env.install import cuda_wheel_suffix, install_hint
 from trtlab.env.layout import MANIFEST, component_of, cuda_dependency_dirs, default_lib_dir, order_index
 
 
@@ -131,15 +132,27 @@ def preload(lib_dir: str | os.PathLike, *, builder_resource: bool = True) -> Loa
     return res
 
 
+def _cuda_package(dep: str) -> str:
+    """The pip package that provides a CUDA library, for the CUDA major the library name asks for."""
+    m = re.match(r"^(libcudart|libcublasLt|libcublas|libnvrtc|libcudnn)\.so\.(\d+)", dep)
+    if not m:
+        return f"the package that provides {dep}"
+    stem, major = m.group(1), m.group(2)
+    if stem == "libcudnn":  # cuDNN's own major (9), not CUDA's: follow this machine's CUDA wheels
+        return f"nvidia-cudnn-{cuda_wheel_suffix()}"
+    package = {"libcudart": "nvidia-cuda-runtime", "libcublas": "nvidia-cublas", "libcublasLt": "nvidia-cublas",
+               "libnvrtc": "nvidia-cuda-nvrtc"}[stem]
+    # CUDA 12 wheels carry a -cu12 suffix; the CUDA 13 ones dropped it (nvidia-cuda-runtime 13.x on PyPI).
+    return f"{package}-cu{major}" if major == "12" else f'"{package}>={major},<{int(major) + 1}"'
+
+
 def explain_load_error(lib: LibFile, text: str) -> str:
     m = re.search(r"([\w.+-]+\.so[\w.]*): cannot open shared object file", text)
     if m and m.group(1) != lib.name:
         dep = m.group(1)
-        hint = {"libcudart": "pip install nvidia-cuda-runtime-cu12", "libcublas": "pip install nvidia-cublas-cu12",
-                "libcudnn": "pip install nvidia-cudnn-cu12", "libnvrtc": "pip install nvidia-cuda-nvrtc-cu12"}
-        fix = next((v for k, v in hint.items() if dep.startswith(k)), f"install the package that provides {dep}")
-        return (f"{lib.name} needs {dep}, which is not on this machine's library path: {fix}, then call load() "
-                f"again (or add its folder to LD_LIBRARY_PATH in env.sh and restart the kernel)")
+        return (f"{lib.name} needs {dep}, which is not on this machine's library path: pip install "
+                f"{_cuda_package(dep)}, then call load() again (or add its folder to LD_LIBRARY_PATH in env.sh and "
+                f"restart the kernel)")
     return f"{lib.name} from {os.path.dirname(lib.path)} failed to load: {text}"
 
 
@@ -166,7 +179,7 @@ def _builder_resource_note(lib_dir: str) -> str | None:
 def _import_tensorrt(res: LoadResult, lib_dir: str, notes: list[str]) -> None:
     if importlib.util.find_spec("tensorrt") is None:
         notes.append("libraries loaded, but the tensorrt Python bindings are not installed: run repair() (it "
-                     "installs the wheel from the tar's python/ folder) or pip install tensorrt-cu12")
+                     f"installs the wheel from the tar's python/ folder) or {install_hint()}")
         return
     try:
         trt = importlib.import_module("tensorrt")

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from trtlab.env.candidates import Candidate
+from trtlab.env.install import bindings_command
 from trtlab.env.layout import WHEEL_RE, version_tuple
 
 
@@ -60,7 +61,7 @@ def install_bindings(cand: Candidate, target: str | None = None, timeout: float 
     wheel = pick_wheel(cand.wheels, cand.version)
     if not wheel:
         if not cand.wheels:
-            return (f"no bindings wheel in the tree of {cand.lib_dir}: pip install tensorrt-cu12=={cand.version} (needs internet) "
+            return (f"no bindings wheel in the tree of {cand.lib_dir}: {bindings_command(cand.version, cand.lib_dir)} (needs internet) "
                     f"or add the tar's python/ folder")
         return (f"no bindings wheel for this Python ({interpreter_tag()}) and TensorRT {cand.version} among "
                 f"{', '.join(os.path.basename(w) for w in cand.wheels)}")
