@@ -2,7 +2,8 @@
 # Find TensorRT (pip installs, tar trees under /kaggle/input or --root PATH, system library folders), copy the
 # real libraries into a writable folder (default /kaggle/working/trtlab-runs/lib, runs/lib in the checkout
 # elsewhere), create real .so.MAJOR/.so copies, write env.sh and install the matching Python bindings wheel from
-# the tree, offline. Read-only inputs are never written. env.sh is written beside the library folder.
+# the tree, offline. Read-only inputs are never written; a set of libraries from different TensorRT releases is
+# refused. env.sh goes into --dest DIR when given (else beside the default lib folder), never over another file.
 # Runs on the standard library alone (python -m trtlab.env setup).
 #
 #   bash setup_kaggle_env.sh [--root PATH]... [--dest DIR] [--no-bindings] [--bindings-target DIR] [--force]

@@ -79,7 +79,7 @@ def test_setup_repairs_loads_and_installs_bindings_on_the_standard_library(stdli
     # The fresh-process check (also blocked: it inherits the environment) loaded the copies on their own.
     assert "check in a fresh Python (no LD_LIBRARY_PATH): loaded libnvinfer.so.10" in proc.stdout
     assert f"installed tensorrt-{VERSION}-{PY_TAG}" in proc.stdout and (pylib / "tensorrt" / "__init__.py").is_file()
-    assert (dest / "libnvonnxparser.so.10").is_file() and f"source {dest.parent / 'env.sh'}" in proc.stdout
+    assert (dest / "libnvonnxparser.so.10").is_file() and f"source {dest / 'env.sh'}" in proc.stdout
     assert fingerprint(broken_input) == before
     assert _attempts(log) == []
 

@@ -115,7 +115,9 @@ def test_pip_layout_with_trimmed_names_is_healthy_and_left_alone(built, tmp_path
     assert cands[0].version == "10.3.0.26" and any("libnvinfer.so is missing" in n for n in cands[0].notes)
     result = repair_mod.repair(cands, tmp_path / "ws" / "lib")
     assert result.ok and result.lib_dir == str(libs) and "healthy; nothing copied" in result.summary()
-    assert not (tmp_path / "ws" / "lib").exists() and (tmp_path / "ws" / "env.sh").exists()
+    # Nothing copied; env.sh (pointing at the pip folder) goes inside the folder given, not beside it.
+    assert os.listdir(tmp_path / "ws") == ["lib"] and os.listdir(tmp_path / "ws" / "lib") == ["env.sh"]
+    assert result.env_sh == str(tmp_path / "ws" / "lib" / "env.sh") and str(libs) in Path(result.env_sh).read_text()
 
 
 # ------------------------------------------------------------------------------------------------------- repair
@@ -134,7 +136,7 @@ def test_repair_copies_real_files_and_never_writes_the_input(broken_input, tmp_p
                 f"libnvinfer_plugin.so.{VERSION}", "libnvinfer_plugin.so.10", "libnvinfer_plugin.so",
                 f"libnvinfer_builder_resource.so.{VERSION}"}
     names = set(os.listdir(dest))
-    assert names == expected | {MANIFEST}  # no temp files left behind
+    assert names == expected | {MANIFEST, "env.sh"}  # no temp files left behind
     for name in expected:
         p = dest / name
         assert not p.is_symlink() and p.stat().st_size > 0, name
@@ -143,7 +145,7 @@ def test_repair_copies_real_files_and_never_writes_the_input(broken_input, tmp_p
     assert any("0 bytes" in p for p in result.fixed)
 
     env_sh = Path(result.env_sh)
-    assert env_sh == dest.parent / "env.sh"
+    assert env_sh == dest / "env.sh"  # inside the folder given, never beside it
     assert f'export LD_LIBRARY_PATH="{dest}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"' in env_sh.read_text()
     assert f"installed tensorrt-{VERSION}-{PY_TAG}" in result.bindings
     assert (tmp_path / "pylib" / "tensorrt" / "__init__.py").exists()
@@ -386,7 +388,7 @@ def test_setup_script_repairs_from_a_shell(broken_input, tmp_path):
                            "--no-bindings"], capture_output=True, text=True, timeout=120, env=env,
                           cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"source {dest.parent / 'env.sh'}" in proc.stdout
+    assert f"source {dest / 'env.sh'}" in proc.stdout and not (tmp_path / "env.sh").exists()
     assert "check in a fresh Python (no LD_LIBRARY_PATH): loaded libnvinfer.so.10" in proc.stdout
     assert (dest / "libnvonnxparser.so.10").is_file() and fingerprint(broken_input) == before
 

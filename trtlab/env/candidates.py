@@ -117,6 +117,7 @@ class Candidate:
     components: dict[str, Component] = field(default_factory=dict)
     version: str | None = None                   # from libnvinfer: symbol first, then file name
     version_note: str | None = None              # disagreements between symbol and file names
+    version_mix: str | None = None               # components of other releases than libnvinfer's: cannot load
     wheels: list[str] = field(default_factory=list)   # Python bindings wheels found in the tree
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -196,6 +197,33 @@ def _analyse_component(folder: str, key: str, group: list[LibFile], source: str,
     return comp
 
 
+def find_version_mix(cand: Candidate) -> str | None:
+    """Components whose release differs from libnvinfer's (by name/symbol, or by the version they link against).
+
+    TensorRT loads only a set of one release: a parser or plugin of another release fails at dlopen or at its
+    first call, so repair refuses such a set instead of copying it.
+    """
+    core = cand.components.get("libnvinfer")
+    if not (core and core.best and cand.version):
+        return None
+    ref = version_tuple(cand.version)
+    odd = []
+    for key, comp in cand.components.items():
+        if key == "libnvinfer" or not (comp.best and comp.version):
+            continue
+        mm = version_tuple(comp.version)[:2]
+        if mm and mm != ref[: len(mm)]:
+            odd.append(f"{key} {comp.version} ({comp.best.name})")
+            continue
+        wants = {v for v in (version_from_symbol(s) for s in comp.best.version_refs) if v}
+        wrong = sorted(v for v in wants if version_tuple(v)[:2] != ref[:2])
+        if wrong:
+            odd.append(f"{key} built against TensorRT {', '.join(wrong)} ({comp.best.name})")
+    if not odd:
+        return None
+    return f"{cand.lib_dir} mixes TensorRT releases: libnvinfer {cand.version} ({core.best.name}) but {', '.join(odd)}"
+
+
 def _check_core(cand: Candidate, folder: str) -> None:
     """Version of the set (libnvinfer: symbol first, then name) and the disagreements about it."""
     core = cand.components.get("libnvinfer")
@@ -215,12 +243,9 @@ def _check_core(cand: Candidate, folder: str) -> None:
             cand.problems.append(f"{folder}: {cand.version_note}")
     elif not best.symbol_version:
         cand.notes.append(f"{best.name} exports no tensorrt_version_* symbol; version taken from the file name")
-    versions = {k: c.version for k, c in cand.components.items() if c.best and c.version}
-    majors_minors = {k: version_tuple(v)[:2] for k, v in versions.items()}
-    ref = version_tuple(cand.version)[:2]
-    odd = [f"{k} {versions[k]}" for k, mm in majors_minors.items() if mm and mm != ref[: len(mm)]]
-    if odd:
-        cand.problems.append(f"{folder} mixes TensorRT versions: libnvinfer {cand.version} but {', '.join(odd)}")
+    cand.version_mix = find_version_mix(cand)
+    if cand.version_mix:
+        cand.problems.append(cand.version_mix)
 
 
 def analyse_folder(folder: str, files: list[LibFile], source: str) -> Candidate:

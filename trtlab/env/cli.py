@@ -1,7 +1,8 @@
 """Command line: ``python -m trtlab.env {discover,repair,setup,load,doctor}`` and ``python -m trtlab doctor``.
 
 Runs on the standard library alone (``setup_kaggle_env.sh`` calls ``setup`` on a half-installed machine).
-Exit status: 0 done; 1 TensorRT not found, not repairable or not loadable; 2 a usage error (argparse).
+Exit status: 0 done; 1 TensorRT not found / not loadable (``discover``, ``load``, ``doctor --strict``); 2 a
+refusal or a usage error (one ``error:`` line: a mixed library set, a destination inside the input, no space).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from trtlab.core.errors import EXIT_USER_ERROR
 from trtlab.env.candidates import Candidate
 from trtlab.env.discovery import best_candidate, discover, no_tensorrt_message
 from trtlab.env.loading import load
@@ -47,7 +49,7 @@ def _print_candidates(cands: list[Candidate]) -> None:
     if not cands:
         print(no_tensorrt_message(cands))
     for c in cands:
-        state = "healthy" if c.healthy else ("fixable" if c.usable else "broken")
+        state = "healthy" if c.healthy else ("mixed" if c.version_mix else "fixable" if c.usable else "broken")
         print(f"{c.source:6} {c.version or '?':12} {state:8} {c.lib_dir}")
         for key, comp in c.components.items():
             print(f"         {key:30} {comp.best.name if comp.best else '—'}")
@@ -86,7 +88,8 @@ def _parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help="discover, copy the libraries into DEST, write env.sh, install bindings",
                            allow_abbrev=False)
         roots(p)
-        p.add_argument("--dest", default=None, help="writable folder (default <workspace>/lib)")
+        p.add_argument("--dest", default=None, help="writable folder for the libraries and env.sh "
+                                                    "(default <workspace>/lib, env.sh in <workspace>)")
         p.add_argument("--no-bindings", action="store_true", help="do not pip install the bindings wheel")
         p.add_argument("--bindings-target", default=None, help="pip --target folder for the bindings")
         p.add_argument("--force", action="store_true", help="copy even a healthy pip/system install")
@@ -107,14 +110,16 @@ def _repair_command(args) -> int:
                                   bindings_target=args.bindings_target, force=args.force)
     if args.json:
         print(json.dumps({"ok": result.ok, "lib_dir": result.lib_dir, "env_sh": result.env_sh, "error": result.error,
-                          "actions": result.actions, "fixed": result.fixed,
+                          "env_note": result.env_note, "actions": result.actions, "fixed": result.fixed,
                           "bindings": result.bindings}, indent=1))
+    elif result.error:
+        print(f"error: repair: {result.error}", file=sys.stderr)
     else:
         print(result.summary())
     if result.ok and args.command == "setup" and not args.json:
         print(f"check in a fresh Python (no LD_LIBRARY_PATH): {_check_in_fresh_process(result.lib_dir)}")
         print(f"\nNow run:  source {result.env_sh}")
-    return 0 if result.ok else 1
+    return 0 if result.ok else EXIT_USER_ERROR
 
 
 def main(argv: list[str] | None = None) -> int:

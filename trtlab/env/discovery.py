@@ -121,6 +121,9 @@ def candidates_frame(candidates: list[Candidate]):
                 "status": "broken" if comp.problems and not comp.best else ("fixable" if comp.problems else "ok"),
                 "problems": " | ".join(comp.problems),
             })
+        if c.version_mix:
+            rows.append({"folder": c.lib_dir, "source": c.source, "component": "(the set)", "role": "one release",
+                         "library": "—", "version": c.version or "—", "status": "mixed", "problems": c.version_mix})
     if not rows:
         rows.append({"folder": "—", "source": "—", "component": "libnvinfer", "role": COMPONENT_ROLE["libnvinfer"],
                      "library": "—", "version": "—", "status": "not found", "problems": no_tensorrt_message(candidates)})

@@ -162,7 +162,7 @@ def env_sh_of(lib_dir: str) -> str:
         recorded = json.loads(Path(lib_dir, MANIFEST).read_text()).get("env_sh")
     except (OSError, ValueError, AttributeError):
         recorded = None
-    return recorded or os.path.join(os.path.dirname(lib_dir), "env.sh")
+    return recorded or os.path.join(lib_dir, "env.sh")
 
 
 def _builder_resource_note(lib_dir: str) -> str | None:

@@ -2,7 +2,8 @@
 ``.so.MAJOR`` and ``.so`` copies, write ``env.sh`` and install the tree's bindings wheel offline.
 
 Inputs are only ever opened for reading; every write is a temp file in the destination + ``os.replace``
-(trtlab.core.workspace's atomic writes). ``env.sh`` is written beside the library folder.
+(trtlab.core.workspace's atomic writes). ``env.sh`` goes inside the folder given (``--dest``), or into the
+workspace beside the default ``<workspace>/lib``, and never over a file trtlab did not write.
 """
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from pathlib import Path
 from trtlab.core.workspace import atomic_path, atomic_write_text
 from trtlab.env.candidates import Candidate, expected_names
 from trtlab.env.discovery import best_candidate, discover, no_tensorrt_message
+from trtlab.env.install import install_hint
 from trtlab.env.layout import MANIFEST, default_lib_dir, read_only_roots, workspace_dir
 from trtlab.env.wheels import install_bindings
 
-#: First line of every env.sh trtlab writes.
+#: First line of every env.sh trtlab writes: how repair tells its own file from a user's.
 ENV_SH_MARK = "# Written by trtlab.env"
 
 
@@ -32,6 +34,7 @@ class RepairResult:
     bindings: str | None = None
     error: str | None = None       # one line: what is wrong — what to do
     note: str | None = None
+    env_note: str | None = None    # env.sh could not take its usual name (another file is there)
 
     @property
     def ok(self) -> bool:
@@ -40,7 +43,8 @@ class RepairResult:
     def summary(self) -> str:
         if self.error:
             return f"repair: {self.error}"
-        tail = [f"  shell: source {self.env_sh}"] if self.env_sh else []
+        tail = ([f"  note: {self.env_note}"] if self.env_note else []) + (
+            [f"  shell: source {self.env_sh}"] if self.env_sh else [])
         if self.note:
             return "\n".join([f"repair: {self.note}"] + tail)
         copied = sum(a == "copied" for _, a in self.actions)
@@ -103,11 +107,36 @@ def _plan_copies(cand: Candidate) -> list[tuple[str, str]]:
     return sorted(plan.items())
 
 
-def write_env_sh(lib_dir: str | os.PathLike, path: str | os.PathLike | None = None,
-                 pythonpath: str | None = None) -> str:
-    """Write ``env.sh`` (LD_LIBRARY_PATH with ``lib_dir`` first) next to ``lib_dir``; return its path."""
+def is_trtlab_env_sh(path: str) -> bool:
+    """Whether ``path`` is an env.sh trtlab wrote (a regular file starting with :data:`ENV_SH_MARK`)."""
+    if os.path.islink(path) or not os.path.isfile(path):
+        return False
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(ENV_SH_MARK)).decode("utf-8", "replace") == ENV_SH_MARK
+    except OSError:
+        return False
+
+
+def env_sh_path(folder: str | os.PathLike) -> tuple[str, str | None]:
+    """(path, note): ``folder/env.sh``, or the first free ``trtlab-env*.sh`` when another file holds that name."""
+    folder = os.fspath(folder)
+    preferred = os.path.join(folder, "env.sh")
+    if not os.path.lexists(preferred) or is_trtlab_env_sh(preferred):
+        return preferred, None
+    for name in ["trtlab-env.sh"] + [f"trtlab-env-{n}.sh" for n in range(2, 100)]:
+        path = os.path.join(folder, name)
+        if not os.path.lexists(path) or is_trtlab_env_sh(path):
+            return path, f"{preferred} is not trtlab's, so it was left as it is; wrote {name} instead"
+    raise FileExistsError(f"{folder} holds env.sh and trtlab-env.sh … trtlab-env-99.sh, none written by trtlab")
+
+
+def write_env_sh(lib_dir: str | os.PathLike, folder: str | os.PathLike | None = None,
+                 pythonpath: str | None = None) -> tuple[str, str | None]:
+    """Write an env.sh (LD_LIBRARY_PATH with ``lib_dir`` first) into ``folder`` (default ``lib_dir``) without
+    replacing a file trtlab did not write; return (its path, a note when it took another name)."""
     lib_dir = os.path.abspath(lib_dir)
-    path = os.fspath(path) if path else os.path.join(os.path.dirname(lib_dir), "env.sh")
+    path, note = env_sh_path(os.path.abspath(folder or lib_dir))
     lines = [
         f"{ENV_SH_MARK}. Source it in a shell before starting Python or a TensorRT tool:",
         f"#   source {path}",
@@ -124,7 +153,13 @@ def write_env_sh(lib_dir: str | os.PathLike, path: str | os.PathLike | None = No
         unchanged = False
     if not unchanged:  # a re-run rewrites nothing
         atomic_write_text(path, text)
-    return path
+    return path, note
+
+
+def mix_refusal(cand: Candidate) -> str:
+    return (f"refusing to repair: {cand.version_mix} — TensorRT loads only libraries of one release (a parser or "
+            f"plugin of another release fails when loaded or first called): take libnvinfer, libnvonnxparser and "
+            f"libnvinfer_plugin from one TensorRT tree (nothing was copied), or {install_hint()}")
 
 
 def _destination_refusal(cand: Candidate, folder: str) -> str | None:
@@ -137,13 +172,13 @@ def _destination_refusal(cand: Candidate, folder: str) -> str | None:
     return None
 
 
-def _healthy_install(cand: Candidate, env_sh: str) -> RepairResult:
+def _healthy_install(cand: Candidate, env_folder: str) -> RepairResult:
     """A healthy pip/system install loads as it is: only env.sh is written (for shells)."""
-    refusal = _destination_refusal(cand, os.path.dirname(env_sh))
+    refusal = _destination_refusal(cand, env_folder)
     if refusal:
         return RepairResult(None, None, cand, error=refusal)
-    env = write_env_sh(cand.lib_dir, env_sh)
-    return RepairResult(cand.lib_dir, env, cand,
+    env, env_note = write_env_sh(cand.lib_dir, env_folder)
+    return RepairResult(cand.lib_dir, env, cand, env_note=env_note,
                         note=f"the {cand.source} install of TensorRT {cand.version} in {cand.lib_dir} is healthy; "
                              f"nothing copied")
 
@@ -183,7 +218,9 @@ def repair(candidates: Candidate | list[Candidate] | None = None, dest: str | os
     """Copy the best candidate's real libraries into ``dest`` (default ``<workspace>/lib``) and write env.sh.
 
     Never writes into the input: files are only opened for reading, and ``dest`` inside the input (or under
-    /kaggle/input) is refused. Re-running is cheap: copies whose size and mtime match are skipped, and files a previous repair wrote for
+    /kaggle/input) is refused, as is a set whose libraries come from different TensorRT releases. env.sh goes
+    into ``dest`` (into the workspace when ``dest`` is not given), never over a file trtlab did not write.
+    Re-running is cheap: copies whose size and mtime match are skipped, and files a previous repair wrote for
     another version are removed (tracked in ``trtlab_manifest.json``). A healthy pip or system install is left
     alone unless ``force``: ``import tensorrt`` already loads it.
     """
@@ -193,9 +230,11 @@ def repair(candidates: Candidate | list[Candidate] | None = None, dest: str | os
     if cand is None or not cand.usable:
         found = candidates if isinstance(candidates, list) else ([] if cand is None else [cand])
         return RepairResult(None, None, cand, error=no_tensorrt_message(found))
+    if cand.version_mix:
+        return RepairResult(None, None, cand, error=mix_refusal(cand))
+    env_folder = os.path.abspath(dest) if dest else str(workspace_dir())
     if cand.healthy and cand.source in ("pip", "system") and not force:
-        env_sh = Path(dest).parent / "env.sh" if dest else workspace_dir() / "env.sh"
-        return _healthy_install(cand, os.path.abspath(env_sh))
+        return _healthy_install(cand, env_folder)
     dest = os.path.abspath(dest or default_lib_dir())
     refusal = _destination_refusal(cand, dest)
     if refusal:
@@ -209,7 +248,7 @@ def repair(candidates: Candidate | list[Candidate] | None = None, dest: str | os
     result.fixed = list(cand.problems)
     if bindings:
         result.bindings = install_bindings(cand, target=bindings_target)
-    result.env_sh = write_env_sh(dest, pythonpath=bindings_target)
+    result.env_sh, result.env_note = write_env_sh(dest, env_folder, pythonpath=bindings_target)
     atomic_write_text(os.path.join(dest, MANIFEST), json.dumps(
         {"source": cand.lib_dir, "version": cand.version, "files": files, "env_sh": result.env_sh}, indent=1))
     return result

@@ -152,11 +152,13 @@ def _library_rows(candidates: list[Candidate], cand: Candidate | None, roots) ->
         line = no_tensorrt_message(candidates, roots)
         return [ReportRow("TensorRT library", "not found", "fail", line)], line
     status, detail = ("ok" if cand.healthy else "warn"), f"{cand.source}: {cand.lib_dir}"
-    if cand.problems:
+    if cand.version_mix:
+        status, detail = "fail", f"{detail}; repair refuses this set: {cand.version_mix}"
+    elif cand.problems:
         detail += f"; {len(cand.problems)} problem(s), repair() fixes them: {cand.problems[0]}"
     missing = cand.missing_components()
     if missing:
-        status, detail = "warn", detail + f"; missing {', '.join(missing)}"
+        status, detail = ("fail" if status == "fail" else "warn"), detail + f"; missing {', '.join(missing)}"
     rows = [ReportRow("TensorRT library", cand.version or "unknown version", status, detail)]
     if cand.version_note:
         rows.append(ReportRow("TensorRT version check", "disagreement", "warn", cand.version_note))
