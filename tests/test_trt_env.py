@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -411,4 +412,16 @@ def test_environment_notebook_runs_headless(tmp_path, monkeypatch):
                  and o.output_type == "execute_result")
     page = shown["data"]["text/html"]
     assert "TensorRT install" in page and "white-space:pre-wrap" in page and "..." not in page
+    # It ends by saying what to open next.
+    assert nb.cells[-1].cell_type == "markdown" and "00_quickstart" in nb.cells[-1].source
+    assert nb.cells[-1].source.index("00_quickstart") < nb.cells[-1].source.index("01_imagenet_prep")
 
+
+def test_environment_notebook_calls_only_top_level_names():
+    import trtlab
+
+    nb = json.loads((REPO / "notebooks" / "00_env_setup.ipynb").read_text())
+    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    assert "import trtlab" in code and not re.search(r"from trtlab|import trtlab\.|trtlab\.\w+\.", code)
+    names = set(re.findall(r"trtlab\.(\w+)", code))
+    assert names and names <= set(trtlab._EXPORTS), names - set(trtlab._EXPORTS)
