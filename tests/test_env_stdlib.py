@@ -88,8 +88,9 @@ def test_doctor_reports_a_blocked_onnxruntime_instead_of_failing(stdlib_env, tmp
     env, log = stdlib_env
     proc = subprocess.run([sys.executable, "-m", "trtlab", "doctor", "--json", "--root", str(tmp_path)],
                           env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 1, proc.stderr  # neither TensorRT nor ONNX Runtime usable: the documented exit 1
     data = json.loads(proc.stdout)
+    # Without ONNX Runtime: exit 1 unless a working TensorRT is installed here (the documented doctor rule).
+    assert proc.returncode == (0 if data["tensorrt_ready"] else 1), proc.stderr
     ort = next(r for r in data["rows"] if r["item"] == "onnxruntime")
     assert ort["value"] == "not usable" and "is blocked" in ort["detail"]
     assert set(_attempts(log)) <= {"onnxruntime"}  # the report asks for ONNX Runtime, and only for it
