@@ -297,10 +297,10 @@ def test_ctrl_c_is_one_line_and_exit_130(model, photos, tmp_path, capsys, monkey
 
 def test_a_failed_check_is_exit_1_not_an_error(monkeypatch, capsys):
     """doctor --strict without TensorRT: the command ran, its check failed → 1 (not 2, no `error:` line)."""
-    import trtlab.env.trt_env as trt_env
+    import trtlab.env.cli as env_cli
 
     report = types.SimpleNamespace(ort_ready=True, trt_ready=False, to_dict=lambda: {"trt_ready": False})
-    monkeypatch.setattr(trt_env, "collect_report", lambda roots=None: report)
+    monkeypatch.setattr(env_cli, "collect_report", lambda roots=None: report)
     assert main(["doctor", "--json", "--strict"]) == 1
     assert main(["doctor", "--json"]) == 0
     assert "error:" not in capsys.readouterr().err

@@ -34,9 +34,9 @@ _EXPORTS = {
     "layer_debugger": "debug.layer_debug", "LayerDebugger": "debug.layer_debug",
     "UserError": "core.errors",
     # notebook 00: TensorRT discovery, repair, loading and the machine report
-    "discover_tensorrt": "env.trt_env:discover", "tensorrt_candidates_frame": "env.trt_env:candidates_frame",
-    "repair_tensorrt": "env.trt_env:repair", "load_tensorrt": "env.trt_env:load",
-    "environment_report": "env.trt_env:collect_report",
+    "discover_tensorrt": "env.discovery:discover", "tensorrt_candidates_frame": "env.discovery:candidates_frame",
+    "repair_tensorrt": "env.repairing:repair", "load_tensorrt": "env.loading:load",
+    "environment_report": "env.report:collect_report",
     # notebook 01 and 04
     "organize_imagenet": "data.imagenet:organize",
     "build_dashboard": "views.dashboard", "dashboard_controls": "views.dashboard:controls",

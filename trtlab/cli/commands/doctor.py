@@ -1,11 +1,8 @@
 """`python -m trtlab doctor`: GPU / CUDA / TensorRT / ONNX Runtime report.
 
-The report itself lives in trtlab.env, which also runs on its own (`python -m trtlab.env.trt_env doctor`, from
+The report itself lives in trtlab.env, which also runs on its own (`python -m trtlab.env doctor`, from
 setup_kaggle_env.sh) with the standard library only; this module is its command line under the CLI's rules."""
 from __future__ import annotations
-
-import json
-import sys
 
 from trtlab.cli.args import ArgGroup, Command
 
@@ -28,15 +25,6 @@ main = COMMAND.main
 
 
 def run(args) -> int:
-    from trtlab.env.trt_env import collect_report
+    from trtlab.env.cli import doctor
 
-    report = collect_report(roots=args.root)
-    if args.json:
-        print(json.dumps(report.to_dict(), indent=1))
-    else:
-        print(report.format_table())
-        print()
-        print(report.summary(color=sys.stdout.isatty()))
-    if not report.ort_ready and not report.trt_ready:
-        return 1
-    return 1 if args.strict and not report.trt_ready else 0
+    return doctor(args.root, args.json, args.strict)
