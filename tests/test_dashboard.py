@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trtlab.evaluation import metrics
+from trtlab.evaluation import metrics, significance
 from trtlab.evaluation.results import ResultsStore, VariantResult, top5_from_logits
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -82,45 +82,80 @@ def test_mcnemar_matches_textbook_tables():
     # Armitage & Berry (1994, p. 127), two culture media on 50 sputum specimens, as worked in the StatsDirect
     # manual: Yates-corrected chi-square 5.785714, P = 0.0162; exact two-sided P = 0.0129.
     table = [[20, 12], [2, 16]]
-    chi2 = metrics.mcnemar(table, method="chi2")
+    chi2 = significance.mcnemar(table, method="chi2")
     assert chi2["statistic"] == pytest.approx(5.785714, abs=1e-6)
     assert chi2["pvalue"] == pytest.approx(0.0162, abs=5e-5)
-    exact = metrics.mcnemar(table, method="exact")
+    exact = significance.mcnemar(table, method="exact")
     assert exact["pvalue"] == pytest.approx(0.0129, abs=5e-5)
     assert exact["pvalue"] == 212 / 16384  # 2·(C(14,0)+C(14,1)+C(14,2))/2^14, exactly
     # 14 discordant pairs ≤ 25: "auto" takes the exact test.
-    assert metrics.mcnemar(table)["method"] == "exact"
+    assert significance.mcnemar(table)["method"] == "exact"
     # Bentur et al. (Fagerland, Lydersen & Laake 2013, Table 1): b=1, c=7 → exact p = 2·9/256 = 0.0703.
-    assert metrics.mcnemar([[1, 1], [7, 12]])["pvalue"] == pytest.approx(0.0703125, abs=1e-12)
+    assert significance.mcnemar([[1, 1], [7, 12]])["pvalue"] == pytest.approx(0.0703125, abs=1e-12)
     # The 314-patient example (b=121, c=59): uncorrected chi-square 21.35; 180 discordant → auto uses chi-square.
-    uncorrected = metrics.mcnemar(b=121, c=59, method="chi2", correction=False)
+    uncorrected = significance.mcnemar(b=121, c=59, method="chi2", correction=False)
     assert uncorrected["statistic"] == pytest.approx(21.35, abs=0.01)
-    auto = metrics.mcnemar(b=121, c=59)
+    auto = significance.mcnemar(b=121, c=59)
     assert auto["method"] == "chi2" and auto["statistic"] == pytest.approx(61 ** 2 / 180)
     # MedCalc's example: 3 + 1 discordant → binomial, P = 0.625.
-    assert metrics.mcnemar(b=3, c=1)["pvalue"] == pytest.approx(0.625)
+    assert significance.mcnemar(b=3, c=1)["pvalue"] == pytest.approx(0.625)
 
 
-def test_mcnemar_agrees_with_scipy_and_handles_edges():
+def _exact_two_sided(k: int, n: int) -> float:
+    """The exact McNemar p-value in integer arithmetic: min(1, 2·Σ_{i ≤ min(k, n−k)} C(n, i) / 2^n), correctly
+    rounded (Python's int / int) — the values trtlab gave before its tails came from scipy."""
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(k, n - k) + 1)) / 2 ** n)
+
+
+def test_mcnemar_keeps_the_exact_integer_values_and_handles_edges():
+    for n in range(1, 61):
+        for b in range(n + 1):
+            exact = significance.mcnemar(b=b, c=n - b, method="exact")
+            assert exact["pvalue"] == pytest.approx(_exact_two_sided(b, n), rel=1e-12, abs=0)
+            assert exact["statistic"] == min(b, n - b)
+    for b, c in [(30, 10), (100, 140), (2400, 2600)]:  # large counts forced exact: deep tails stay accurate
+        assert significance.mcnemar(b=b, c=c, method="exact")["pvalue"] == pytest.approx(
+            _exact_two_sided(b, b + c), rel=1e-12, abs=0)
+    # The χ² tail with 1 dof is erfc(√(x/2)): the formula trtlab used before scipy.
+    for b, c in [(30, 10), (100, 140), (13, 12), (0, 5)]:
+        statistic = (abs(b - c) - 1) ** 2 / (b + c)
+        chi2 = significance.mcnemar(b=b, c=c, method="chi2")
+        assert chi2["statistic"] == statistic
+        assert chi2["pvalue"] == pytest.approx(math.erfc(math.sqrt(statistic / 2)), rel=1e-12, abs=1e-300)
+    assert significance.mcnemar(b=0, c=0) == {"b": 0, "c": 0, "discordant": 0, "method": "exact",
+                                              "statistic": 0.0, "pvalue": 1.0}
+    assert significance.mcnemar(b=6, c=6, method="chi2")["statistic"] == 0.0  # no correction when b == c (as R)
+    assert significance.mcnemar(b=6, c=6, method="chi2")["pvalue"] == 1.0
+    with pytest.raises(ValueError, match="2×2"):
+        significance.mcnemar([[1, 2, 3], [4, 5, 6]])
+    with pytest.raises(ValueError, match="non-negative integers"):
+        significance.mcnemar(b=-1, c=3)
+    with pytest.raises(ValueError, match="non-negative integers"):
+        significance.mcnemar(b=1.5, c=3)
+    with pytest.raises(ValueError, match="both discordant counts"):
+        significance.mcnemar(b=1)
+    with pytest.raises(ValueError, match="unknown McNemar method"):
+        significance.mcnemar(b=1, c=3, method="fisher")
+
+
+@pytest.mark.parametrize("b, c, method", [
+    (12, 13, "exact"), (5, 20, "exact"), (0, 25, "exact"), (1, 3, "exact"),  # ≤ 25 discordant: exact binomial
+    (13, 13, "chi2"), (5, 21, "chi2"), (0, 26, "chi2"), (59, 121, "chi2"),  # 26 and above: corrected χ²
+])
+def test_mcnemar_auto_matches_scipy_direct_computation(b, c, method):
     from scipy import stats
 
-    for b, c in [(0, 5), (4, 9), (13, 12), (30, 10), (100, 140), (7, 7)]:
-        exact = metrics.mcnemar(b=b, c=c, method="exact")["pvalue"]
-        assert exact == pytest.approx(stats.binomtest(b, b + c, 0.5).pvalue, rel=1e-9)
-        if b != c:
-            statistic = (abs(b - c) - 1) ** 2 / (b + c)
-            assert metrics.mcnemar(b=b, c=c, method="chi2")["pvalue"] == pytest.approx(stats.chi2.sf(statistic, 1))
-    # Large counts forced exact go through log-space and still agree.
-    assert metrics.mcnemar(b=2400, c=2600, method="exact")["pvalue"] == pytest.approx(
-        stats.binomtest(2400, 5000, 0.5).pvalue, rel=1e-6)
-    assert metrics.mcnemar(b=0, c=0)["pvalue"] == 1.0
-    assert metrics.mcnemar(b=6, c=6, method="chi2")["statistic"] == 0.0  # no correction when b == c (as R)
-    with pytest.raises(ValueError, match="2×2"):
-        metrics.mcnemar([[1, 2, 3], [4, 5, 6]])
-    with pytest.raises(ValueError, match="non-negative integers"):
-        metrics.mcnemar(b=-1, c=3)
-    with pytest.raises(ValueError, match="unknown McNemar method"):
-        metrics.mcnemar(b=1, c=3, method="fisher")
+    n = b + c
+    test = significance.mcnemar(b=b, c=c)  # method="auto": the switch sits between 25 and 26 discordant pairs
+    assert (test["method"], test["discordant"]) == (method, n)
+    if method == "exact":
+        # Two-sided at p = 1/2: twice the lower tail of Binomial(n, 1/2), capped at 1.
+        assert test["pvalue"] == pytest.approx(min(1.0, 2 * stats.binom.cdf(min(b, c), n, 0.5)), rel=1e-12)
+        assert test["pvalue"] == pytest.approx(_exact_two_sided(b, n), rel=1e-12)
+    else:
+        statistic = (abs(b - c) - (1 if b != c else 0)) ** 2 / n
+        assert test["statistic"] == statistic
+        assert test["pvalue"] == pytest.approx(stats.chi2.sf(statistic, df=1), rel=1e-12)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -156,8 +191,8 @@ def test_consistency_table_hand_computed(hand_store):
 
 def test_pairwise_significance_hand_computed(hand_store):
     results = hand_store.load_all()
-    assert metrics.paired_correctness(results["fp32"], results["int8-a"]).tolist() == [[4, 2], [1, 0]]
-    pairs = metrics.pairwise_significance(results).set_index(["first", "second"])
+    assert significance.paired_correctness(results["fp32"], results["int8-a"]).tolist() == [[4, 2], [1, 0]]
+    pairs = significance.pairwise_significance(results).set_index(["first", "second"])
     assert list(pairs.index) == [("fp32", "fp16"), ("fp32", "int8-a"), ("fp16", "int8-a")]
     # fp16 is right on all 7, int8-a on 5: only-fp16 = images 1, 4 → b=2, c=0 → p = 2·(1/4) = 0.5.
     row = pairs.loc[("fp16", "int8-a")]
@@ -204,7 +239,7 @@ def test_unlabelled_set_gives_consistency_only(unlabelled_store):
     assert table.loc["int8-a", "labelled"] == 0 and math.isnan(table.loc["int8-a", "top1"])
     assert table.loc["int8-a", "top1_agreement_vs_fp32"] == pytest.approx(0.5)
     assert math.isnan(table.loc["int8-a", "mcnemar_p_vs_reference"])
-    comparison = metrics.compare_accuracy(results["fp32"], results["int8-a"])
+    comparison = significance.compare_accuracy(results["fp32"], results["int8-a"])
     assert comparison["labelled"] == 0 and "no labelled images" in comparison["verdict"]
     assert metrics.flips(results["int8-a"], results["fp32"])["outcome"].tolist() == ["unlabelled"] * 4
     assert len(metrics.per_class_drift(results["int8-a"], results["fp32"])) == 0
@@ -329,7 +364,7 @@ def test_dashboard_states_what_it_cannot_show(hand_store, unlabelled_store, tmp_
 
 
 def test_resolve_selection():
-    from trtlab.views.dashboard import resolve_selection
+    from trtlab.evaluation.stores import resolve_selection
 
     stored = ["fp16", "fp32", "int8-a"]
     assert resolve_selection(stored) == (["fp32", "fp16", "int8-a"], "fp32")
@@ -342,7 +377,8 @@ def test_resolve_selection():
 
 
 def test_fp16_reference_found_by_name_or_recipe(hand_store):
-    from trtlab.views.dashboard import build_dashboard, fp16_variant
+    from trtlab.evaluation.stores import fp16_variant
+    from trtlab.views.dashboard import build_dashboard
 
     results = hand_store.load_all()
     assert fp16_variant(results) == "fp16"
@@ -443,7 +479,7 @@ def test_real_results_flips_and_significance(real_store, demo_cache, session_wor
     assert (flip_table["outcome"] == "broken").sum() == broken
     row = dash.significance.iloc[0]
     assert (row["b"], row["c"]) == (broken, fixed)
-    assert row["pvalue"] == pytest.approx(metrics.mcnemar(b=broken, c=fixed)["pvalue"])
+    assert row["pvalue"] == pytest.approx(significance.mcnemar(b=broken, c=fixed)["pvalue"])
     assert dash.table.loc["weights-7bit", "top1_agreement_vs_fp32"] == pytest.approx(1 - len(changed) / len(reference))
 
     # Thumbnails come from the evaluation's own decode cache, found through the run record.
