@@ -7,8 +7,10 @@ of the demo model and a weight-perturbed copy of it.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html.parser
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -308,10 +310,22 @@ def test_figures_render_with_expected_titles_and_axes(hand_store):
 class _HtmlAudit(html.parser.HTMLParser):
     def __init__(self):
         super().__init__()
-        self.images, self.external, self.tags = [], [], []
+        self.images, self.external, self.tags, self.headings = [], [], [], []
+        self._open_heading = None
+
+    def handle_data(self, data):
+        if self._open_heading:
+            self.headings[-1] = (self._open_heading, self.headings[-1][1] + data)
+
+    def handle_endtag(self, tag):
+        if tag == self._open_heading:
+            self._open_heading = None
 
     def handle_starttag(self, tag, attrs):
         self.tags.append(tag)
+        if tag in ("h2", "h3"):
+            self._open_heading = tag
+            self.headings.append((tag, ""))
         for key, value in attrs:
             if key == "src" and value.startswith("data:image/png;base64,"):
                 self.images.append(base64.b64decode(value.split(",", 1)[1]))
@@ -330,7 +344,15 @@ def test_html_report_is_self_contained_and_atomic(hand_store, tmp_path):
     assert len(audit.images) == len(dash.figure_names())
     assert all(data[:8] == b"\x89PNG\r\n\x1a\n" for data in audit.images)
     text = path.read_text(encoding="utf-8")
-    assert "int8-a vs fp32" in text and "great white shark" in text and text.count("<table") >= 5
+    assert "great white shark" in text
+    assert [h for level, h in audit.headings if level == "h2"] == [
+        "Variants", "Is the difference real? (McNemar's test on paired top-1 correctness)", "Overview",
+        "fp16 vs fp32", "int8-a vs fp32"]
+    assert [h for level, h in audit.headings if level == "h3"] == ["Runs"] + [
+        "Per-class accuracy drift", "Flips (1 images changed top-1)", "Confusions introduced",
+        "Per-class accuracy drift", "Flips (4 images changed top-1)", "Confusions introduced"]
+    # Variants, runs, McNemar; fp16: drift rows, flips (it introduces no confusion); int8-a: drift, flips, confusions.
+    assert text.count("<table") == 8
     assert [p.name for p in path.parent.iterdir()] == ["dash.html"]  # no temp files left behind
     pngs = dash.save_pngs(tmp_path / "pngs")
     assert sorted(p.stem for p in pngs) == sorted(dash.figure_names())
@@ -347,7 +369,15 @@ def test_dashboard_states_what_it_cannot_show(hand_store, unlabelled_store, tmp_
     assert "per-class drift" not in dash.variant_tables("int8-a")
 
     labelled = dashboard.build_dashboard(hand_store)
-    assert any("7 of 8 images are labelled" in note for note in labelled.notes)
+    assert labelled.notes == [
+        f"Experiment: {hand_store.folder}.",
+        f"Results store {hand_store.folder}; reference **fp32**; variants: fp32, fp16, int8-a.",
+        "7 of 8 images are labelled: accuracy, significance and per-class drift use those; agreement, cosine and "
+        "flips use all 8.",
+        "fp16 vs fp32: +14.29 points top-1 on 7 labelled images; 1 image(s) only fp16 gets right, 0 only fp32; "
+        "McNemar exact binomial p = 1 → not distinguishable from chance at the 5% level",
+        "int8-a vs fp32: -14.29 points top-1 on 7 labelled images; 1 image(s) only int8-a gets right, 2 only fp32; "
+        "McNemar exact binomial p = 1 → not distinguishable from chance at the 5% level"]
 
     single = dashboard.build_dashboard(hand_store, variants=["fp32"])
     assert single.compared == [] and single.figure_names() == ["summary"] and len(single.significance) == 0
@@ -361,6 +391,56 @@ def test_dashboard_states_what_it_cannot_show(hand_store, unlabelled_store, tmp_
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no stored results"):
         dashboard.build_dashboard(tmp_path / "empty")
+
+
+def _displayed(monkeypatch) -> list:
+    """What IPython.display.display is called with (as a notebook would render it), in order."""
+    import IPython.display
+
+    shown: list = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objects, **kwargs: shown.extend(objects))
+    return shown
+
+
+def _describe(shown) -> list[str]:
+    from IPython.display import HTML, Image, Markdown
+
+    kinds = {Markdown: "markdown", HTML: "html", Image: "image"}
+    return [next((f"{name}: {obj.data}" if name == "markdown" else name for cls, name in kinds.items()
+                  if isinstance(obj, cls)), type(obj).__name__) for obj in shown]
+
+
+def test_notebook_display_order_and_what_it_says_when_empty(hand_store, monkeypatch):
+    from trtlab.views import dashboard
+
+    dash = dashboard.build_dashboard(hand_store)
+    shown = _displayed(monkeypatch)
+    dash.show()
+    described = _describe(shown)
+    assert described[0] == "markdown: " + "\n".join(f"- {note}" for note in dash.notes)
+    assert described[1:] == ["html", "html", "image", "markdown: **fp16 vs fp32**", *["image"] * 5,
+                             "markdown: **int8-a vs fp32**", *["image"] * 5]
+    assert [obj.data for obj in shown if type(obj).__name__ == "Image"] == list(dash.pngs().values())
+
+    shown.clear()
+    dash.show_variant("int8-a")  # its figures are already drawn by show(): tables only
+    assert _describe(shown) == ["markdown: **int8-a vs fp32: per-class drift** (4 rows)", "DataFrame",
+                                "markdown: **int8-a vs fp32: flips** (4 rows)", "DataFrame",
+                                "markdown: **int8-a vs fp32: introduced confusions** (2 rows)", "DataFrame"]
+    shown.clear()
+    dash.show_variant("int8-a", figures=True)
+    assert _describe(shown)[6:] == ["image"] * 5
+    with pytest.raises(KeyError, match="not compared here"):
+        dash.show_variant("int4")
+
+    single = dashboard.build_dashboard(hand_store, variants=["fp32"])
+    shown.clear()
+    single.show_variant()
+    single.show_significance()
+    assert _describe(shown) == [
+        "markdown: Only **fp32** is selected: evaluate or select a second variant to see its per-class drift, flips "
+        "and introduced confusions.",
+        "markdown: Only **fp32** is selected: a significance test needs two variants."]
 
 
 def test_resolve_selection():
@@ -402,12 +482,17 @@ def test_widget_callbacks_without_a_browser(hand_store):
     assert list(controls.dashboard.results) == ["fp16", "int8-a"] and controls.dashboard.reference == "fp16"
     assert controls.dashboard.table.loc["int8-a", "top1_agreement_vs_fp16"] == pytest.approx(0.625)
     controls.export_button.click()
-    assert controls.exported is not None and controls.exported.is_file()
-    assert "HTML report written" in controls.status.value
-    # Reuses the dashboard it showed rather than rebuilding it.
+    assert controls.exported == controls.dashboard.report_dir() / "dashboard.html" and controls.exported.is_file()
+    assert controls.status.value == f"HTML report written: <code>{controls.exported}</code>"
+    # Reuses the dashboard it showed rather than rebuilding it ...
     shown = controls.dashboard
+    assert controls.export() == controls.exported and controls.dashboard is shown
+    # ... and rebuilds when the selection changed since.
+    controls.variants.value = ("fp32", "int8-a")
+    controls.reference.value = "fp32"
     controls.export()
-    assert controls.dashboard is shown
+    assert controls.dashboard is not shown and list(controls.dashboard.results) == ["fp32", "int8-a"]
+    assert "int8-a vs fp32" in controls.exported.read_text(encoding="utf-8")
 
 
 def test_cli_writes_report(hand_store, tmp_path, capsys):
@@ -420,9 +505,11 @@ def test_cli_writes_report(hand_store, tmp_path, capsys):
     assert out.is_file() and (out.parent / "flips-int8-a.png").is_file()
     assert "int8-a vs fp32" in printed and str(out) in printed
     assert main(["dashboard", "--store", str(tmp_path / "missing")]) == 2
-    assert "does not exist" in capsys.readouterr().err
+    assert capsys.readouterr().err == (f"error: results folder {tmp_path / 'missing'} does not exist — pass a folder "
+                                       f"under <workspace>/results (python -m trtlab dashboard --list shows them)\n")
     assert main(["dashboard", "--store", str(hand_store.folder), "--reference", "int4"]) == 2
-    assert "not stored" in capsys.readouterr().err
+    assert capsys.readouterr().err == ("error: variant(s) 'int4' not stored (stored: fp32, fp16, int8-a) — evaluate "
+                                       "them first or pick from the stored ones\n")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -462,7 +549,8 @@ def real_store(demo_model, demo_cache, session_workspace, tmp_path_factory):
     return store
 
 
-def test_real_results_flips_and_significance(real_store, demo_cache, session_workspace):
+def test_real_results_flips_and_significance(real_store, demo_cache, session_workspace, monkeypatch):
+    import trtlab.data.preprocess
     from trtlab.views import dashboard
 
     dash = dashboard.build_dashboard(real_store)
@@ -482,14 +570,87 @@ def test_real_results_flips_and_significance(real_store, demo_cache, session_wor
     assert row["pvalue"] == pytest.approx(significance.mcnemar(b=broken, c=fixed)["pvalue"])
     assert dash.table.loc["weights-7bit", "top1_agreement_vs_fp32"] == pytest.approx(1 - len(changed) / len(reference))
 
-    # Thumbnails come from the evaluation's own decode cache, found through the run record.
+    # Thumbnails come from the evaluation's own decode cache, found through the run record (decoding a file now
+    # would fail: every crop is the cache's).
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("a thumbnail was decoded from its file, not read from the decode cache")
+
+    monkeypatch.setattr(trtlab.data.preprocess, "decode_image", no_decoding)
     thumbs = dashboard.Thumbnails(reference, real_store.folder)
     ids = demo_cache.dataset.image_ids()
-    first = flip_table["image_id"].iloc[0]
-    image, found = thumbs.get(first)
-    assert found and np.array_equal(image, demo_cache.crops[ids.index(first)])
+    for image_id in reference.image_ids:
+        image, found = thumbs.get(image_id)
+        assert found and np.array_equal(image, demo_cache.crops[ids.index(image_id)])
+    assert thumbs.missing == []
     gallery = dash.make_figure("flips-weights-7bit")
-    assert gallery._suptitle.get_text().startswith(f"Top-1 flips: weights-7bit vs fp32 ({len(changed)} of 26")
+    monkeypatch.undo()
+    shown = "" if len(changed) <= 24 else ", first 24 shown"
+    assert gallery._suptitle.get_text() == (f"Top-1 flips: weights-7bit vs fp32 ({len(changed)} of {len(reference)} "
+                                            f"images changed{shown})")
+    assert len(reference) == 26
     assert not any("not found" in ax.get_title() for ax in gallery.axes)
     path = dash.write_html()
     assert path == session_workspace / "reports" / "dashboard-test-real" / "dashboard.html" and path.is_file()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Thumbnails read the decode cache through its own reader: read-only, checked, never set aside
+# ----------------------------------------------------------------------------------------------------------------
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_decode_cache_opens_for_reading_only(demo_cache, demo_data, session_workspace, tmp_path):
+    from trtlab.data.decode_cache import UnreadableCache, open_decode_cache
+
+    stored = open_decode_cache(demo_cache.key, session_workspace, fingerprint=demo_data.fingerprint())
+    assert stored.folder == demo_cache.folder and stored.meta["images"] == len(demo_data)
+    assert np.array_equal(stored.valid_indices, demo_cache.valid_indices)
+    assert np.array_equal(np.asarray(stored.crops), np.asarray(demo_cache.crops))
+    with pytest.raises(ValueError, match="read-only"):
+        stored.crops[0, 0, 0, 0] = 0
+    with pytest.raises(UnreadableCache, match="built for other files"):
+        open_decode_cache(demo_cache.key, session_workspace, fingerprint="0" * 16)
+    with pytest.raises(UnreadableCache, match="not a folder name"):
+        open_decode_cache(f"../{demo_cache.key}", session_workspace)
+    with pytest.raises(UnreadableCache, match="FileNotFoundError"):
+        open_decode_cache(demo_cache.key, tmp_path / "elsewhere")
+
+
+@pytest.mark.parametrize("victim, damage, reason", [
+    ("crops.u8", lambda p: p.write_bytes(p.read_bytes()[:-1]), "bytes and status"),
+    ("status.npy", lambda p: p.write_bytes(b"not numpy"), "ValueError"),
+    ("meta.json", lambda p: p.write_text("[1, 2]"), "expected a JSON object"),
+    ("meta.json", lambda p: p.write_text(p.read_text().replace('"format": 1', '"format": 99')), "format 99"),
+])
+def test_damaged_decode_cache_is_refused_untouched_and_thumbnails_fall_back(victim, damage, reason, real_store,
+                                                                             demo_cache, demo_data, tmp_path):
+    import shutil
+
+    from trtlab.data.decode_cache import UnreadableCache, open_decode_cache
+    from trtlab.views import dashboard
+
+    workspace = tmp_path / "ws"
+    copy = workspace / "decode_cache" / demo_cache.key
+    shutil.copytree(demo_cache.folder, copy)
+    damage(copy / victim)
+    before = _files(copy)
+    with pytest.raises(UnreadableCache, match=reason):
+        open_decode_cache(demo_cache.key, workspace, fingerprint=demo_data.fingerprint())
+    # The stored ids made relative to the photos' folder: only `image_root` (or the cache) can find them.
+    reference = real_store.load("fp32")
+    root = os.path.commonpath(reference.image_ids)
+    relative = dataclasses.replace(reference, image_ids=[os.path.relpath(i, root) for i in reference.image_ids])
+    thumbs = dashboard.Thumbnails(relative, workspace / "results" / "copied-store", image_root=root)
+    assert _files(copy) == before  # nothing set aside, rebuilt or rewritten: reading never writes
+    # The photos are decoded again from the original files with the record's preprocessing: the same crops.
+    ids = demo_cache.dataset.image_ids()
+    for image_id, original in list(zip(relative.image_ids, reference.image_ids))[:3]:
+        image, found = thumbs.get(image_id)
+        assert found and np.array_equal(image, demo_cache.crops[ids.index(original)])
+    # Without the files either: a grey placeholder, and the id is listed as missing.
+    blind = dashboard.Thumbnails(relative, workspace / "results" / "copied-store")
+    image, found = blind.get(relative.image_ids[0])
+    assert not found and image.shape == (224, 224, 3) and (image == 200).all()
+    assert blind.missing == [relative.image_ids[0]]

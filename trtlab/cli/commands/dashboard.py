@@ -7,7 +7,8 @@ from pathlib import Path
 
 from trtlab.core.workspace import workspace_dir
 from trtlab.evaluation.results import ResultsStore
-from trtlab.views.dashboard import build_dashboard, find_result_stores
+from trtlab.evaluation.stores import find_result_stores
+from trtlab.views.dashboard import build_dashboard
 
 
 def _parser() -> argparse.ArgumentParser:
