@@ -492,5 +492,7 @@ def open_decode_cache(key: str, workspace, fingerprint: str | None = None) -> St
     if size != int(np.prod(shape)) or status.shape != shape[:1] or status.dtype != np.int8:
         raise unreadable(f"crops.u8 has {size:,} bytes and status {status.shape} {status.dtype} for "
                          f"{shape[0]:,} images of {shape[1]}×{shape[2]}")
+    if not np.isin(status, (PENDING, DECODED, FAILED)).all():
+        raise unreadable("status.npy holds values other than pending/decoded/failed")
     crops = np.memmap(folder / "crops.u8", np.uint8, "r", shape=shape) if shape[0] else np.zeros(shape, np.uint8)
     return StoredCrops(folder, crops, status, meta)
