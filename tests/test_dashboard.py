@@ -7,14 +7,16 @@ of the demo model and a weight-perturbed copy of it.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html.parser
 import math
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from trtlab.evaluation import metrics
+from trtlab.evaluation import metrics, significance
 from trtlab.evaluation.results import ResultsStore, VariantResult, top5_from_logits
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -82,45 +84,80 @@ def test_mcnemar_matches_textbook_tables():
     # Armitage & Berry (1994, p. 127), two culture media on 50 sputum specimens, as worked in the StatsDirect
     # manual: Yates-corrected chi-square 5.785714, P = 0.0162; exact two-sided P = 0.0129.
     table = [[20, 12], [2, 16]]
-    chi2 = metrics.mcnemar(table, method="chi2")
+    chi2 = significance.mcnemar(table, method="chi2")
     assert chi2["statistic"] == pytest.approx(5.785714, abs=1e-6)
     assert chi2["pvalue"] == pytest.approx(0.0162, abs=5e-5)
-    exact = metrics.mcnemar(table, method="exact")
+    exact = significance.mcnemar(table, method="exact")
     assert exact["pvalue"] == pytest.approx(0.0129, abs=5e-5)
     assert exact["pvalue"] == 212 / 16384  # 2·(C(14,0)+C(14,1)+C(14,2))/2^14, exactly
     # 14 discordant pairs ≤ 25: "auto" takes the exact test.
-    assert metrics.mcnemar(table)["method"] == "exact"
+    assert significance.mcnemar(table)["method"] == "exact"
     # Bentur et al. (Fagerland, Lydersen & Laake 2013, Table 1): b=1, c=7 → exact p = 2·9/256 = 0.0703.
-    assert metrics.mcnemar([[1, 1], [7, 12]])["pvalue"] == pytest.approx(0.0703125, abs=1e-12)
+    assert significance.mcnemar([[1, 1], [7, 12]])["pvalue"] == pytest.approx(0.0703125, abs=1e-12)
     # The 314-patient example (b=121, c=59): uncorrected chi-square 21.35; 180 discordant → auto uses chi-square.
-    uncorrected = metrics.mcnemar(b=121, c=59, method="chi2", correction=False)
+    uncorrected = significance.mcnemar(b=121, c=59, method="chi2", correction=False)
     assert uncorrected["statistic"] == pytest.approx(21.35, abs=0.01)
-    auto = metrics.mcnemar(b=121, c=59)
+    auto = significance.mcnemar(b=121, c=59)
     assert auto["method"] == "chi2" and auto["statistic"] == pytest.approx(61 ** 2 / 180)
     # MedCalc's example: 3 + 1 discordant → binomial, P = 0.625.
-    assert metrics.mcnemar(b=3, c=1)["pvalue"] == pytest.approx(0.625)
+    assert significance.mcnemar(b=3, c=1)["pvalue"] == pytest.approx(0.625)
 
 
-def test_mcnemar_agrees_with_scipy_and_handles_edges():
+def _exact_two_sided(k: int, n: int) -> float:
+    """The exact McNemar p-value in integer arithmetic: min(1, 2·Σ_{i ≤ min(k, n−k)} C(n, i) / 2^n), correctly
+    rounded (Python's int / int) — the values trtlab gave before its tails came from scipy."""
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(k, n - k) + 1)) / 2 ** n)
+
+
+def test_mcnemar_keeps_the_exact_integer_values_and_handles_edges():
+    for n in range(1, 61):
+        for b in range(n + 1):
+            exact = significance.mcnemar(b=b, c=n - b, method="exact")
+            assert exact["pvalue"] == pytest.approx(_exact_two_sided(b, n), rel=1e-12, abs=0)
+            assert exact["statistic"] == min(b, n - b)
+    for b, c in [(30, 10), (100, 140), (2400, 2600)]:  # large counts forced exact: deep tails stay accurate
+        assert significance.mcnemar(b=b, c=c, method="exact")["pvalue"] == pytest.approx(
+            _exact_two_sided(b, b + c), rel=1e-12, abs=0)
+    # The χ² tail with 1 dof is erfc(√(x/2)): the formula trtlab used before scipy.
+    for b, c in [(30, 10), (100, 140), (13, 12), (0, 5)]:
+        statistic = (abs(b - c) - 1) ** 2 / (b + c)
+        chi2 = significance.mcnemar(b=b, c=c, method="chi2")
+        assert chi2["statistic"] == statistic
+        assert chi2["pvalue"] == pytest.approx(math.erfc(math.sqrt(statistic / 2)), rel=1e-12, abs=1e-300)
+    assert significance.mcnemar(b=0, c=0) == {"b": 0, "c": 0, "discordant": 0, "method": "exact",
+                                              "statistic": 0.0, "pvalue": 1.0}
+    assert significance.mcnemar(b=6, c=6, method="chi2")["statistic"] == 0.0  # no correction when b == c (as R)
+    assert significance.mcnemar(b=6, c=6, method="chi2")["pvalue"] == 1.0
+    with pytest.raises(ValueError, match="2×2"):
+        significance.mcnemar([[1, 2, 3], [4, 5, 6]])
+    with pytest.raises(ValueError, match="non-negative integers"):
+        significance.mcnemar(b=-1, c=3)
+    with pytest.raises(ValueError, match="non-negative integers"):
+        significance.mcnemar(b=1.5, c=3)
+    with pytest.raises(ValueError, match="both discordant counts"):
+        significance.mcnemar(b=1)
+    with pytest.raises(ValueError, match="unknown McNemar method"):
+        significance.mcnemar(b=1, c=3, method="fisher")
+
+
+@pytest.mark.parametrize("b, c, method", [
+    (12, 13, "exact"), (5, 20, "exact"), (0, 25, "exact"), (1, 3, "exact"),  # ≤ 25 discordant: exact binomial
+    (13, 13, "chi2"), (5, 21, "chi2"), (0, 26, "chi2"), (59, 121, "chi2"),  # 26 and above: corrected χ²
+])
+def test_mcnemar_auto_matches_scipy_direct_computation(b, c, method):
     from scipy import stats
 
-    for b, c in [(0, 5), (4, 9), (13, 12), (30, 10), (100, 140), (7, 7)]:
-        exact = metrics.mcnemar(b=b, c=c, method="exact")["pvalue"]
-        assert exact == pytest.approx(stats.binomtest(b, b + c, 0.5).pvalue, rel=1e-9)
-        if b != c:
-            statistic = (abs(b - c) - 1) ** 2 / (b + c)
-            assert metrics.mcnemar(b=b, c=c, method="chi2")["pvalue"] == pytest.approx(stats.chi2.sf(statistic, 1))
-    # Large counts forced exact go through log-space and still agree.
-    assert metrics.mcnemar(b=2400, c=2600, method="exact")["pvalue"] == pytest.approx(
-        stats.binomtest(2400, 5000, 0.5).pvalue, rel=1e-6)
-    assert metrics.mcnemar(b=0, c=0)["pvalue"] == 1.0
-    assert metrics.mcnemar(b=6, c=6, method="chi2")["statistic"] == 0.0  # no correction when b == c (as R)
-    with pytest.raises(ValueError, match="2×2"):
-        metrics.mcnemar([[1, 2, 3], [4, 5, 6]])
-    with pytest.raises(ValueError, match="non-negative integers"):
-        metrics.mcnemar(b=-1, c=3)
-    with pytest.raises(ValueError, match="unknown McNemar method"):
-        metrics.mcnemar(b=1, c=3, method="fisher")
+    n = b + c
+    test = significance.mcnemar(b=b, c=c)  # method="auto": the switch sits between 25 and 26 discordant pairs
+    assert (test["method"], test["discordant"]) == (method, n)
+    if method == "exact":
+        # Two-sided at p = 1/2: twice the lower tail of Binomial(n, 1/2), capped at 1.
+        assert test["pvalue"] == pytest.approx(min(1.0, 2 * stats.binom.cdf(min(b, c), n, 0.5)), rel=1e-12)
+        assert test["pvalue"] == pytest.approx(_exact_two_sided(b, n), rel=1e-12)
+    else:
+        statistic = (abs(b - c) - (1 if b != c else 0)) ** 2 / n
+        assert test["statistic"] == statistic
+        assert test["pvalue"] == pytest.approx(stats.chi2.sf(statistic, df=1), rel=1e-12)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -156,8 +193,8 @@ def test_consistency_table_hand_computed(hand_store):
 
 def test_pairwise_significance_hand_computed(hand_store):
     results = hand_store.load_all()
-    assert metrics.paired_correctness(results["fp32"], results["int8-a"]).tolist() == [[4, 2], [1, 0]]
-    pairs = metrics.pairwise_significance(results).set_index(["first", "second"])
+    assert significance.paired_correctness(results["fp32"], results["int8-a"]).tolist() == [[4, 2], [1, 0]]
+    pairs = significance.pairwise_significance(results).set_index(["first", "second"])
     assert list(pairs.index) == [("fp32", "fp16"), ("fp32", "int8-a"), ("fp16", "int8-a")]
     # fp16 is right on all 7, int8-a on 5: only-fp16 = images 1, 4 → b=2, c=0 → p = 2·(1/4) = 0.5.
     row = pairs.loc[("fp16", "int8-a")]
@@ -204,7 +241,7 @@ def test_unlabelled_set_gives_consistency_only(unlabelled_store):
     assert table.loc["int8-a", "labelled"] == 0 and math.isnan(table.loc["int8-a", "top1"])
     assert table.loc["int8-a", "top1_agreement_vs_fp32"] == pytest.approx(0.5)
     assert math.isnan(table.loc["int8-a", "mcnemar_p_vs_reference"])
-    comparison = metrics.compare_accuracy(results["fp32"], results["int8-a"])
+    comparison = significance.compare_accuracy(results["fp32"], results["int8-a"])
     assert comparison["labelled"] == 0 and "no labelled images" in comparison["verdict"]
     assert metrics.flips(results["int8-a"], results["fp32"])["outcome"].tolist() == ["unlabelled"] * 4
     assert len(metrics.per_class_drift(results["int8-a"], results["fp32"])) == 0
@@ -273,10 +310,22 @@ def test_figures_render_with_expected_titles_and_axes(hand_store):
 class _HtmlAudit(html.parser.HTMLParser):
     def __init__(self):
         super().__init__()
-        self.images, self.external, self.tags = [], [], []
+        self.images, self.external, self.tags, self.headings = [], [], [], []
+        self._open_heading = None
+
+    def handle_data(self, data):
+        if self._open_heading:
+            self.headings[-1] = (self._open_heading, self.headings[-1][1] + data)
+
+    def handle_endtag(self, tag):
+        if tag == self._open_heading:
+            self._open_heading = None
 
     def handle_starttag(self, tag, attrs):
         self.tags.append(tag)
+        if tag in ("h2", "h3"):
+            self._open_heading = tag
+            self.headings.append((tag, ""))
         for key, value in attrs:
             if key == "src" and value.startswith("data:image/png;base64,"):
                 self.images.append(base64.b64decode(value.split(",", 1)[1]))
@@ -295,7 +344,15 @@ def test_html_report_is_self_contained_and_atomic(hand_store, tmp_path):
     assert len(audit.images) == len(dash.figure_names())
     assert all(data[:8] == b"\x89PNG\r\n\x1a\n" for data in audit.images)
     text = path.read_text(encoding="utf-8")
-    assert "int8-a vs fp32" in text and "great white shark" in text and text.count("<table") >= 5
+    assert "great white shark" in text
+    assert [h for level, h in audit.headings if level == "h2"] == [
+        "Variants", "Is the difference real? (McNemar's test on paired top-1 correctness)", "Overview",
+        "fp16 vs fp32", "int8-a vs fp32"]
+    assert [h for level, h in audit.headings if level == "h3"] == ["Runs"] + [
+        "Per-class accuracy drift", "Flips (1 images changed top-1)", "Confusions introduced",
+        "Per-class accuracy drift", "Flips (4 images changed top-1)", "Confusions introduced"]
+    # Variants, runs, McNemar; fp16: drift rows, flips (it introduces no confusion); int8-a: drift, flips, confusions.
+    assert text.count("<table") == 8
     assert [p.name for p in path.parent.iterdir()] == ["dash.html"]  # no temp files left behind
     pngs = dash.save_pngs(tmp_path / "pngs")
     assert sorted(p.stem for p in pngs) == sorted(dash.figure_names())
@@ -312,7 +369,15 @@ def test_dashboard_states_what_it_cannot_show(hand_store, unlabelled_store, tmp_
     assert "per-class drift" not in dash.variant_tables("int8-a")
 
     labelled = dashboard.build_dashboard(hand_store)
-    assert any("7 of 8 images are labelled" in note for note in labelled.notes)
+    assert labelled.notes == [
+        f"Experiment: {hand_store.folder}.",
+        f"Results store {hand_store.folder}; reference **fp32**; variants: fp32, fp16, int8-a.",
+        "7 of 8 images are labelled: accuracy, significance and per-class drift use those; agreement, cosine and "
+        "flips use all 8.",
+        "fp16 vs fp32: +14.29 points top-1 on 7 labelled images; 1 image(s) only fp16 gets right, 0 only fp32; "
+        "McNemar exact binomial p = 1 → not distinguishable from chance at the 5% level",
+        "int8-a vs fp32: -14.29 points top-1 on 7 labelled images; 1 image(s) only int8-a gets right, 2 only fp32; "
+        "McNemar exact binomial p = 1 → not distinguishable from chance at the 5% level"]
 
     single = dashboard.build_dashboard(hand_store, variants=["fp32"])
     assert single.compared == [] and single.figure_names() == ["summary"] and len(single.significance) == 0
@@ -328,8 +393,58 @@ def test_dashboard_states_what_it_cannot_show(hand_store, unlabelled_store, tmp_
         dashboard.build_dashboard(tmp_path / "empty")
 
 
+def _displayed(monkeypatch) -> list:
+    """What IPython.display.display is called with (as a notebook would render it), in order."""
+    import IPython.display
+
+    shown: list = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objects, **kwargs: shown.extend(objects))
+    return shown
+
+
+def _describe(shown) -> list[str]:
+    from IPython.display import HTML, Image, Markdown
+
+    kinds = {Markdown: "markdown", HTML: "html", Image: "image"}
+    return [next((f"{name}: {obj.data}" if name == "markdown" else name for cls, name in kinds.items()
+                  if isinstance(obj, cls)), type(obj).__name__) for obj in shown]
+
+
+def test_notebook_display_order_and_what_it_says_when_empty(hand_store, monkeypatch):
+    from trtlab.views import dashboard
+
+    dash = dashboard.build_dashboard(hand_store)
+    shown = _displayed(monkeypatch)
+    dash.show()
+    described = _describe(shown)
+    assert described[0] == "markdown: " + "\n".join(f"- {note}" for note in dash.notes)
+    assert described[1:] == ["html", "html", "image", "markdown: **fp16 vs fp32**", *["image"] * 5,
+                             "markdown: **int8-a vs fp32**", *["image"] * 5]
+    assert [obj.data for obj in shown if type(obj).__name__ == "Image"] == list(dash.pngs().values())
+
+    shown.clear()
+    dash.show_variant("int8-a")  # its figures are already drawn by show(): tables only
+    assert _describe(shown) == ["markdown: **int8-a vs fp32: per-class drift** (4 rows)", "DataFrame",
+                                "markdown: **int8-a vs fp32: flips** (4 rows)", "DataFrame",
+                                "markdown: **int8-a vs fp32: introduced confusions** (2 rows)", "DataFrame"]
+    shown.clear()
+    dash.show_variant("int8-a", figures=True)
+    assert _describe(shown)[6:] == ["image"] * 5
+    with pytest.raises(KeyError, match="not compared here"):
+        dash.show_variant("int4")
+
+    single = dashboard.build_dashboard(hand_store, variants=["fp32"])
+    shown.clear()
+    single.show_variant()
+    single.show_significance()
+    assert _describe(shown) == [
+        "markdown: Only **fp32** is selected: evaluate or select a second variant to see its per-class drift, flips "
+        "and introduced confusions.",
+        "markdown: Only **fp32** is selected: a significance test needs two variants."]
+
+
 def test_resolve_selection():
-    from trtlab.views.dashboard import resolve_selection
+    from trtlab.evaluation.stores import resolve_selection
 
     stored = ["fp16", "fp32", "int8-a"]
     assert resolve_selection(stored) == (["fp32", "fp16", "int8-a"], "fp32")
@@ -342,7 +457,8 @@ def test_resolve_selection():
 
 
 def test_fp16_reference_found_by_name_or_recipe(hand_store):
-    from trtlab.views.dashboard import build_dashboard, fp16_variant
+    from trtlab.evaluation.stores import fp16_variant
+    from trtlab.views.dashboard import build_dashboard
 
     results = hand_store.load_all()
     assert fp16_variant(results) == "fp16"
@@ -366,12 +482,17 @@ def test_widget_callbacks_without_a_browser(hand_store):
     assert list(controls.dashboard.results) == ["fp16", "int8-a"] and controls.dashboard.reference == "fp16"
     assert controls.dashboard.table.loc["int8-a", "top1_agreement_vs_fp16"] == pytest.approx(0.625)
     controls.export_button.click()
-    assert controls.exported is not None and controls.exported.is_file()
-    assert "HTML report written" in controls.status.value
-    # Reuses the dashboard it showed rather than rebuilding it.
+    assert controls.exported == controls.dashboard.report_dir() / "dashboard.html" and controls.exported.is_file()
+    assert controls.status.value == f"HTML report written: <code>{controls.exported}</code>"
+    # Reuses the dashboard it showed rather than rebuilding it ...
     shown = controls.dashboard
+    assert controls.export() == controls.exported and controls.dashboard is shown
+    # ... and rebuilds when the selection changed since.
+    controls.variants.value = ("fp32", "int8-a")
+    controls.reference.value = "fp32"
     controls.export()
-    assert controls.dashboard is shown
+    assert controls.dashboard is not shown and list(controls.dashboard.results) == ["fp32", "int8-a"]
+    assert "int8-a vs fp32" in controls.exported.read_text(encoding="utf-8")
 
 
 def test_cli_writes_report(hand_store, tmp_path, capsys):
@@ -384,9 +505,11 @@ def test_cli_writes_report(hand_store, tmp_path, capsys):
     assert out.is_file() and (out.parent / "flips-int8-a.png").is_file()
     assert "int8-a vs fp32" in printed and str(out) in printed
     assert main(["dashboard", "--store", str(tmp_path / "missing")]) == 2
-    assert "does not exist" in capsys.readouterr().err
+    assert capsys.readouterr().err == (f"error: results folder {tmp_path / 'missing'} does not exist — pass a folder "
+                                       f"under <workspace>/results (python -m trtlab dashboard --list shows them)\n")
     assert main(["dashboard", "--store", str(hand_store.folder), "--reference", "int4"]) == 2
-    assert "not stored" in capsys.readouterr().err
+    assert capsys.readouterr().err == ("error: variant(s) 'int4' not stored (stored: fp32, fp16, int8-a) — evaluate "
+                                       "them first or pick from the stored ones\n")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -426,7 +549,8 @@ def real_store(demo_model, demo_cache, session_workspace, tmp_path_factory):
     return store
 
 
-def test_real_results_flips_and_significance(real_store, demo_cache, session_workspace):
+def test_real_results_flips_and_significance(real_store, demo_cache, session_workspace, monkeypatch):
+    import trtlab.data.preprocess
     from trtlab.views import dashboard
 
     dash = dashboard.build_dashboard(real_store)
@@ -443,17 +567,91 @@ def test_real_results_flips_and_significance(real_store, demo_cache, session_wor
     assert (flip_table["outcome"] == "broken").sum() == broken
     row = dash.significance.iloc[0]
     assert (row["b"], row["c"]) == (broken, fixed)
-    assert row["pvalue"] == pytest.approx(metrics.mcnemar(b=broken, c=fixed)["pvalue"])
+    assert row["pvalue"] == pytest.approx(significance.mcnemar(b=broken, c=fixed)["pvalue"])
     assert dash.table.loc["weights-7bit", "top1_agreement_vs_fp32"] == pytest.approx(1 - len(changed) / len(reference))
 
-    # Thumbnails come from the evaluation's own decode cache, found through the run record.
+    # Thumbnails come from the evaluation's own decode cache, found through the run record (decoding a file now
+    # would fail: every crop is the cache's).
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("a thumbnail was decoded from its file, not read from the decode cache")
+
+    monkeypatch.setattr(trtlab.data.preprocess, "decode_image", no_decoding)
     thumbs = dashboard.Thumbnails(reference, real_store.folder)
     ids = demo_cache.dataset.image_ids()
-    first = flip_table["image_id"].iloc[0]
-    image, found = thumbs.get(first)
-    assert found and np.array_equal(image, demo_cache.crops[ids.index(first)])
+    for image_id in reference.image_ids:
+        image, found = thumbs.get(image_id)
+        assert found and np.array_equal(image, demo_cache.crops[ids.index(image_id)])
+    assert thumbs.missing == []
     gallery = dash.make_figure("flips-weights-7bit")
-    assert gallery._suptitle.get_text().startswith(f"Top-1 flips: weights-7bit vs fp32 ({len(changed)} of 26")
+    monkeypatch.undo()
+    shown = "" if len(changed) <= 24 else ", first 24 shown"
+    assert gallery._suptitle.get_text() == (f"Top-1 flips: weights-7bit vs fp32 ({len(changed)} of {len(reference)} "
+                                            f"images changed{shown})")
+    assert len(reference) == 26
     assert not any("not found" in ax.get_title() for ax in gallery.axes)
     path = dash.write_html()
     assert path == session_workspace / "reports" / "dashboard-test-real" / "dashboard.html" and path.is_file()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Thumbnails read the decode cache through its own reader: read-only, checked, never set aside
+# ----------------------------------------------------------------------------------------------------------------
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_decode_cache_opens_for_reading_only(demo_cache, demo_data, session_workspace, tmp_path):
+    from trtlab.data.decode_cache import UnreadableCache, open_decode_cache
+
+    stored = open_decode_cache(demo_cache.key, session_workspace, fingerprint=demo_data.fingerprint())
+    assert stored.folder == demo_cache.folder and stored.meta["images"] == len(demo_data)
+    assert np.array_equal(stored.valid_indices, demo_cache.valid_indices)
+    assert np.array_equal(np.asarray(stored.crops), np.asarray(demo_cache.crops))
+    with pytest.raises(ValueError, match="read-only"):
+        stored.crops[0, 0, 0, 0] = 0
+    with pytest.raises(UnreadableCache, match="built for other files"):
+        open_decode_cache(demo_cache.key, session_workspace, fingerprint="0" * 16)
+    with pytest.raises(UnreadableCache, match="not a folder name"):
+        open_decode_cache(f"../{demo_cache.key}", session_workspace)
+    with pytest.raises(UnreadableCache, match="FileNotFoundError"):
+        open_decode_cache(demo_cache.key, tmp_path / "elsewhere")
+
+
+@pytest.mark.parametrize("victim, damage, reason", [
+    ("crops.u8", lambda p: p.write_bytes(p.read_bytes()[:-1]), "bytes and status"),
+    ("status.npy", lambda p: p.write_bytes(b"not numpy"), "ValueError"),
+    ("status.npy", lambda p: np.save(p, np.full(26, 7, np.int8)), "other than pending/decoded/failed"),
+    ("meta.json", lambda p: p.write_text("[1, 2]"), "expected a JSON object"),
+    ("meta.json", lambda p: p.write_text(p.read_text().replace('"format": 1', '"format": 99')), "format 99"),
+])
+def test_damaged_decode_cache_is_refused_untouched_and_thumbnails_fall_back(victim, damage, reason, real_store,
+                                                                             demo_cache, demo_data, tmp_path):
+    import shutil
+
+    from trtlab.data.decode_cache import UnreadableCache, open_decode_cache
+    from trtlab.views import dashboard
+
+    workspace = tmp_path / "ws"
+    copy = workspace / "decode_cache" / demo_cache.key
+    shutil.copytree(demo_cache.folder, copy)
+    damage(copy / victim)
+    before = _files(copy)
+    with pytest.raises(UnreadableCache, match=reason):
+        open_decode_cache(demo_cache.key, workspace, fingerprint=demo_data.fingerprint())
+    # The stored ids made relative to the photos' folder: only `image_root` (or the cache) can find them.
+    reference = real_store.load("fp32")
+    root = os.path.commonpath(reference.image_ids)
+    relative = dataclasses.replace(reference, image_ids=[os.path.relpath(i, root) for i in reference.image_ids])
+    thumbs = dashboard.Thumbnails(relative, workspace / "results" / "copied-store", image_root=root)
+    assert _files(copy) == before  # nothing set aside, rebuilt or rewritten: reading never writes
+    # The photos are decoded again from the original files with the record's preprocessing: the same crops.
+    ids = demo_cache.dataset.image_ids()
+    for image_id, original in list(zip(relative.image_ids, reference.image_ids))[:3]:
+        image, found = thumbs.get(image_id)
+        assert found and np.array_equal(image, demo_cache.crops[ids.index(original)])
+    # Without the files either: a grey placeholder, and the id is listed as missing.
+    blind = dashboard.Thumbnails(relative, workspace / "results" / "copied-store")
+    image, found = blind.get(relative.image_ids[0])
+    assert not found and image.shape == (224, 224, 3) and (image == 200).all()
+    assert blind.missing == [relative.image_ids[0]]

@@ -19,6 +19,8 @@ _EXPORTS = {
     "make_runner": "backends", "available_backends": "backends",
     "ResultsStore": "evaluation.results", "VariantResult": "evaluation.results",
     "accuracy": "evaluation.metrics", "agreement": "evaluation.metrics", "per_class_accuracy": "evaluation.metrics", "variant_table": "evaluation.metrics",
+    "mcnemar": "evaluation.significance", "compare_accuracy": "evaluation.significance",
+    "pairwise_significance": "evaluation.significance",
     "evaluate": "evaluation.evaluate",
     "write_report": "views.report", "plot_summary": "views.report",
     "run_demo": "workflows.job", "run_job": "workflows.job", "print_summary": "workflows.job",

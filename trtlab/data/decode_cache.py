@@ -440,3 +440,59 @@ def _save_status(path: Path, status: np.ndarray) -> None:
     with atomic_path(path, suffix=".npy") as tmp:
         with open(tmp, "wb") as fh:
             np.save(fh, status)
+
+
+# -- reading an existing cache (the dashboard's thumbnails): read-only, checked, never set aside or rebuilt -------
+
+class UnreadableCache(UserError, ValueError):
+    """An existing decode cache that cannot be read as asked (absent, damaged, other format, other files). Reading
+    leaves it as it is: the workspace may be read-only (attached under /kaggle/input)."""
+
+
+@dataclass(frozen=True)
+class StoredCrops:
+    """An existing decode cache opened for reading, without its Dataset: `crops[i]` (read-only memmap) is row i's
+    uint8 HWC crop, real where `status[i] == DECODED`; `meta` is its meta.json."""
+
+    folder: Path
+    crops: np.ndarray
+    status: np.ndarray
+    meta: dict
+
+    @property
+    def valid_indices(self) -> np.ndarray:
+        return np.flatnonzero(self.status == DECODED)
+
+
+def open_decode_cache(key: str, workspace, fingerprint: str | None = None) -> StoredCrops:
+    """Open the decode cache `key` (a DecodeCache.key, as run records store it) of `workspace` for reading.
+
+    Checked against `fingerprint` (the dataset's, when given: a cache rebuilt for changed files holds other
+    images) and against itself (format, crops size, status); raises UnreadableCache saying what is wrong."""
+    if not key or Path(key).name != key:
+        raise UnreadableCache(f"decode cache key {key!r} is not a folder name", "pass DecodeCache.key")
+    folder = Path(workspace) / "decode_cache" / key
+
+    def unreadable(reason: str) -> UnreadableCache:
+        return UnreadableCache(f"decode cache {folder}: {reason}", "build it again with build_decode_cache(...)")
+
+    try:
+        meta = _json_object(folder / "meta.json")
+        shape = tuple(int(n) for n in meta["shape"])
+        with open(folder / "status.npy", "rb") as fh:
+            status = np.load(fh, allow_pickle=False)
+        size = (folder / "crops.u8").stat().st_size
+    except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
+        raise unreadable(f"{type(exc).__name__}: {exc}") from exc
+    if meta.get("format") != CACHE_FORMAT or len(shape) != 4 or shape[3] != 3:
+        raise unreadable(f"format {meta.get('format')} with crops of shape {list(shape)}; this trtlab reads "
+                         f"format {CACHE_FORMAT}, (images, crop, crop, 3)")
+    if fingerprint is not None and meta.get("fingerprint") != fingerprint:
+        raise unreadable("it was built for other files (dataset fingerprint differs)")
+    if size != int(np.prod(shape)) or status.shape != shape[:1] or status.dtype != np.int8:
+        raise unreadable(f"crops.u8 has {size:,} bytes and status {status.shape} {status.dtype} for "
+                         f"{shape[0]:,} images of {shape[1]}×{shape[2]}")
+    if not np.isin(status, (PENDING, DECODED, FAILED)).all():
+        raise unreadable("status.npy holds values other than pending/decoded/failed")
+    crops = np.memmap(folder / "crops.u8", np.uint8, "r", shape=shape) if shape[0] else np.zeros(shape, np.uint8)
+    return StoredCrops(folder, crops, status, meta)

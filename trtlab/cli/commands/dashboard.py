@@ -35,14 +35,14 @@ class DashboardArgs(ArgGroup):
 
 COMMAND = Command("dashboard", "write the accuracy/consistency dashboard (self-contained HTML) from stored results",
                   [WorkspaceArgs(), OutputArgs(f"{HTML_NAME} and, with --png, the figures",
-                                               f"<workspace>/reports/<store>/"), DashboardArgs()])
+                                               "<workspace>/reports/<store>/"), DashboardArgs()])
 main = COMMAND.main
 
 
 def _list_stores(workspace) -> int:
     from trtlab.core.workspace import workspace_dir
     from trtlab.evaluation.results import ResultsStore
-    from trtlab.views.dashboard import find_result_stores
+    from trtlab.evaluation.stores import find_result_stores
 
     stores = find_result_stores(workspace)
     legacy = find_result_stores(workspace, legacy=True)

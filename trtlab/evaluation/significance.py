@@ -1,0 +1,130 @@
+"""Is a top-1 difference between two variants real? McNemar's test on their paired correctness, from stored
+results only (nothing here runs inference).
+
+The tails come from scipy: the exact test is the two-sided binomial test of the discordant pairs at p = 1/2
+(`scipy.stats.binomtest`), the χ² test the survival function of χ² with one degree of freedom
+(`scipy.stats.chi2.sf`). Which one "auto" takes, and the continuity correction, follow MedCalc and R.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from trtlab.evaluation.results import VariantResult
+
+MCNEMAR_EXACT_MAX_DISCORDANT = 25  # MedCalc's rule: exact binomial up to 25 discordant pairs, chi-square above
+
+
+def _discordant_counts(table, b, c) -> tuple[int, int]:
+    """(b, c) from a 2×2 table or the counts themselves, checked to be non-negative integers."""
+    if table is not None:
+        grid = np.asarray(table)
+        if grid.shape != (2, 2):
+            raise ValueError(f"McNemar needs a 2×2 contingency table, got shape {list(grid.shape)}")
+        b, c = grid[0, 1], grid[1, 0]
+    if b is None or c is None:
+        raise ValueError("pass a 2×2 table or both discordant counts b= and c=")
+    if float(b) != int(b) or float(c) != int(c) or b < 0 or c < 0:
+        raise ValueError(f"discordant counts must be non-negative integers, got b={b}, c={c}")
+    return int(b), int(c)
+
+
+def mcnemar(table=None, *, b: int | None = None, c: int | None = None, method: str = "auto",
+            correction: bool = True) -> dict:
+    """McNemar's test for paired proportions, from a 2×2 table [[a, b], [c, d]] or the discordant counts b, c.
+
+    For two variants on the same images: a = both correct, b = only the first correct, c = only the second
+    correct, d = both wrong. method: "exact" (two-sided binomial on the discordant pairs, p = 1/2), "chi2"
+    (chi-square, 1 dof, with the continuity correction (|b−c|−1)²/(b+c) unless correction=False), or "auto":
+    exact when b + c ≤ 25, chi-square with continuity correction above.
+    Returns b, c, discordant, method, statistic (min(b, c) for exact, the chi-square value otherwise), pvalue.
+    """
+    b, c = _discordant_counts(table, b, c)
+    n = b + c
+    if method == "auto":
+        method = "exact" if n <= MCNEMAR_EXACT_MAX_DISCORDANT else "chi2"
+    if method not in ("exact", "chi2"):
+        raise ValueError(f"unknown McNemar method {method!r}; use 'auto', 'exact' or 'chi2'")
+    if n == 0:
+        # No discordant pair: the two are indistinguishable on these images.
+        return {"b": 0, "c": 0, "discordant": 0, "method": method, "statistic": 0.0, "pvalue": 1.0}
+    from scipy import stats  # imported here: scipy.stats takes a while to import and most callers never test
+
+    if method == "exact":
+        # At p = 1/2 the distribution is symmetric: binomtest's two-sided p is min(1, 2·P(X ≤ min(b, c))).
+        statistic, pvalue = float(min(b, c)), float(stats.binomtest(b, n, 0.5).pvalue)
+    else:
+        # As R's mcnemar.test: no correction when b == c (the statistic is 0, not 1/(b+c)).
+        shift = 1.0 if correction and b != c else 0.0
+        statistic = (abs(b - c) - shift) ** 2 / n
+        pvalue = float(stats.chi2.sf(statistic, df=1))
+    return {"b": b, "c": c, "discordant": n, "method": method, "statistic": statistic, "pvalue": pvalue}
+
+
+def paired_correctness(first: VariantResult, second: VariantResult) -> np.ndarray:
+    """2×2 table [[both correct, only first correct], [only second correct, both wrong]] of top-1 correctness
+    over the labelled images both results hold."""
+    mine, theirs = first.align(second)
+    labels = first.labels[mine]
+    labelled = labels >= 0
+    first_ok = first.top1[mine][labelled] == labels[labelled]
+    second_ok = second.top1[theirs][labelled] == labels[labelled]
+    return np.array([[np.sum(first_ok & second_ok), np.sum(first_ok & ~second_ok)],
+                     [np.sum(~first_ok & second_ok), np.sum(~first_ok & ~second_ok)]], np.int64)
+
+
+def compare_accuracy(first: VariantResult, second: VariantResult, alpha: float = 0.05, method: str = "auto") -> dict:
+    """Is `second` more or less accurate than `first` on the same labelled images? Top-1 of each, the
+    difference, McNemar's test on the paired correctness, and a one-line verdict."""
+    table = paired_correctness(first, second)
+    n = int(table.sum())
+    out = {"first": first.variant, "second": second.variant, "labelled": n, "table": table}
+    if n == 0:
+        out.update({"first_top1": math.nan, "second_top1": math.nan, "delta_top1": math.nan, "b": 0, "c": 0,
+                    "discordant": 0, "method": None, "statistic": math.nan, "pvalue": math.nan,
+                    "significant": None,
+                    "verdict": f"{second.variant} vs {first.variant}: no labelled images in common, so accuracy "
+                               f"cannot be compared; agreement and cosine still apply"})
+        return out
+    first_top1 = (table[0, 0] + table[0, 1]) / n
+    second_top1 = (table[0, 0] + table[1, 0]) / n
+    test = mcnemar(table, method=method)
+    significant = test["pvalue"] < alpha
+    delta = second_top1 - first_top1
+    kind = "exact binomial" if test["method"] == "exact" else "chi-square (continuity-corrected)"
+    verdict = (f"{second.variant} vs {first.variant}: {100 * delta:+.2f} points top-1 on {n} labelled images; "
+               f"{test['c']} image(s) only {second.variant} gets right, {test['b']} only {first.variant}; "
+               f"McNemar {kind} p = {test['pvalue']:.3g} → "
+               + (f"a real difference at the {100 * alpha:g}% level" if significant else
+                  f"not distinguishable from chance at the {100 * alpha:g}% level"))
+    out.update({"first_top1": float(first_top1), "second_top1": float(second_top1), "delta_top1": float(delta),
+                **test, "significant": bool(significant), "verdict": verdict})
+    return out
+
+
+SIGNIFICANCE_COLUMNS = ["first", "second", "labelled", "first_top1", "second_top1", "delta_top1", "b", "c",
+                        "discordant", "method", "statistic", "pvalue", "significant", "verdict"]
+
+
+def pairwise_significance(results: dict[str, VariantResult], alpha: float = 0.05, method: str = "auto",
+                          reference: str | None = None):
+    """pandas DataFrame, one row per pair of variants (first stored first) — or, given `reference`, one row per
+    variant against the reference (what a dashboard of many variants shows) — with top-1 of each, difference,
+    discordant counts, McNemar statistic and p-value, significant at `alpha`, verdict."""
+    import pandas as pd
+
+    from trtlab.evaluation.identity import check_one_experiment
+
+    check_one_experiment(results)
+    names = list(results)
+    if reference is not None:
+        pairs = [(reference, name) for name in names if name != reference]
+    else:
+        pairs = [(first, second) for i, first in enumerate(names) for second in names[i + 1:]]
+    rows = []
+    for first, second in pairs:
+        row = compare_accuracy(results[first], results[second], alpha, method)
+        row.pop("table")
+        rows.append(row)
+    return pd.DataFrame(rows, columns=SIGNIFICANCE_COLUMNS)

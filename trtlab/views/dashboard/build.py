@@ -1,0 +1,252 @@
+"""The Dashboard: every table a dashboard shows, computed once from stored results, with its figures made on demand
+(`build_dashboard` gathers it; figures.py draws, tables.py formats, html_report.py writes the HTML)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trtlab.core.workspace import atomic_path, atomic_write_text, check_writable_location, workspace_dir
+from trtlab.evaluation.metrics import consistency_table, flips, introduced_confusions, per_class_drift
+from trtlab.evaluation.results import ResultsStore, VariantResult
+from trtlab.evaluation.significance import pairwise_significance
+from trtlab.evaluation.stores import fp16_variant, load_results, resolve_selection, sibling_stores
+from trtlab.views.dashboard.figures import (plot_class_drift, plot_class_scatter, plot_confusions, plot_drift_histogram,
+                                            plot_flips_gallery)
+from trtlab.views.dashboard import notebook
+from trtlab.views.dashboard.html_report import render_html
+from trtlab.views.dashboard.tables import format_significance, format_variant_table
+from trtlab.views.dashboard.thumbnails import Thumbnails
+from trtlab.views.figures import FIGURE_DPI, figure_png, plot_variant_summary, stamp
+
+GALLERY_DPI = 72  # galleries are photos, which compress poorly as PNG; a lower dpi keeps the HTML report small
+DEFAULT_FOCUS = 2  # per-variant figures by default: every compared variant up to this many, else the least agreeing
+
+
+@dataclass
+class Dashboard:
+    """Everything the dashboard shows, computed from stored results. Figures are made on demand and cached."""
+
+    store: ResultsStore
+    results: dict[str, VariantResult]
+    reference: str
+    table: object  # pandas DataFrame: consistency_table
+    significance: object  # pandas DataFrame: pairwise_significance
+    drift: dict = field(default_factory=dict)  # variant → per_class_drift
+    flips: dict = field(default_factory=dict)  # variant → flips
+    confusions: dict = field(default_factory=dict)  # variant → introduced_confusions
+    notes: list = field(default_factory=list)
+    focus: list = field(default_factory=list)  # compared variants whose per-variant figures are drawn
+    decode_cache: object = None
+    image_root: str | None = None
+    workspace: object = None
+    _pngs: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def compared(self) -> list[str]:
+        """The variants compared with the reference."""
+        return [name for name in self.results if name != self.reference]
+
+    @property
+    def labelled(self) -> int:
+        return int(self.table.loc[self.reference, "labelled"])
+
+    def figure_names(self, variants=None) -> list[str]:
+        """The summary, then the per-variant figures of `variants` (default: the focused ones)."""
+        names = ["summary"]
+        for variant in (self.focus if variants is None else variants):
+            names += self.variant_figure_names(variant)
+        return names
+
+    def variant_figure_names(self, variant: str) -> list[str]:
+        names = [f"class_drift-{variant}", f"class_scatter-{variant}", f"drift_histogram-{variant}"] \
+            if self.labelled else []
+        return names + [f"flips-{variant}", f"confusions-{variant}"]
+
+    def least_agreeing(self, count: int) -> list[str]:
+        """The `count` compared variants that agree least with the reference (top-1 agreement, then cosine)."""
+        rows = self.table.loc[self.compared]
+        order = rows.sort_values([f"top1_agreement_vs_{self.reference}", "cosine_mean"], kind="stable")
+        return [str(name) for name in order.index[:count]]
+
+    def make_figure(self, name: str):
+        """A fresh matplotlib Figure by name (see figure_names()), stamped with the experiment it shows."""
+        figure = self._make_figure(name)
+        experiment = self.store.experiment
+        stamp(figure, experiment.short() if experiment else "")
+        return figure
+
+    def _make_figure(self, name: str):
+        if name == "summary":
+            return plot_variant_summary(self.table, self.reference)
+        kind, _, variant = name.partition("-")
+        if variant not in self.results or variant == self.reference:
+            raise KeyError(f"no figure {name!r}; available: {', '.join(self.figure_names(self.compared))}")
+        if kind == "class_drift":
+            return plot_class_drift(self.drift[variant])
+        if kind == "class_scatter":
+            return plot_class_scatter(self.drift[variant])
+        if kind == "drift_histogram":
+            return plot_drift_histogram(self.drift[variant])
+        if kind == "flips":
+            thumbs = Thumbnails(self.results[self.reference], self.store.folder, self.decode_cache, self.image_root)
+            return plot_flips_gallery(self.flips[variant], thumbs)
+        if kind == "confusions":
+            return plot_confusions(self.confusions[variant])
+        raise KeyError(f"no figure {name!r}; available: {', '.join(self.figure_names())}")
+
+    def png(self, name: str) -> bytes:
+        if name not in self._pngs:
+            dpi = GALLERY_DPI if name.startswith("flips-") else FIGURE_DPI
+            self._pngs[name] = figure_png(self.make_figure(name), dpi)
+        return self._pngs[name]
+
+    def pngs(self) -> dict[str, bytes]:
+        """Every figure as PNG bytes, rendered once (with a progress bar: galleries decode thumbnails)."""
+        from trtlab.core.progress import progress_iter
+
+        names = self.figure_names()
+        for name in progress_iter(names, desc="dashboard figures", unit="fig", enabled=len(names) >= 4):
+            self.png(name)
+        return {name: self._pngs[name] for name in names}
+
+    def display_table(self):
+        return format_variant_table(self.table)
+
+    def display_significance(self):
+        return format_significance(self.significance)
+
+    def show_significance(self) -> None:
+        """Display the pairwise McNemar table in a notebook, or say why there is none."""
+        notebook.show_significance(self)
+
+    def show(self) -> None:
+        """Notes, tables and figures in a notebook (figures as PNG, so any matplotlib backend works)."""
+        notebook.show(self)
+
+    def most_changed(self) -> str | None:
+        """The compared variant that agrees least with the reference (top-1 agreement, then mean cosine)."""
+        return (self.least_agreeing(1) or [None])[0]
+
+    def variant_tables(self, variant: str | None = None) -> dict:
+        """Per-class drift, flips and introduced confusions of one compared variant (default: most_changed())."""
+        if not self.compared:
+            raise ValueError(f"only {self.reference} is selected: per-variant tables need a second variant")
+        variant = variant or self.most_changed()
+        if variant not in self.flips:
+            raise KeyError(f"{variant!r} is not compared here; choose from {', '.join(self.compared)}")
+        tables = {"flips": self.flips[variant], "introduced confusions": self.confusions[variant]}
+        if variant in self.drift:
+            tables = {"per-class drift": self.drift[variant], **tables}
+        return tables
+
+    def show_variant(self, variant: str | None = None, figures: bool | None = None) -> None:
+        """Display variant_tables() of one variant in a notebook (and its figures, by default when show() did not
+        already draw them), or say why there is nothing to show."""
+        notebook.show_variant(self, variant, figures)
+
+    def save_pngs(self, folder=None) -> list[Path]:
+        """Every figure as `<name>.png` in `folder` (default: the report folder), written atomically."""
+        folder = Path(folder) if folder else self.report_dir()
+        paths = []
+        for name, data in self.pngs().items():
+            path = folder / f"{name}.png"
+            with atomic_path(path, suffix=".png") as tmp:
+                tmp.write_bytes(data)
+            paths.append(path)
+        return paths
+
+    def report_dir(self) -> Path:
+        """<workspace>/reports/<store name>: the store's own workspace when it is writable, else the default one."""
+        workspace = self.workspace
+        if workspace is None and self.store.folder.parent.name == "results":
+            candidate = self.store.folder.parent.parent
+            try:
+                check_writable_location(candidate)
+                workspace = candidate
+            except PermissionError:
+                workspace = None  # results attached read-only (e.g. /kaggle/input): report into the workspace
+        return workspace_dir(workspace) / "reports" / self.store.folder.name
+
+    def write_html(self, path=None) -> Path:
+        """One self-contained HTML file (figures inlined as base64 PNG), written atomically; returns its path."""
+        path = Path(path) if path else self.report_dir() / "dashboard.html"
+        atomic_write_text(path, render_html(self))
+        return path
+
+
+def build_dashboard(store=None, variants=None, reference=None, decode_cache=None, image_root=None, workspace=None,
+                    alpha: float = 0.05, focus=None, all_pairs: bool = False) -> Dashboard:
+    """Load the chosen variants (default: all stored) from a results store and compute every dashboard table.
+
+    store: a ResultsStore, its folder, a list of them (which must hold one experiment — different models or data
+    are refused), or None for the most recently updated store in the workspace. reference: what the others are
+    compared with (default fp32 when stored). Significance is each variant against the reference (`all_pairs=True`:
+    every pair). `focus`: the variants whose per-variant figures (drift, flips, confusions) are drawn — default all
+    when there are at most two, else the two that agree least with the reference. decode_cache (optional) supplies
+    thumbnails; without it the evaluation's own cache or the original files are used.
+    """
+    store, stored = load_results(store, workspace)
+    available = list(stored)
+    if not available:
+        raise FileNotFoundError(f"no stored results in {store.folder}; evaluate a variant first "
+                                f"(python -m trtlab demo, or trtlab.evaluate(...))")
+    names, reference = resolve_selection(available, variants, reference)
+    results = {name: stored[name] for name in names}
+    table = consistency_table(results, reference, compare_with=("fp32", fp16_variant(results) or "fp16"), alpha=alpha)
+    significance = pairwise_significance(results, alpha=alpha, reference=None if all_pairs else reference)
+    dash = Dashboard(store, results, reference, table, significance,
+                     decode_cache=decode_cache, image_root=image_root, workspace=workspace)
+    ref = results[reference]
+    labelled = bool((ref.labels >= 0).any())
+    for variant in dash.compared:
+        if labelled:
+            dash.drift[variant] = per_class_drift(results[variant], ref)
+        dash.flips[variant] = flips(results[variant], ref)
+        dash.confusions[variant] = introduced_confusions(results[variant], ref)
+    if focus is None:
+        focus = dash.compared if len(dash.compared) <= DEFAULT_FOCUS else dash.least_agreeing(DEFAULT_FOCUS)
+    unknown = [name for name in focus if name not in dash.compared]
+    if unknown:
+        raise KeyError(f"focus variant(s) {', '.join(map(repr, unknown))} are not compared here; choose from "
+                       f"{', '.join(dash.compared) or 'none'}")
+    dash.focus = list(focus)
+    dash.notes = _notes(dash, stored_count=len(available))
+    return dash
+
+
+def _notes(dash: Dashboard, stored_count: int) -> list[str]:
+    """What the dashboard shows and what it cannot: experiment, store, labels, image counts, verdicts, focus."""
+    store, reference, ref = dash.store, dash.reference, dash.results[dash.reference]
+    labelled = int((ref.labels >= 0).sum())
+    experiment = store.experiment
+    notes = [f"Experiment: {experiment.describe() if experiment else store.folder}.",
+             f"Results store {store.folder}; reference **{reference}**; variants: {', '.join(dash.results)}."]
+    # Stores beside this one (same workspace): other models or data, which are never mixed in — say they exist.
+    others = sibling_stores(store)
+    if others:
+        notes.append(f"{len(others)} other results store(s) in this workspace hold other models or data; they are "
+                     f"never mixed in — `python -m trtlab dashboard --list` shows them, `--store` opens one.")
+    if not dash.compared:
+        notes.append(f"Only {reference} is {'stored' if stored_count == 1 else 'selected'}: agreement, "
+                     f"significance, per-class drift and flips need a second variant"
+                     + (" — evaluate an INT8 or FP16 variant (e.g. python -m trtlab calibrate) and re-run."
+                        if stored_count == 1 else " — select another variant."))
+    if labelled == 0:
+        notes.append(f"None of the {len(ref)} images is labelled: showing consistency only (top-1 agreement, top-5 "
+                     f"overlap, logit cosine, flips); accuracy, significance tests and per-class drift need labels.")
+    elif labelled < len(ref):
+        notes.append(f"{labelled} of {len(ref)} images are labelled: accuracy, significance and per-class drift use "
+                     f"those; agreement, cosine and flips use all {len(ref)}.")
+    for variant in dash.compared:
+        result = dash.results[variant]
+        common = len(result.align(ref)[0])
+        if common < max(len(result), len(ref)):
+            notes.append(f"{variant} holds {len(result)} images and {reference} {len(ref)}: compared on the "
+                         f"{common} they share.")
+    for row in dash.significance.itertuples():
+        if row.labelled and row.first == reference:  # every other pair is in the significance table
+            notes.append(row.verdict)
+    if len(dash.focus) < len(dash.compared):
+        notes.append(f"Per-variant figures for {', '.join(dash.focus)} (the least agreeing with {reference}); "
+                     f"`dash.show_variant(name)` or `focus=[...]` for the others.")
+    return notes
