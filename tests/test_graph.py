@@ -91,6 +91,17 @@ def test_guards_resolve_to_nodes_and_a_guard_that_selects_nothing_says_what_exis
     assert "selects no node" in _one_line(err.value) and "Conv" in err.value.line()
 
 
+def test_guards_of_recipes_are_checked_on_the_sanitized_model_before_any_work(demo_model, session_workspace):
+    from trtlab.quantization.variants import check_guards
+
+    check_guards(demo_model, [Recipe(guards=("node:node_Conv_877=fp16", "softmax")), Recipe(precision="fp32")],
+                 session_workspace)
+    with pytest.raises(UserValueError) as err:
+        check_guards(demo_model, [Recipe(algorithm="minmax"), Recipe(precision="fp16", guards="node:nope")],
+                     session_workspace)
+    assert "no node named 'nope'" in _one_line(err.value)
+
+
 # -- nodes named once -----------------------------------------------------------------------------------------------
 def test_name_nodes_names_unnamed_and_duplicate_nodes_once():
     from onnx import helper

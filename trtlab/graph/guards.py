@@ -25,50 +25,46 @@ ACCEPTED_FORMS = ("first_layer, last_layer, softmax, op:<OpType> or node:<node n
                   "=fp16 or =fp32 (e.g. last_layer=fp16, node:Conv_12)")
 
 
-@dataclass(frozen=True, eq=False)
-class Guard:
-    """A node selector and the precision its nodes keep. Compares equal to its canonical text (`str(guard)`), so
-    lists of guard strings and of Guards compare as the same guards."""
+class Guard(str):
+    """A node selector and the precision its nodes keep: `kind`, `target` (op type or node name) and `precision`,
+    parsed once. A Guard *is* its canonical text (a `str`: the selector, with '=precision' unless it is the
+    selector's default), so it compares, hashes, sorts and is stored in JSON records exactly as that text, and lists
+    of guard texts and of Guards are the same guards."""
 
     kind: str  # 'first_layer' | 'last_layer' | 'softmax' | 'op' | 'node'
-    target: str = ""  # the op type (kind 'op') or node name (kind 'node')
-    precision: str = ""  # 'fp32' | 'fp16'; '' → the kind's default
+    target: str  # the op type (kind 'op') or node name (kind 'node'); '' otherwise
+    precision: str  # 'fp32' | 'fp16'
 
-    def __post_init__(self):
-        if self.kind not in NAMED_GUARDS + ("op", "node"):
-            raise UserValueError(f"guard kind {self.kind!r} is not one of {', '.join(NAMED_GUARDS)}, op, node",
+    def __new__(cls, kind: str, target: str = "", precision: str = ""):
+        if kind not in NAMED_GUARDS + ("op", "node"):
+            raise UserValueError(f"guard kind {kind!r} is not one of {', '.join(NAMED_GUARDS)}, op, node",
                                  f"write a guard as {ACCEPTED_FORMS}")
-        if (self.kind in ("op", "node")) != bool(self.target):
-            raise UserValueError(f"guard {self.kind!r} {'needs' if self.kind in ('op', 'node') else 'takes no'} "
-                                 f"target (got {self.target!r})", f"write a guard as {ACCEPTED_FORMS}")
-        precision = self.precision or DEFAULT_PRECISION[self.kind]
+        if (kind in ("op", "node")) != bool(target):
+            raise UserValueError(f"guard {kind!r} {'needs a' if kind in ('op', 'node') else 'takes no'} target "
+                                 f"(got {target!r})", f"write a guard as {ACCEPTED_FORMS}")
+        precision = precision or DEFAULT_PRECISION[kind]
         if precision not in PRECISIONS:
             raise UserValueError(f"guard precision {precision!r} is not one of {', '.join(PRECISIONS)}",
                                  f"write a guard as {ACCEPTED_FORMS}")
-        object.__setattr__(self, "precision", precision)
+        selector = f"{kind}:{target}" if target else kind
+        guard = super().__new__(cls, selector + ("" if precision == DEFAULT_PRECISION[kind] else f"={precision}"))
+        for name, value in (("kind", kind), ("target", target), ("precision", precision)):
+            object.__setattr__(guard, name, value)
+        return guard
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a Guard is immutable (tried to set {name})")
+
+    def __reduce__(self):  # pickle / copy: rebuilt from its fields
+        return (Guard, (self.kind, self.target, self.precision))
+
+    def __repr__(self) -> str:
+        return f"Guard({str.__repr__(self)})"
 
     @property
     def selector(self) -> str:
         """'first_layer', 'op:Softmax', 'node:Conv_12'."""
         return f"{self.kind}:{self.target}" if self.target else self.kind
-
-    def __str__(self) -> str:
-        """The canonical text: the selector, with '=precision' unless it is the selector's default."""
-        suffix = "" if self.precision == DEFAULT_PRECISION[self.kind] else f"={self.precision}"
-        return self.selector + suffix
-
-    def __repr__(self) -> str:
-        return f"Guard({str(self)!r})"
-
-    def __eq__(self, other) -> bool:
-        if isinstance(other, Guard):
-            return (self.kind, self.target, self.precision) == (other.kind, other.target, other.precision)
-        if isinstance(other, str):
-            return str(self) == other
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(str(self))  # equal to its canonical string's hash, as __eq__ requires
 
     @property
     def label(self) -> str:
