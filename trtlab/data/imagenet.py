@@ -30,7 +30,7 @@ import numpy as np
 
 from trtlab.data.dataset import IMAGE_EXTENSIONS, Dataset
 from trtlab.core.errors import UserError, UserFileNotFound
-from trtlab.data.split import Split, make_split
+from trtlab.data.split import Split, saved_split
 from trtlab.core.workspace import atomic_write_json, atomic_write_text, check_writable_location, \
     kaggle_input, read_json_checked, workspace_dir
 
@@ -721,28 +721,13 @@ def _csv_field(value: str) -> str:
 
 
 def _load_or_make_split(path: Path, dataset: Dataset, per_class, size, seed, say) -> Split:
-    """Reuse the saved split when it was made for this dataset with these settings; otherwise make and save one."""
-    wanted = {"calibration_size": size, "calibration_per_class": per_class, "evaluation_per_class": None,
-              "evaluation_size": None}
-    if path.exists():
-        try:
-            saved = Split.load(path)
-        except (ValueError, KeyError) as exc:
-            say(f"[trtlab] {path} is unreadable ({exc}); making a new split")
-            saved = None
-        if saved is not None and saved.dataset_fingerprint == dataset.fingerprint() and saved.seed == seed \
-                and saved.params == wanted:
-            say(f"[trtlab] reusing the saved split {path}")
-            return saved
-        say(f"[trtlab] the saved split {path} was made for other images or settings; making a new one")
+    """The saved split at `path` when it was made for this dataset with these settings, else a new one (the one split
+    store, trtlab.data.split.saved_split; it logs which setting differed)."""
     if per_class is None and size is None:
-        raise ImageNetPrepError("give calibration_per_class (e.g. 10) or calibration_size for the split")
-    split = make_split(dataset, calibration_size=size, calibration_per_class=per_class, seed=seed)
-    if not len(split.evaluation):
-        raise ImageNetPrepError(f"calibration_per_class={per_class} leaves no image for evaluation (the classes have "
-                                f"at most {int(np.bincount(dataset.labels).max())} images each); lower it or pass "
-                                f"calibration_size=...")
-    split.save(path)
+        raise ImageNetPrepError("no split settings given", "give calibration_per_class (e.g. 10) or "
+                                "calibration_size for the split")
+    split = saved_split(dataset, size, seed, calibration_per_class=per_class, path=path)
+    say(f"[trtlab] split {path}: {len(split.calibration):,} calibration, {len(split.evaluation):,} evaluation images")
     return split
 
 
