@@ -91,15 +91,18 @@ def test_guards_resolve_to_nodes_and_a_guard_that_selects_nothing_says_what_exis
     assert "selects no node" in _one_line(err.value) and "Conv" in err.value.line()
 
 
-def test_guards_of_recipes_are_checked_on_the_sanitized_model_before_any_work(demo_model, session_workspace):
-    from trtlab.quantization.variants import check_guards
+def test_guards_of_recipes_are_checked_on_the_sanitized_model_before_any_work(demo_model, demo_data, tmp_path):
+    from trtlab.data.demo import demo_split
+    from trtlab.workflows.compare import compare
+    from trtlab.workflows.checks import check_guards
 
-    check_guards(demo_model, [Recipe(guards=("node:node_Conv_877=fp16", "softmax")), Recipe(precision="fp32")],
-                 session_workspace)
+    assert [g.name for g in check_guards(demo_model, ["node:node_Conv_877=fp16", "softmax"], tmp_path / "ws")] \
+        == ["node_Conv_877"]
     with pytest.raises(UserValueError) as err:
-        check_guards(demo_model, [Recipe(algorithm="minmax"), Recipe(precision="fp16", guards="node:nope")],
-                     session_workspace)
+        compare(demo_model, demo_data, [Recipe(algorithm="minmax"), Recipe(precision="fp16", guards="node:nope")],
+                split=demo_split(demo_data), workspace=tmp_path / "ws", progress=False)
     assert "no node named 'nope'" in _one_line(err.value)
+    assert not (tmp_path / "ws" / "decode_cache").exists()  # refused before any image was decoded
 
 
 # -- nodes named once -----------------------------------------------------------------------------------------------

@@ -114,23 +114,6 @@ def calibration_statistics(model_path, cache, indices, batch_size: int, workspac
     return stats
 
 
-def check_guards(model_path, recipes, workspace=None) -> None:
-    """Refuse, before any image is decoded, recipes whose guards select nothing in the model: every recipe's guards
-    are resolved on the sanitized graph (where node names are given, once), and the first that fails raises its
-    one-line UserValueError (naming the guard and what the graph has)."""
-    import onnx
-
-    from trtlab.graph.guards import resolve_guards
-    from trtlab.graph.sanitize import sanitize_model
-
-    recipes = [r for r in recipes if r.guards and r.precision != "fp32"]
-    if not recipes:
-        return
-    model = onnx.load(str(sanitize_model(model_path, workspace)), load_external_data=False)
-    for recipe in recipes:
-        resolve_guards(model, recipe.guards)
-
-
 # -- the variant folder: one cache rule for every graph a recipe makes ------------------------------------------------
 def variant_folder(model_path: Path, sha: str, recipe: Recipe, key: str, workspace=None) -> Path:
     return workspace_dir(workspace) / "variants" / f"{model_path.stem}-{sha[:8]}" / f"{recipe.name}-{key}"
@@ -325,4 +308,4 @@ def tensorrt_version() -> str | None:
 __all__ = ["BuiltVariant", "Recipe", "CalibrationSizeError", "DEFAULT_CALIBRATION_IMAGES", "PRECISIONS",
            "build_variant", "build_fp16_variant", "select_calibration_indices", "variant_identity", "variant_key",
            "stats_tensors", "statistics_path", "stored_statistics", "calibration_statistics",
-           "export_calibration_cache", "check_guards", "VARIANT_REVISION"]
+           "export_calibration_cache", "VARIANT_REVISION"]

@@ -67,10 +67,11 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: 
     recipes = [r if isinstance(r, Recipe) else Recipe(**r) for r in recipes]
     if not any(r.precision == "fp32" for r in recipes):
         recipes = [Recipe(precision="fp32")] + recipes
-    from trtlab.workflows.checks import check_labels
+    from trtlab.workflows.checks import check_guards, check_labels
 
     info = inspect_classifier(model_path)  # a wrong model fails here, before any image is decoded
     check_labels(dataset, info)  # labels outside the model's classes too
+    check_guards(model_path, [g for r in recipes if r.precision != "fp32" for g in r.guards], workspace, "guards")
     spec = get_preprocess(preprocess)
     if split is None:
         wanted = calibration_images or max((r.calibration_images or 0 for r in recipes if r.precision == "int8"),
