@@ -27,7 +27,7 @@ _EXPORTS = {
     "class_names": "data.classes",
     "Recipe": "quantization.variants", "build_variant": "quantization.variants", "compare": "workflows.compare", "ab_widgets": "workflows.compare",
     "resolve_guards": "graph.guards",
-    "build_engines": "backends.tensorrt.engine", "convert_to_fp16": "graph.precision",
+    "build_engines": "workflows.engines", "convert_to_fp16": "graph.precision",
     "sanitize_model": "graph.sanitize",
     "prepare_imagenet": "data.imagenet", "load_imagenet": "data.imagenet", "prepared_data": "data.prepared",
     "Experiment": "evaluation.identity",
