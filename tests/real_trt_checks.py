@@ -355,7 +355,7 @@ def check_runner_inspector_and_benchmark_against_the_real_api(trt, pin, ctx):
     benchmark_engine with the real enums, nptype, ILogger and Dims over the fake runtime objects and numpy
     "device" memory: every runtime call exists, fits the real signature and its values convert."""
     from trtlab.backends.tensorrt.inspection import inspect_engine
-    from trtlab.backends.tensorrt.latency import (benchmark_engine, format_latency_table, format_side_by_side,
+    from trtlab.backends.tensorrt.latency import (benchmark_engine, format_comparison, format_latency_table,
                                                   latency_table)
     from trtlab.backends.tensorrt.runner import TrtRunner
 
@@ -376,7 +376,7 @@ def check_runner_inspector_and_benchmark_against_the_real_api(trt, pin, ctx):
             pass
         assert inspect_engine(built.engine_path).counts["layers"] > 0
         table = latency_table(benchmark_engine(built.engine_path, (1, 2), iterations=12, warmup=1, name="fp32"))
-        format_latency_table(table), format_side_by_side(table.attrs["side_by_side"])
+        format_latency_table(table), format_comparison(table, reference="fp32")
 
     SESSION.run("runtime", hybrid, runtime)
     problems = []

@@ -502,7 +502,7 @@ def test_latency_stats_report_only_the_percentiles_the_sample_supports():
 
 
 def test_latency_table_puts_int8_next_to_fp16_and_formats_milliseconds():
-    from trtlab.backends.tensorrt.latency import (format_latency_table, format_ms, format_side_by_side,
+    from trtlab.backends.tensorrt.latency import (format_comparison, format_latency_table, format_ms,
                                                   latency_stats, latency_table)
 
     rows = [{"variant": v, "backend": "trt", "timer": "GPU (CUDA events)", **latency_stats([ms] * 60, b)}
@@ -520,7 +520,10 @@ def test_latency_table_puts_int8_next_to_fp16_and_formats_milliseconds():
     shown = format_latency_table(table)
     assert list(shown.columns) == ["backend", "timer", "timings", "p50 ms", "p90 ms", "mean ms", "images/s"]
     assert shown.loc[("fp16", 8)].tolist()[2:] == ["60", "4.00", "4.00", "4.00", "2,000"]
-    assert format_side_by_side(side).loc[8].tolist() == ["4.00", "5.00", "1.25×"]
+    comparison = format_comparison(table)
+    assert list(comparison.columns) == ["p50 ms · batch 1", "÷ fp16 · batch 1", "p50 ms · batch 8", "÷ fp16 · batch 8"]
+    assert comparison.loc["int8-entropy@6"].tolist() == ["1.50", "0.75×", "5.00", "1.25×"]
+    assert comparison.loc["fp16"].tolist() == ["2.00", "1.00×", "4.00", "1.00×"]
 
 
 # ---------------------------------------------------------------------------------------------------------------

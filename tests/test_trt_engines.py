@@ -53,6 +53,9 @@ def test_without_tensorrt_the_variants_of_notebook_03_run_on_onnx_runtime(monkey
     assert counts.loc["fp32", "fp32_weighted_ops"] == 50 and counts.loc["fp16", "fp16_weighted_ops"] == 50
     assert (counts.loc[DEFAULT_LABELS[2:], "int8_weighted_ops"] == 50).all()
     assert engines.layers("int8-entropy@6")["computes in"].tolist() == ["INT8"] * 50
+    shown = engines.table()
+    assert shown.loc["fp32", "file"] == f"{demo_model.name} (the model)"
+    assert shown.loc["fp16", "file"].startswith("variants/efficientnet-lite0-") and (shown["key"].str.len() == 16).all()
 
 
 def _cache(demo_pair, workspace):
@@ -72,7 +75,7 @@ def test_precision_report_is_the_fusion_aware_hook(monkeypatch, demo_model, demo
     fallback = engines.precision_report()
     assert fallback.to_dict("index") == {"fp32": {"FP32 weighted ops": 50, "FP16 weighted ops": 0},
                                          "fp16": {"FP32 weighted ops": 0, "FP16 weighted ops": 50}}
-    assert "not fusion-aware" in fallback.attrs["note"]
+    assert "Not fusion-aware" in fallback.note and "Not fusion-aware" in fallback._repr_html_()
     fusion = types.ModuleType("trtlab.graph.fusion")
     fusion.precision_report = lambda path: {"graph": os.fspath(path)}
     monkeypatch.setitem(sys.modules, "trtlab.graph.fusion", fusion)
@@ -82,7 +85,7 @@ def test_precision_report_is_the_fusion_aware_hook(monkeypatch, demo_model, demo
 
 def test_onnx_runtime_latency_says_it_does_not_predict_tensorrt(monkeypatch, demo_model, demo_pair,
                                                                 session_workspace):
-    from trtlab.workflows.engines import ORT_TIMING_NOTE, build_engines
+    from trtlab.workflows.engines import ORT_TIMING_NOTE, build_engines  # the note comes from engine_reports
 
     monkeypatch.setitem(sys.modules, "tensorrt", None)
     engines = build_engines(demo_model, ["fp32", "fp16"], demo_pair, workspace=session_workspace, progress=False)
@@ -94,7 +97,7 @@ def test_onnx_runtime_latency_says_it_does_not_predict_tensorrt(monkeypatch, dem
     html = report._repr_html_()
     assert ORT_TIMING_NOTE in html and "do not predict TensorRT" in html
     assert "10 timings per row: p50 (not p90, p99" in html and "p99 needs 500" in html
-    assert "<th>fp32/fp16</th>" in html and "<th>p50 ms</th>" in html  # ratio to FP16 at the same batch
+    assert "<th>÷ fp16 · batch 1</th>" in html and "<th>p50 ms</th>" in html  # ratio to FP16 at the same batch
     assert str(table.loc[("fp32", 1), "p50_ms"]) not in html  # the numbers shown are formatted, not raw floats
 
 

@@ -118,7 +118,8 @@ def _verify_calls(trt, hybrid, problems, name, default_path: bool):
                 problems.append(f"{name}: sets {cls_name}.{attr}, not settable in the real bindings")
             if attr == "int8_calibrator" and not isinstance(args[0], trt.IInt8Calibrator):
                 problems.append(f"{name}: int8_calibrator is not a real IInt8Calibrator")
-            if attr in ("profiling_verbosity", "precision") and type(args[0]).__module__ != type(trt.DataType.FLOAT).__module__:
+            real_enums = type(trt.DataType.FLOAT).__module__
+            if attr in ("profiling_verbosity", "precision") and type(args[0]).__module__ != real_enums:
                 problems.append(f"{name}: {what} got {args[0]!r}, not a real enum value")
             continue
         if what in ("ILogger.__init__", "IInt8Calibrator.__init__"):

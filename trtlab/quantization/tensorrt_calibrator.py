@@ -34,7 +34,8 @@ from trtlab.quantization.calibration_cache import CacheMetadata, load_if_valid
 ALGORITHMS = {"entropy": "IInt8EntropyCalibrator2", "minmax": "IInt8MinMaxCalibrator"}
 
 
-def calibration_metadata(model_sha256: str, algorithm: str, cache, indices, tensorrt_version: str | None) -> CacheMetadata:
+def calibration_metadata(model_sha256: str, algorithm: str, cache, indices,
+                         tensorrt_version: str | None) -> CacheMetadata:
     """The cache sidecar of a TensorRT calibration: the fields trtlab's own calibration caches carry."""
     ids = cache.dataset.image_ids()
     return CacheMetadata(model_sha256=model_sha256, algorithm=algorithm, preprocess=cache.preprocess.to_dict(),

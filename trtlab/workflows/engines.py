@@ -13,19 +13,16 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trtlab.backends.tensorrt.latency import (benchmark_engine, benchmark_runner, format_latency_table,
-                                              format_side_by_side, latency_table, samples_needed)
+from trtlab.backends.tensorrt.latency import benchmark_engine, benchmark_runner, latency_table
 from trtlab.quantization.variants import BuiltVariant, Recipe, variant_key
+from trtlab.workflows.engine_reports import ORT_TIMING_NOTE, LatencyReport, NotedTable
 
 log = logging.getLogger(__name__)
 
 #: The recipes of notebook 03 (its compare() adds fp32; its widget adds fp16), so 02 builds the same variants.
 DEFAULT_RECIPES = (Recipe(precision="fp32"), Recipe(precision="fp16"), Recipe(algorithm="minmax"),
                    Recipe(algorithm="entropy"), Recipe(algorithm="percentile"))
-ORT_TIMING_NOTE = ("ONNX Runtime on this CPU: host wall-clock timings of the literal graphs. They do not predict "
-                   "TensorRT — a Q/DQ graph runs here as ONNX Runtime's CPU kernels or as fake-quantized float, "
-                   "while TensorRT fuses Q/DQ into INT8 tensor-core kernels. Only an engine timed on the target "
-                   "GPU says whether INT8 beats FP16.")
+
 
 
 @dataclass
@@ -52,47 +49,6 @@ class EngineVariant:
 
     def record(self) -> dict:
         return {"label": self.label, "key": self.key, "identity": self.identity}
-
-
-@dataclass
-class LatencyReport:
-    """Latency per variant and batch size: `table` (numbers), `side_by_side` (medians and ratios to FP16), and the
-    formatted views a notebook shows, with what the timings can and cannot say."""
-
-    table: object  # pandas.DataFrame from latency_table
-    backend: str
-    iterations: int
-    note: str = ""
-
-    @property
-    def side_by_side(self):
-        return self.table.attrs.get("side_by_side")
-
-    def percentiles_note(self) -> str:
-        shown = [c[:-3] for c in self.table.columns if c.startswith("p") and c.endswith("_ms")]
-        hidden = [p for p in ("p50", "p90", "p99") if p not in shown]
-        text = f"{self.iterations} timings per row: {', '.join(shown) or 'mean only'}"
-        if hidden:
-            text += (f" (not {', '.join(hidden)}: a percentile is shown when ≥5 timings lie above it, "
-                     f"e.g. p99 needs {samples_needed(99)})")
-        return text
-
-    def _repr_html_(self) -> str:
-        parts = [f"<p><b>{self.backend}</b> · {self.percentiles_note()}</p>"]
-        if self.note:
-            parts.append(f"<p><b>Note:</b> {self.note}</p>")
-        parts.append(format_latency_table(self.table).to_html())
-        if self.side_by_side is not None:
-            parts.append("<p>Side by side (ratios below 1: faster than fp16 at the same batch size)</p>")
-            parts.append(format_side_by_side(self.side_by_side).to_html())
-        return "\n".join(parts)
-
-    def __str__(self) -> str:
-        text = [f"{self.backend} · {self.percentiles_note()}"] + ([f"Note: {self.note}"] if self.note else [])
-        text.append(format_latency_table(self.table).to_string())
-        if self.side_by_side is not None:
-            text.append(format_side_by_side(self.side_by_side).to_string())
-        return "\n".join(text)
 
 
 def fusion_precision_report(onnx_path):
@@ -127,6 +83,31 @@ class EngineSet:
         """label → engine file (TensorRT) or ONNX graph (ONNX Runtime)."""
         return {label: entry.path for label, entry in self.entries.items()}
 
+    def table(self):
+        """One row per variant: its precision, the graph or engine that runs it, and its identity key."""
+        import pandas as pd
+
+        from trtlab.core.workspace import workspace_dir
+
+        root = workspace_dir(self.workspace)
+
+        def shown(path: Path) -> str:
+            if path == self.model:
+                return f"{path.name} (the model)"
+            return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+        rows = [{"variant": label, "precision": entry.precision,
+                 "runs as": "TensorRT engine" if entry.engine is not None else "ONNX graph (ONNX Runtime)",
+                 "file": shown(entry.path), "key": entry.key} for label, entry in self.entries.items()]
+        return pd.DataFrame(rows, columns=["variant", "precision", "runs as", "file", "key"]).set_index("variant")
+
+    def _repr_html_(self) -> str:
+        where = ("TensorRT engines" if self.backend == "trt" else
+                 "ONNX graphs on ONNX Runtime (no TensorRT here: nothing was built for a GPU)")
+        notes = "".join(f"<li>{note}</li>" for note in self.notes)
+        return (f"<p><b>{len(self.entries)} variants of {self.model.name}</b> as {where}</p>"
+                + (f"<ul>{notes}</ul>" if notes else "") + self.table().to_html())
+
     def decode_cache(self, progress: bool = True):
         if self._cache is None:
             _data_of(self)
@@ -156,12 +137,15 @@ class EngineSet:
 
                 rows.append({"variant": label, **inspect_engine(entry.path).counts})
             else:
-                rows.append({"variant": label, "source": "ONNX graph (no TensorRT here)",
+                rows.append({"variant": label,
                              **{f"{k.lower()}_weighted_ops": v for k, v in _weighted_counts(entry.onnx).items()}})
         table = pd.DataFrame(rows).set_index("variant")
         counts = [c for c in table.columns if c.endswith(("_ops", "_layers", "_tensors"))]
         table[counts] = table[counts].fillna(0).astype(int)
-        return table
+        if self.backend == "trt":
+            return table
+        return NotedTable(table, "No TensorRT here, so no engine to inspect: the ONNX graphs' weighted ops by the "
+                                 "type of their inputs (what TensorRT really runs shows only in an engine).")
 
     def layers(self, label: str):
         """Per-layer table of one variant: TensorRT's engine inspector (name, type, precision, formats, weights,
@@ -182,19 +166,21 @@ class EngineSet:
         reports = {name: fusion_precision_report(self._entry(name).onnx) for name in labels}
         if all(report is not None for report in reports.values()):
             return reports if label is None else reports[label]
-        rows = [{"variant": name, **{f"{k} weighted ops": v for k, v in _weighted_counts(self._entry(name).onnx).items()}}
+        rows = [{"variant": name, **{f"{kind} weighted ops": count
+                                     for kind, count in _weighted_counts(self._entry(name).onnx).items()}}
                 for name in labels]
         table = pd.DataFrame(rows).set_index("variant").fillna(0).astype(int)
-        table.attrs["note"] = ("weighted ops by the type of their inputs (INT8 where dequantized); not fusion-aware — "
-                               "the fusion-aware report of trtlab.graph replaces this table")
-        return table
+        return NotedTable(table, "Weighted ops (Conv, Gemm, MatMul) by the type of their inputs — INT8 where a "
+                                 "DequantizeLinear feeds them. Not fusion-aware: the fusion-aware report of "
+                                 "trtlab.graph replaces this table when it lands.")
 
-    def benchmark(self, batch_sizes=(1, 8), iterations: int | None = None, warmup: int | None = None) -> LatencyReport:
-        """Latency per variant and batch size, INT8 next to FP16. TensorRT: GPU time (CUDA events), 500 timings
-        by default (p50, p90, p99); ONNX Runtime: host wall clock, 20 timings by default (p50 only), with the
-        note that CPU timings do not predict TensorRT."""
+    def benchmark(self, batch_sizes=None, iterations: int | None = None, warmup: int | None = None) -> LatencyReport:
+        """Latency per variant and batch size, INT8 next to FP16. TensorRT: GPU time (CUDA events) at batch 1, 8
+        and 32, 500 timings by default (p50, p90, p99); ONNX Runtime: host wall clock at batch 1, 10 timings by
+        default (the median only: CPU timings do not predict TensorRT, so they are not worth minutes)."""
         on_trt = self.backend == "trt"
-        iterations = iterations or (500 if on_trt else 20)
+        batch_sizes = batch_sizes or ((1, 8, 32) if on_trt else (1,))
+        iterations = iterations or (500 if on_trt else 10)
         warmup = warmup if warmup is not None else (20 if on_trt else 3)
         rows = []
         for label, entry in self.entries.items():
@@ -268,8 +254,8 @@ def _weighted_table(onnx_path):
     weighted = graph_facts(model).weighted
     table = pd.DataFrame([{"name": name, "type": types.get(name, name.split()[-1]), "computes in": kind}
                           for name, kind in weighted.items()], columns=["name", "type", "computes in"])
-    table.attrs["note"] = "weighted ops of the ONNX graph by the type of their inputs; not fusion-aware"
-    return table
+    return NotedTable(table, "The ONNX graph's weighted ops by the type of their inputs (not fusion-aware; no "
+                             "TensorRT engine here).")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -313,7 +299,8 @@ def build_engines(model=None, recipes=None, data=None, backend: str = "auto", wo
         for entry in engines.entries.values():
             legacy = entry.identity.get("tensorrt") == "weakly typed"  # guards become layer precision there
             entry.engine = build_engine(entry.onnx, entry.precision, workspace=workspace,
-                                        name=f"{entry.label}-{entry.key[:8]}", folder=folder, variant=entry.record(), calibrator=entry.calibrator,
+                                        name=f"{entry.label}-{entry.key[:8]}", folder=folder,
+                                        variant=entry.record(), calibrator=entry.calibrator,
                                         rebuild_command=_rebuild_command(model, entry), force=force,
                                         progress=progress, weakly_typed=legacy,
                                         guards=tuple(entry.recipe.get("guards", ())) if legacy else (),

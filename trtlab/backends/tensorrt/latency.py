@@ -90,7 +90,7 @@ def latency_table(rows, reference: str = "fp16", compare: str | None = None):
 
     `table.attrs['side_by_side']` is batch × variant median (or mean) latency, with each other variant's ratio to
     `reference` at the same batch size (below 1: faster than `reference`); `table.attrs['ratio']` is the ratio of
-    `compare` (default: the first INT8 variant) to `reference` alone."""
+    `compare` (default: the first INT8 variant) to `reference` alone. format_comparison shows it per variant."""
     import pandas as pd
 
     table = pd.DataFrame(rows)
@@ -147,12 +147,19 @@ def format_latency_table(table):
     return shown
 
 
-def format_side_by_side(side_by_side):
-    """Batch × variant latency with ratios, formatted: milliseconds as format_ms, ratios as '0.62×'."""
-    shown = side_by_side.copy().astype(object)
-    for column in side_by_side.columns:
-        if column.endswith(" ms"):
-            shown[column] = side_by_side[column].map(format_ms)
-        else:
-            shown[column] = side_by_side[column].map(lambda v: f"{v:.2f}×" if np.isfinite(v) else "—")
+def format_comparison(table, reference: str = "fp16"):
+    """One row per variant, per batch size its median (or mean) latency and its ratio to `reference` at that
+    batch ('0.62×': faster), formatted — the side-by-side view, readable however many variants there are."""
+    import pandas as pd
+
+    typical = table.attrs.get("typical", "p50_ms")
+    values = table[typical].unstack("batch")
+    variants = list(dict.fromkeys(table.index.get_level_values(0)))
+    shown = pd.DataFrame(index=pd.Index(variants, name="variant"))
+    for batch in values.columns:
+        column = values[batch].reindex(variants)
+        shown[f"{typical[:-3]} ms · batch {batch}"] = column.map(format_ms)
+        if reference in variants:
+            ratio = column / column[reference]
+            shown[f"÷ {reference} · batch {batch}"] = ratio.map(lambda v: f"{v:.2f}×" if np.isfinite(v) else "—")
     return shown
