@@ -28,7 +28,7 @@ _EXPORTS = {
     "class_names": "data.classes",
     "Recipe": "quantization.recipe", "build_variant": "quantization.variants", "compare": "workflows.compare", "ab_widgets": "workflows.compare",
     "Guard": "graph.guards", "parse_guard": "graph.guards", "resolve_guards": "graph.guards",
-    "build_engines": "backends.tensorrt.engine",
+    "build_engines": "workflows.engines",
     "convert_to_fp16": "graph.precision", "plan_precisions": "graph.precision", "convert_precisions": "graph.precision",
     "sanitize_model": "graph.sanitize",
     "prepare_imagenet": "data.imagenet", "load_imagenet": "data.imagenet", "prepared_data": "data.prepared",

@@ -40,7 +40,7 @@ def make_runner(model_path, backend: str = "auto", verbose: bool = True, **optio
             raise UserError("backend 'trt' needs TensorRT, which does not import here",
                             "run notebook 00_env_setup (or `python -m trtlab doctor`, setup_kaggle_env.sh) to find "
                             "and load it, or use backend='ort'")
-        from trtlab.backends.tensorrt.engine import TrtRunner
+        from trtlab.backends.tensorrt.runner import TrtRunner
 
         runner = TrtRunner(model_path, **options)
     else:
