@@ -200,6 +200,14 @@ def _make_module_class():
                 self._buffer_names[name] = attribute
 
         def forward(self, *inputs):
+            env = self._execute(inputs, keep=None)
+            return tuple(env[name] for name in self.output_names)
+
+        def trace(self, *inputs) -> dict:
+            """Every tensor the graph computes on `inputs` (name → tensor): layer-by-layer comparisons."""
+            return self._execute(inputs, keep=True)
+
+        def _execute(self, inputs, keep) -> dict:
             if len(inputs) != len(self.input_names):
                 raise ValueError(f"the graph takes {len(self.input_names)} input(s) "
                                  f"{self.input_names}, got {len(inputs)}")
@@ -218,9 +226,10 @@ def _make_module_class():
                     for name, value in zip(step.outputs, result):
                         if name:
                             env[name] = value
-                for name in step.release:
-                    env.pop(name, None)
-            return tuple(env[name] for name in self.output_names)
+                if not keep:
+                    for name in step.release:
+                        env.pop(name, None)
+            return env
 
         def constant(self, name: str):
             """The constant tensor `name` as the module holds it (initializer or folded, e.g. a dequantized
