@@ -99,9 +99,7 @@ def convert_onnx(model, quantize_precision: str = "scale"):
     known = set(inputs) | set(constants)
     steps: list[Step] = []
     for index, node in enumerate(graph.node):
-        if not node.name:
-            node.name = f"{node.op_type}_{index}"
-        ctx = NodeContext(node, opset, constants, options)
+        ctx = NodeContext(node, opset, constants, options, index)
         missing = [name for name in node.input if name and name not in known]
         if missing:
             raise UnsupportedOnnx(f"{ctx.label} reads {missing[0]!r}, which no earlier node produces",

@@ -51,10 +51,11 @@ class NodeContext:
     opset: int
     constants: dict = field(default_factory=dict)  # tensor name → numpy array, for every constant tensor
     options: dict = field(default_factory=dict)  # conversion options (graph_module.convert_onnx)
+    index: int = 0  # position in the graph: names an unnamed node
 
     @property
     def name(self) -> str:
-        return self.node.name
+        return self.node.name or f"#{self.index}"
 
     @property
     def op_type(self) -> str:
@@ -62,7 +63,7 @@ class NodeContext:
 
     @property
     def label(self) -> str:
-        return f"node {self.node.name!r} ({self.node.op_type})"
+        return f"node {self.name!r} ({self.node.op_type})"
 
     def attr(self, name: str, default=None):
         from onnx import helper, numpy_helper
