@@ -11,6 +11,12 @@ in this run, and the GPU rows the top-1 agreement and logit cosine of their logi
     python bench/bench_backends.py run [--images 4096] [--cpu-images 512] [--batch 256] [--cpu-batch 32]
                                        [--variants fp32,int8] [--json results.json]
 
+On the lead's GPU machine (carry `.devcarry`; no wheels needed there: torch, onnx, onnxruntime, numpy, opencv are
+installed), the GPU tests and this bench:
+
+    python3 -m pytest -q -s tests/test_gpu_ops.py tests/test_gpu_backend.py -k "cuda or test_gpu_ops"
+    python3 bench/bench_backends.py run --variants fp32,int8,int8-fp16path --json $OUT/bench_backends.json
+
 The images: the demo photos' 224×224 crops (or `--crops FILE.npy`, uint8 N×H×W×3), replicated to `--images` with
 horizontal flips and shifts, so a few thousand distinct inputs come from 26 photos. The CPU side runs each
 (variant, core count) in a child process pinned with os.sched_setaffinity before ONNX Runtime starts, with as many

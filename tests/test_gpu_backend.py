@@ -1,6 +1,6 @@
 """The torch GPU backend (issue 19) on the demo's real variants: the converted graph on the CPU against ONNX Runtime's
 literal reference (graph optimizations off) — logits, and every Q/DQ node bit for bit given ORT's inputs — the
-runner (numerics pinned and restored, on-device normalisation) and the backend choice. Tests named `test_gpu_*`
+runner (numerics pinned and restored, on-device normalisation) and the backend choice. Tests named `test_cuda_*`
 need CUDA and are skipped without it; the lead runs them on the H100 (bench/bench_backends.py's docstring says
 how). The ops one by one: tests/test_gpu_ops.py."""
 from __future__ import annotations
@@ -301,7 +301,7 @@ def gpu_variants(request):
 
 @requires_cuda
 @pytest.mark.parametrize("variant", list(LOGIT_BOUNDS))
-def test_gpu_variant_matches_the_cpu_literal_reference(gpu_variants, variant):
+def test_cuda_variant_matches_the_cpu_literal_reference(gpu_variants, variant):
     paths, images, _, _ = gpu_variants
     reference, ours = _ort_literal(paths[variant], images), _torch_logits(paths[variant], images, device="cuda")
     on_cpu = _torch_logits(paths[variant], images)
@@ -318,7 +318,7 @@ def test_gpu_variant_matches_the_cpu_literal_reference(gpu_variants, variant):
 
 @requires_cuda
 @pytest.mark.parametrize("variant", ["int8-guarded", "int8-fp16-path"])
-def test_gpu_qdq_nodes_reproduce_ort_bit_for_bit(gpu_variants, variant):
+def test_cuda_qdq_nodes_reproduce_ort_bit_for_bit(gpu_variants, variant):
     """On the GPU too, every Q/DQ given ONNX Runtime's inputs gives ONNX Runtime's outputs bit for bit (float32
     division on the FP16 path, ORT's arithmetic), and the float ops differ by rounding only."""
     paths, images, _, _ = gpu_variants
@@ -329,7 +329,7 @@ def test_gpu_qdq_nodes_reproduce_ort_bit_for_bit(gpu_variants, variant):
 
 
 @requires_cuda
-def test_gpu_runner_pins_numerics_and_is_deterministic(gpu_variants):
+def test_cuda_runner_pins_numerics_and_is_deterministic(gpu_variants):
     from trtlab.backends.gpu.runner import TorchRunner
     from trtlab.data.preprocess import normalize_batch
 
@@ -357,7 +357,7 @@ def test_gpu_runner_pins_numerics_and_is_deterministic(gpu_variants):
 
 
 @requires_cuda
-def test_gpu_auto_backend_is_torch_without_tensorrt(gpu_variants):
+def test_cuda_auto_backend_is_torch_without_tensorrt(gpu_variants):
     import trtlab.backends as backends
     from trtlab.backends.gpu.runner import TorchRunner
 

@@ -229,7 +229,8 @@ def torch_cuda_available() -> bool:
     if "torch" not in sys.modules:
         if importlib.util.find_spec("torch") is None:
             return False
-        if not (os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia")):
+        # /dev/nvidiactl: every Linux NVIDIA driver (containers, Kaggle); /dev/dxg: WSL
+        if not any(os.path.exists(p) for p in ("/dev/nvidiactl", "/proc/driver/nvidia", "/dev/dxg")):
             return False
     try:
         import torch
