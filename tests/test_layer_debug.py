@@ -12,7 +12,9 @@ import numpy as np
 import onnx
 import pytest
 
-from trtlab.debug.layer_debug import ErrorSums, LayerDebugger, _session, compared_tensors
+from trtlab.debug.debugger import LayerDebugger
+from trtlab.debug.errors import ErrorSums
+from trtlab.debug.graphs import compared_tensors, literal_session
 from trtlab.cli.commands.debug import main as debug_main
 from trtlab.quantization.variants import Recipe
 
@@ -86,24 +88,73 @@ def test_error_sums_match_direct_formulas_across_batches():
     assert math.isinf(exact.sqnr_db) and exact.cosine == pytest.approx(1.0)
 
 
+def test_error_sums_round_trip_and_logits_agreement():
+    ref = np.array([[3.0, 1.0, 0.0], [0.0, 2.0, 1.0]], np.float32)
+    test = np.array([[2.0, 2.5, 0.0], [0.0, 2.0, 1.5]], np.float32)  # first image's arg-max flips
+    sums = ErrorSums()
+    sums.update(ref, test, logits=True)
+    assert sums.top1_agree == 1 and sums.metrics(logits=True)["top1_agreement"] == 0.5
+    assert ErrorSums.from_dict(json.loads(json.dumps(sums.to_dict()))) == sums  # what the resume state stores
+    assert math.isnan(ErrorSums().top1_agreement)
+    with pytest.raises(ValueError, match="shape"):
+        sums.update(ref, test[:1])
+
+
+def _depth_table(drops, qdq=None):
+    import pandas as pd
+
+    n = len(drops)
+    return pd.DataFrame({"depth": range(n), "tensor": [f"t{i}" for i in range(n)], "node": [f"n{i}" for i in range(n)],
+                         "op_type": "Conv", "layer_output": True, "sqnr_db": 30.0, "drop_db": drops,
+                         "qdq_sqnr_db": qdq if qdq is not None else [math.nan] * n, "scale": 0.1})
+
+
+def test_jump_and_suspect_rules_pick_outliers_only():
+    from trtlab.debug.tensor_errors import find_jump, find_suspect_scales
+
+    steady = [2.0, 2.5, 1.5, 3.0, 2.0, 2.2, 1.8, 2.4]
+    assert find_jump(_depth_table(steady)) is None  # gradual loss: no jump
+    assert find_jump(_depth_table([5.0] * 8)) is None  # uniformly noisier, each step below the 6 dB floor
+    two_outliers = _depth_table(steady[:5] + [19.0] + steady[5:] + [25.0])
+    jump = find_jump(two_outliers)
+    assert jump["depth"] == 5 and jump["drop_db"] == 19.0  # the first outlier, not the largest
+    assert find_jump(two_outliers, jump_db=20.0)["depth"] == 9  # the floor is the caller's choice
+    qdq = [38.0, 40.0, 39.0, 41.0, 12.0, 40.5, math.nan, 39.5]
+    suspects = find_suspect_scales(_depth_table(steady, qdq))
+    assert [s["tensor"] for s in suspects] == ["t4"] and suspects[0]["median_db"] == pytest.approx(39.5)
+    assert find_suspect_scales(_depth_table(steady[:2], qdq[:2])) == []  # too few quantized tensors to judge
+
+
 # -- the in-memory variants are the real ones -----------------------------------------------------------------------
 def test_suffix_runs_equal_full_runs_bit_for_bit(clean):
     """Sensitivity runs start at the layer from a reference run's tensors; that must change nothing."""
-    batch = next(clean._batches(clean.debug_indices))[1]
+    batch = next(clean.batches(clean.debug_indices))[1]
     names = compared_tensors(clean.fp32)
     reference_model = clean.quantized_model(())[0]
     reference_model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in names
                                         if n != clean.output_name)
-    tensors = dict(zip(names, _session(reference_model).run(names, {clean.input_name: batch})))
+    tensors = dict(zip(names, literal_session(reference_model).run(names, {clean.input_name: batch})))
     tensors[clean.input_name] = batch
     for layer in (clean.layers[3], clean.layers[len(clean.layers) // 2], clean.layers[-1]):
         full, cut = clean.quantized_model([layer])
         assert cut == [clean.input_name]
         suffix, cut = clean.quantized_model([layer], start=clean.node_index[layer])
         assert clean.input_name not in cut and len(suffix.graph.node) < len(full.graph.node)
-        expected = _session(full).run([clean.output_name], {clean.input_name: batch})[0]
-        got = _session(suffix).run([clean.output_name], {t: tensors[t] for t in cut})[0]
+        expected = literal_session(full).run([clean.output_name], {clean.input_name: batch})[0]
+        got = literal_session(suffix).run([clean.output_name], {t: tensors[t] for t in cut})[0]
         np.testing.assert_array_equal(got, expected)
+
+
+def test_suffix_model_cuts_at_the_start_node(clean):
+    from trtlab.debug.graphs import suffix_model
+
+    nodes = list(clean.fp32.graph.node)
+    start = clean.node_index[clean.layers[len(clean.layers) // 2]]
+    suffix, cut = suffix_model(clean.fp32, start)
+    assert [n.name for n in suffix.graph.node] == [n.name for n in nodes[start:]]
+    produced_before = {o for n in nodes[:start] for o in n.output} | {clean.input_name}
+    assert cut and set(cut) <= produced_before and [i.name for i in suffix.graph.input] == cut
+    assert suffix_model(clean.fp32, len(nodes)) == (None, [])  # the output is made before the cut: no suffix
 
 
 # -- 1. per-tensor comparison ----------------------------------------------------------------------------------------
@@ -141,7 +192,7 @@ MEMORY_PROBE = """
 import resource, sys
 from trtlab.data.decode_cache import build_decode_cache
 from trtlab.data.demo import demo_dataset, demo_split
-from trtlab.debug.layer_debug import LayerDebugger
+from trtlab.debug.debugger import LayerDebugger
 from trtlab.quantization.variants import Recipe
 workspace, model, images = sys.argv[1], sys.argv[2], int(sys.argv[3])
 data = demo_dataset()
@@ -230,10 +281,10 @@ def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(brok
     assert abs(verified["top1_agreement"] - found.metrics["top1_agreement"]) <= 1 / 20 + 1e-9
     assert verified["meets_target"]
     built = onnx.load(verified["model_path"])
-    batch = next(broken._batches(broken.debug_indices))[1]
+    batch = next(broken.batches(broken.debug_indices))[1]
     np.testing.assert_array_equal(  # the searched in-memory variant is bit for bit the file build_variant wrote
-        _session(built).run([broken.output_name], {broken.input_name: batch})[0],
-        _session(broken.quantized_model(found.added)[0]).run([broken.output_name], {broken.input_name: batch})[0])
+        literal_session(built).run([broken.output_name], {broken.input_name: batch})[0],
+        literal_session(broken.quantized_model(found.added)[0]).run([broken.output_name], {broken.input_name: batch})[0])
     producers = {o: n.op_type for n in built.graph.node for o in n.output}
     guarded = next(n for n in built.graph.node if n.name == broken_layer)
     assert producers.get(guarded.input[0]) != "DequantizeLinear" and guarded.input[1] not in producers
@@ -243,6 +294,30 @@ def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(brok
 
     resolved = resolve_guard_nodes(onnx.load(str(broken.model_path), load_external_data=False), found.guards)
     assert [g.name for g in resolved][: len(found.added)] == sorted(found.added, key=broken.all_layers.index)
+
+
+def test_guard_search_resumes_from_its_saved_evaluations(broken, broken_sensitivity, monkeypatch):
+    from trtlab.debug import guard_search
+
+    first = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity)
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("a resumed search evaluated a guard set again")
+
+    monkeypatch.setattr(guard_search, "evaluate_guards", must_not_run)
+    again = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity)
+    assert again.guards == first.guards and again.steps.equals(first.steps)
+    with pytest.raises(AssertionError, match="evaluated a guard set again"):
+        broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, resume=False)
+    detached = guard_search.GuardSearch(**{**vars(first), "debugger": None})
+    with pytest.raises(RuntimeError, match="without its debugger"):
+        detached.verify()
+
+
+def test_a_missed_target_says_so(broken, broken_sensitivity):
+    found = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, max_guards=0)
+    assert not found.reached and found.added == [] and "NOT reached" in found.summary()
+    assert len(found.steps) == 1 and found.int8_layers == 50
 
 
 def test_fp16_guards_and_a_satisfied_target(clean):
@@ -272,6 +347,10 @@ def test_bad_input_is_refused_with_the_fix(demo_model, demo_cache, split, sessio
         clean.search_guards(target=99.5)
     with pytest.raises(KeyError, match="not weighted layers"):
         clean.tensor_errors(extra_layers=["node:nope"])
+    with pytest.raises(KeyError, match="not layers of this model"):
+        clean.sensitivity(layers=["nope"])
+    with pytest.raises(ValueError, match="guard precision"):
+        clean.search_guards(precision="int4")
 
 
 # -- CLI -------------------------------------------------------------------------------------------------------------

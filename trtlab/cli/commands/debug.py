@@ -7,7 +7,8 @@ import logging
 from pathlib import Path
 
 from trtlab.core.errors import UserValueError
-from trtlab.debug.layer_debug import _save_figure, layer_debugger
+from trtlab.debug.debugger import layer_debugger
+from trtlab.debug.plots import save_figure
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +93,11 @@ def main(argv=None) -> int:
 
     errors = debugger.tensor_errors()
     errors.save(out)
-    _save_figure(errors.plot(), out / "tensor_errors.png")
+    save_figure(errors.plot(), out / "tensor_errors.png")
     print(errors.summary())
     sensitivity = debugger.sensitivity()
     sensitivity.save(out)
-    _save_figure(sensitivity.plot(), out / "sensitivity.png")
+    save_figure(sensitivity.plot(), out / "sensitivity.png")
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(sensitivity.table.head(10)[["rank", "op_type", "noise_share", "only_sqnr_db", "all_but_gain_db",
                                           "only_top1_agreement", "all_but_top1_agreement"]].round(4))
