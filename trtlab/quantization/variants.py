@@ -60,13 +60,14 @@ class Recipe:
         if self.precision == "fp32":
             return "fp32"
         if self.precision == "fp16":
-            return re.sub(r"[^A-Za-z0-9_.+=-]", "_", "fp16" + "".join(f"+{g}" for g in self.guards)).replace("=", "-")
+            return re.sub(r"[^A-Za-z0-9_.+=-]", "_", "fp16" + "".join(f"+{_guard_label(g)}" for g in self.guards)
+                          ).replace("=", "-")
         algo = f"percentile{self.percentile:g}" if self.algorithm == "percentile" else self.algorithm
         # Calibration size always; batch and seed when not the defaults (they rarely change, and rarely matter).
         algo += f"@{self.calibration_images or 'auto'}" \
             + (f"b{self.calibration_batch}" if self.calibration_batch != 8 else "") \
             + (f"s{self.seed}" if self.seed else "")
-        name = f"int8-{algo}" + "".join(f"+{g}" for g in self.guards)
+        name = f"int8-{algo}" + "".join(f"+{_guard_label(g)}" for g in self.guards)
         name = re.sub(r"[^A-Za-z0-9_.+=@-]", "_", name).replace("=", "-")
         return name if len(name) <= 80 else f"int8-{algo}+{len(self.guards)}guards-{hash_json(self.guards, 8)}"
 
@@ -84,6 +85,12 @@ class Recipe:
     @classmethod
     def from_dict(cls, data: dict) -> "Recipe":
         return cls(**{k: (tuple(v) if k == "guards" else v) for k, v in data.items()})
+
+
+def _guard_label(guard: str) -> str:
+    """A guard as a variant name shows it: a node guard by its node name alone (exporters already name nodes
+    'node_Conv_875', so 'node:' would read 'node_node_Conv_875'); other guards as written."""
+    return guard[len("node:"):] if guard.startswith("node:") else guard
 
 
 @dataclass
