@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,33 @@ def _broken_layer(debugger: LayerDebugger) -> str:
     candidates = [name for name in debugger.layers[middle:]
                   if len(plan.consumers.get(debugger.layer_input(name), [])) == 1]
     return candidates[0]
+
+
+def _assert_readable(fig) -> None:
+    """Every text of a figure lies inside it, and titles, annotations, legends and each axis's tick labels overlap
+    none of each other (rendered with Agg, compared by their extents)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    bounds = fig.bbox.padded(1)
+    labels = []  # (name, extent) of free-standing texts: titles, axis labels, annotations, legends
+    for ax in fig.axes:
+        labels += [(t.get_text(), t.get_window_extent(renderer)) for t in
+                   (ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts) if t.get_visible() and t.get_text()]
+        if ax.get_legend():
+            labels.append(("legend", ax.get_legend().get_window_extent(renderer)))
+        for axis in (ax.xaxis, ax.yaxis):
+            low, high = sorted(axis.get_view_interval())
+            ticks = [t.get_window_extent(renderer) for t, at in zip(axis.get_majorticklabels(), axis.get_majorticklocs())
+                     if t.get_visible() and t.get_text() and low <= at <= high]  # labels beyond the limits are not drawn
+            assert all(bounds.contains(b.x0, b.y0) and bounds.contains(b.x1, b.y1) for b in ticks), "tick label clipped"
+            assert not any(a.overlaps(b) for i, a in enumerate(ticks) for b in ticks[i + 1:]), "tick labels overlap"
+    for name, box in labels:
+        assert bounds.contains(box.x0, box.y0) and bounds.contains(box.x1, box.y1), f"{name!r} is cut off"
+    for i, (name, box) in enumerate(labels):
+        for other, other_box in labels[i + 1:]:
+            assert not box.overlaps(other_box), f"{name!r} overlaps {other!r}"
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +185,57 @@ def test_suffix_model_cuts_at_the_start_node(clean):
     assert suffix_model(clean.fp32, len(nodes)) == (None, [])  # the output is made before the cut: no suffix
 
 
+def test_layers_are_named_by_the_models_blocks(clean):
+    from trtlab.debug.blocks import block_names, module_path
+
+    weights = {n.name: n.input[1] for n in clean.fp32.graph.node if n.name in set(clean.all_layers)}
+    blocks = [clean.block(name) for name in clean.all_layers]
+    assert blocks[0] == "_conv_stem" and blocks[-1] == "_fc" and len(set(blocks)) == 50  # one module per layer
+    assert all(weights[name] == f"{clean.block(name)}.weight" for name in clean.all_layers)
+    assert all(name.startswith("node_") for name in clean.all_layers)  # guards keep the node names
+    residual = next(n for n in clean.fp32.graph.node if n.op_type == "Add")
+    assert clean.block(residual.name) == f"{clean.block(clean.all_layers[8])} › Add"  # after block 2's project conv
+    assert module_path("_blocks.3._project_conv.weight") == "_blocks.3._project_conv"
+    assert module_path("model/conv1/kernel:0") == "model/conv1"
+    assert module_path("onnx::Conv_123") is None and module_path("W") is None  # not module paths: node names stay
+    # A graph whose weights carry no module names keeps its node names (here: weights made by ConstantOfShape).
+    light = onnx.load(str(Path(onnx.__file__).parent / "backend/test/data/light/light_resnet50.onnx"))
+    names = block_names(light)
+    assert names and all(block == node for node, block in names.items() if node)
+
+
+def test_tables_for_people_have_no_raw_floats(clean):
+    import pandas as pd
+
+    from trtlab.debug.tables import cosine, db, pct, search_steps_table
+
+    assert (pct(0.98949102), pct(1.0), pct(float("nan")), db(float("inf")), db(1.234, signed=True), cosine(0.98949102)) \
+        == ("98.9%", "100.0%", "—", "exact", "+1.2", "0.98949")
+    steps = pd.DataFrame([{"step": 0, "phase": "add", "guarded": "(recipe guards only)", "block": "", "guards": 0,
+                           "top1_agreement": 0.9, "cosine_mean": 0.98949102901, "sqnr_db": 17.4567,
+                           "int8_layers": 50},
+                          {"step": 1, "phase": "add", "guarded": clean.layers[3], "block": clean.block(clean.layers[3]),
+                           "guards": 1, "top1_agreement": 1.0, "cosine_mean": 0.99912345, "sqnr_db": 21.04,
+                           "int8_layers": 49}])
+    table = search_steps_table(steps)
+    assert list(table["top-1 agreement"]) == ["90.0%", "100.0%"] and list(table["logit SQNR (dB)"]) == ["17.5", "21.0"]
+    assert not any(isinstance(v, float) for v in table.to_numpy().ravel())
+
+
+def test_calibrate_command_names_the_recipe():
+    from trtlab.debug.guard_search import calibrate_command
+
+    recipe = Recipe(algorithm="percentile", percentile=99.9, calibration_images=64, calibration_batch=4,
+                    guards=("node:node_Conv_840", "node:node_Conv_875=fp16"))
+    assert calibrate_command(recipe) == ("python -m trtlab calibrate --algorithms percentile --percentile 99.9 "
+                                         "--calibration-images 64 --calibration-batch 4 "
+                                         "--guards node:node_Conv_840,node:node_Conv_875=fp16")
+    line = calibrate_command(Recipe(algorithm="minmax", calibration_images=6), model="/my models/m.onnx",
+                             data="/data", preset="torch", workspace=None)
+    assert shlex.split(line)[4:] == ["--model", "/my models/m.onnx", "--data", "/data", "--preset", "torch",
+                                     "--algorithms", "minmax", "--calibration-images", "6"]
+
+
 # -- 1. per-tensor comparison ----------------------------------------------------------------------------------------
 def test_tensor_errors_find_the_broken_layer_where_the_error_jumps(clean, broken, broken_layer):
     normal = clean.tensor_errors()
@@ -186,6 +265,8 @@ def test_tensor_errors_find_the_broken_layer_where_the_error_jumps(clean, broken
     fig = damaged.plot()
     assert any(line.get_xdata()[0] == damaged.jump["depth"] for line in fig.axes[0].lines
                if line.get_linestyle() == "--")
+    _assert_readable(fig)  # the jump and the three suspect scales are labelled without covering each other
+    _assert_readable(normal.plot())
 
 
 MEMORY_PROBE = """
@@ -222,7 +303,7 @@ def test_tensor_comparison_memory_is_bounded_by_the_batch(demo_model, session_wo
 
 
 # -- 2. sensitivity --------------------------------------------------------------------------------------------------
-def test_broken_layer_ranks_first_in_sensitivity(broken_sensitivity, broken_layer):
+def test_broken_layer_ranks_first_in_sensitivity(broken, broken_sensitivity, broken_layer):
     table = broken_sensitivity.table
     assert len(table) == 50 and table.index[0] == broken_layer and list(table["rank"]) == list(range(1, 51))
     top = table.iloc[0]
@@ -231,8 +312,11 @@ def test_broken_layer_ranks_first_in_sensitivity(broken_sensitivity, broken_laye
     assert top["all_but_gain_db"] == table["all_but_gain_db"].max()
     assert top["noise_share"] > 2 * table["noise_share"].iloc[1]
     assert broken_sensitivity.baseline["none"]["sqnr_db"] == math.inf  # every layer guarded = FP32 exactly
+    _assert_readable(broken_sensitivity.plot(top=50))  # long block names, every layer
     fig = broken_sensitivity.plot(top=10)
-    assert fig.axes[0].get_yticklabels()[0].get_text().startswith(broken_layer)
+    # named by the model's own block, with the node name a guard uses
+    assert fig.axes[0].get_yticklabels()[0].get_text() == f"{broken.block(broken_layer)} ({broken_layer})"
+    assert table.loc[broken_layer, "block"] == broken.block(broken_layer)
 
 
 def test_sensitivity_resumes_after_an_interruption(broken, broken_sensitivity, broken_layer):
@@ -274,12 +358,24 @@ def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(brok
     # The recipe names the calibration size the debugger really used (all 6 demo calibration photos).
     assert recipe == Recipe(algorithm="entropy", calibration_images=6, guards=tuple(found.guards))
     assert Recipe.from_dict(json.loads(json.dumps(recipe.to_dict()))) == recipe
+    assert "node_node" not in recipe.name and recipe.name.endswith("+" + "+".join(found.added))
+    # Searched on the first half of the 20 evaluation photos, verified on the other half: disjoint, and said so.
+    ids = broken.cache.dataset.image_ids()
+    assert found.search_image_ids == [ids[i] for i in broken.evaluation_indices[:10]] and found.evaluation_images == 10
     verified = found.verify()
-    assert verified["variant"] == recipe.name and verified["images"] == 20
-    # The guarded broken layer no longer reads the override, so the built variant equals the searched one.
-    # (FP32 there is trtlab's stored FP32 result: at most one borderline photo may differ from the search's FP32)
-    assert abs(verified["top1_agreement"] - found.metrics["top1_agreement"]) <= 1 / 20 + 1e-9
-    assert verified["meets_target"]
+    assert verified["variant"] == recipe.name and verified["images"] == 10
+    assert verified["image_ids"] == [ids[i] for i in broken.evaluation_indices[10:]]
+    assert not set(verified["image_ids"]) & set(found.search_image_ids)
+    # The verification is the built variant on the other images: what the in-memory variant gives there (FP32 there
+    # is trtlab's stored FP32 result: at most one borderline photo may differ from the debugger's FP32), judged
+    # against the target and said so — the guards chosen on 10 photos need not carry over to 10 others.
+    in_memory = broken.evaluate_guards(found.added, indices=broken.verify_indices)
+    assert in_memory["images"] == 10
+    assert abs(verified["top1_agreement"] - in_memory["top1_agreement"]) <= 1 / 10 + 1e-9
+    assert verified["meets_target"] == (verified["top1_agreement"] >= TARGET) and verified["target"] == TARGET
+    assert "10 evaluation images the search did not use" in verified.summary()
+    assert ("meets the target ≥ 99.5%" if verified["meets_target"] else "MISSES the target ≥ 99.5%") \
+        in verified._repr_markdown_()
     built = onnx.load(verified["model_path"])
     batch = next(broken.batches(broken.debug_indices))[1]
     np.testing.assert_array_equal(  # the searched in-memory variant is bit for bit the file build_variant wrote
@@ -314,6 +410,17 @@ def test_guard_search_resumes_from_its_saved_evaluations(broken, broken_sensitiv
         detached.verify()
 
 
+def test_guard_search_bar_ends_complete_only_on_success(broken, broken_sensitivity, monkeypatch):
+    from trtlab.debug import guard_search
+
+    finished = []
+    monkeypatch.setattr(guard_search, "finish", lambda bar: finished.append(bar) or bar.close())
+    broken.search_guards(target=TARGET, sensitivity=broken_sensitivity)  # resumed from the saved evaluations
+    assert len(finished) == 1  # stopped early, at the target: closed as complete (green in a notebook)
+    broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, max_guards=0)
+    assert len(finished) == 1  # a missed target is not dressed up as a success
+
+
 def test_a_missed_target_says_so(broken, broken_sensitivity):
     found = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, max_guards=0)
     assert not found.reached and found.added == [] and "NOT reached" in found.summary()
@@ -330,7 +437,7 @@ def test_fp16_guards_and_a_satisfied_target(clean):
     producers = {o: n.op_type for n in model.graph.node for o in n.output}
     assert producers[next(n for n in model.graph.node if n.name == last).input[0]] == "Cast"
     metrics = clean.evaluate_guards(one, precision="fp16")
-    assert metrics["images"] == 20 and 0.9 < metrics["cosine_mean"] < 1.0
+    assert metrics["images"] == 10 and 0.9 < metrics["cosine_mean"] < 1.0  # the search images
 
 
 def test_bad_input_is_refused_with_the_fix(demo_model, demo_cache, split, session_workspace, clean):
@@ -351,21 +458,42 @@ def test_bad_input_is_refused_with_the_fix(demo_model, demo_cache, split, sessio
         clean.sensitivity(layers=["nope"])
     with pytest.raises(ValueError, match="guard precision"):
         clean.search_guards(precision="int4")
+    with pytest.raises(ValueError, match="search_images=21"):
+        LayerDebugger(demo_model, demo_cache, split.calibration, split.evaluation, images=2, search_images=21,
+                      workspace=session_workspace, progress=False)
+    whole = LayerDebugger(demo_model, demo_cache, split.calibration, split.evaluation, images=2, search_images=20,
+                          workspace=session_workspace, progress=False)
+    assert len(whole.verify_indices) == 0
+    with pytest.raises(ValueError, match="no evaluation images are left to verify on"):
+        whole.verify_recipe(whole.recipe)
 
 
 # -- CLI -------------------------------------------------------------------------------------------------------------
-def test_debug_cli_writes_results_and_guards(session_workspace, broken, broken_layer, broken_sensitivity, tmp_path,
-                                             capsys):
+def test_debug_cli_writes_results_and_guards(session_workspace, demo_model, broken, broken_layer, broken_sensitivity,
+                                             tmp_path, capsys):
     out = tmp_path / "debug"
     status = debug_main(["--workspace", str(session_workspace), "--images", str(IMAGES), "--batch-size", str(IMAGES),
                          "--scale-override", f"{broken_layer}={BROKEN_FACTOR:g}", "--target", str(TARGET),
                          "--out", str(out), "--quiet"])
     assert status == 0
     printed = capsys.readouterr().out
-    assert "error first jumps at" in printed and broken_layer in printed and "verified with build_variant" in printed
+    assert "error first jumps at" in printed and broken_layer in printed and "built by build_variant" in printed
+    assert broken.block(broken_layer) in printed  # layers named by the model's blocks too
     for name in ("tensor_errors.csv", "tensor_errors.png", "sensitivity.csv", "sensitivity.png", "guard_search.json"):
         assert (out / name).stat().st_size > 0
     saved = json.loads((out / "guard_search.json").read_text())
     assert saved["reached"] and saved["added"][0] == broken_layer
     assert Recipe.from_dict(saved["recipe"]).guards == tuple(saved["guards"])
-    assert saved["verified"]["meets_target"]
+    assert saved["verified"]["meets_target"] == (saved["verified"]["top1_agreement"] >= TARGET)
+    assert not set(saved["verified"]["image_ids"]) & set(saved["search_images"])
+    # The last line is a calibrate command with the found guards, not the recipe JSON, and pasting it works.
+    command = printed.strip().splitlines()[-1].strip()
+    assert '"algorithm"' not in printed and command.startswith("python -m trtlab calibrate ")
+    assert f"--algorithms entropy --calibration-images 6 --guards {','.join(saved['guards'])}" in command
+    words = shlex.split(command)[4:]
+    fresh = tmp_path / "workspace"  # the pasted run gets its own workspace: the shared one keeps its results as is
+    words[words.index("--workspace") + 1] = str(fresh)
+    from trtlab.cli.commands.calibrate import main as calibrate_main
+
+    assert calibrate_main(words + ["--model", str(demo_model)]) == 0
+    assert saved["verified"]["variant"] in capsys.readouterr().out

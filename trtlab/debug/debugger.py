@@ -15,6 +15,7 @@ from trtlab.core.workspace import hash_json, workspace_dir
 from trtlab.debug import guard_search as _guard_search
 from trtlab.debug import sensitivity as _sensitivity
 from trtlab.debug import tensor_errors as _tensor_errors
+from trtlab.debug.blocks import block_names
 from trtlab.debug.graphs import node_guard, plan_signature, suffix_model
 from trtlab.debug.guard_search import GuardSearch
 from trtlab.debug.sensitivity import Sensitivity
@@ -29,11 +30,14 @@ class LayerDebugger:
     cache: the decode cache; calibration_indices / evaluation_indices: e.g. a Split's two halves.
     recipe: the INT8 recipe to debug (its guards stay on throughout).
     images: evaluation images used for the per-tensor comparison and the sensitivity runs (the first `images`).
+    search_images: evaluation images the guard search evaluates on (the first `search_images`; default: the first
+    half); the rest verify the found recipe, so the verification is on images the search never saw.
     scale_overrides: {activation tensor or layer name: factor}; a debugging aid that multiplies calibrated scales.
     """
 
     def __init__(self, model_path, cache, calibration_indices, evaluation_indices, recipe=None, images: int = 8,
-                 batch_size: int = 8, scale_overrides: dict | None = None, workspace=None, progress: bool = True):
+                 batch_size: int = 8, scale_overrides: dict | None = None, workspace=None, progress: bool = True,
+                 search_images: int | None = None):
         from trtlab.quantization.variants import Recipe, select_calibration_indices
 
         recipe = recipe or Recipe(algorithm="entropy")
@@ -56,6 +60,7 @@ class LayerDebugger:
         if len(self.evaluation_indices) == 0:
             raise ValueError("no decodable evaluation images; check the split and the decode cache failures")
         self.debug_indices = self.evaluation_indices[:images]
+        self._split_search_and_verification(search_images)
         self._load_graph(recipe)
         self._calibrate(recipe, scale_overrides or {})
         ids = cache.dataset.image_ids()
@@ -65,6 +70,22 @@ class LayerDebugger:
         self.folder = (workspace_dir(workspace) / "debug" / f"{self.model_path.stem}-{self.model_sha256[:8]}"
                        / f"{recipe.name}-{self.key}")
         self.reference_logits: dict[bytes, np.ndarray] = {}  # FP32 logits per image set (guard_search.fp32_logits)
+
+    def _split_search_and_verification(self, search_images: int | None) -> None:
+        """The guard search evaluates on the first `search_images` evaluation images, verification on the rest:
+        a guard set chosen on some images is judged on others."""
+        count = len(self.evaluation_indices)
+        search = (count + 1) // 2 if search_images is None else int(search_images)
+        if not 1 <= search <= count:
+            raise ValueError(f"search_images={search_images}: the guard search needs 1 to {count} of the {count} "
+                             f"decodable evaluation images (the rest verify what it finds)")
+        self.search_indices = self.evaluation_indices[:search]
+        self.verify_indices = self.evaluation_indices[search:]
+
+    def image_ids(self, indices) -> list[str]:
+        """The dataset's ids (paths relative to its root) of `indices`."""
+        ids = self.cache.dataset.image_ids()
+        return [ids[i] for i in indices]
 
     def _load_graph(self, recipe) -> None:
         """The sanitized FP32 graph (nodes named), its layers, and the layers the recipe leaves to guard."""
@@ -88,6 +109,7 @@ class LayerDebugger:
         self.input_name = self.fp32.graph.input[0].name
         self.output_name = self.fp32.graph.output[0].name
         self.node_index = {n.name: i for i, n in enumerate(self.fp32.graph.node)}
+        self.blocks = block_names(self.fp32)  # {node name: the model's module path}, for people; guards use nodes
         self.base_guards = list(resolve_guards(self.fp32, recipe.guards))
         base_names = {g.name for g in self.base_guards}
         self.all_layers = [n.name for n in weighted_nodes_in_order(self.fp32)]
@@ -133,6 +155,10 @@ class LayerDebugger:
         if unknown:
             raise KeyError(f"not weighted layers of this model: {unknown[:4]}; layers are e.g. {self.all_layers[:4]}")
         return names
+
+    def block(self, node: str) -> str:
+        """The readable block name of a node (`_blocks.3._project_conv`), or the node name when there is none."""
+        return self.blocks.get(node, node)
 
     def layer_input(self, layer: str) -> str:
         """The activation tensor a layer quantizes (its data input)."""
@@ -195,9 +221,10 @@ class LayerDebugger:
         """Where sensitivity() saves its progress for these layers, images and batch size."""
         return _sensitivity.state_path(self, layers)
 
-    def evaluate_guards(self, extra_layers=(), precision: str = "fp32") -> dict:
-        """Top-1 agreement / logit cosine with FP32 on the evaluation images, INT8 variant built in memory."""
-        return _guard_search.evaluate_guards(self, extra_layers, precision)
+    def evaluate_guards(self, extra_layers=(), precision: str = "fp32", indices=None) -> dict:
+        """Top-1 agreement / logit cosine with FP32 on the search images (or `indices`), INT8 variant built in
+        memory."""
+        return _guard_search.evaluate_guards(self, extra_layers, precision, indices)
 
     def search_guards(self, target: float = 0.995, sensitivity: Sensitivity | None = None,
                       max_guards: int | None = None, precision: str = "fp32", prune: bool = True,
@@ -205,14 +232,16 @@ class LayerDebugger:
         """The fewest most-sensitive layers to guard for `target` top-1 agreement (debug.guard_search)."""
         return _guard_search.search_guards(self, target, sensitivity, max_guards, precision, prune, resume)
 
-    def verify_recipe(self, recipe, backend: str = "ort", progress: bool | None = None, target: float | None = None):
-        """Build `recipe` with build_variant, evaluate it and FP32 with evaluate_variant / evaluate, compare."""
-        return _guard_search.verify_recipe(self, recipe, backend, progress, target)
+    def verify_recipe(self, recipe, backend: str = "ort", progress: bool | None = None, target: float | None = None,
+                      indices=None):
+        """Build `recipe` with build_variant, evaluate it and FP32 with evaluate_variant / evaluate on the
+        verification images (or `indices`), compare."""
+        return _guard_search.verify_recipe(self, recipe, backend, progress, target, indices)
 
 
 def layer_debugger(model_path, dataset, split=None, recipe=None, preprocess="tf-lite", images: int = 8,
                    batch_size: int = 8, scale_overrides: dict | None = None, workspace=None,
-                   progress: bool = True) -> LayerDebugger:
+                   progress: bool = True, search_images: int | None = None) -> LayerDebugger:
     """A LayerDebugger for `model_path` on `dataset`: decode cache and split as `trtlab.compare` makes them."""
     from trtlab.data.decode_cache import build_decode_cache
     from trtlab.data.preprocess import get_preprocess
@@ -227,4 +256,4 @@ def layer_debugger(model_path, dataset, split=None, recipe=None, preprocess="tf-
                                  workspace=workspace)
     return LayerDebugger(model_path, cache, split.calibration, split.evaluation, recipe, images=images,
                          batch_size=batch_size, scale_overrides=scale_overrides, workspace=workspace,
-                         progress=progress)
+                         progress=progress, search_images=search_images)

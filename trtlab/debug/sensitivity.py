@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, read_json_checked
+from trtlab.debug.blocks import labelled
 from trtlab.debug.errors import ErrorSums
 from trtlab.debug.graphs import compared_tensors, is_float_only, literal_session
 from trtlab.graph.onnx_utils import with_outputs
@@ -54,17 +55,16 @@ class Sensitivity:
         b = self.baseline["all"]
         top = self.table.iloc[0]
         return (f"{len(self.table)} layers on {self.images} images; all layers INT8: output SQNR "
-                f"{b['sqnr_db']:.1f} dB, "
-                f"top-1 agreement {b['top1_agreement']:.0%}. Most sensitive: {self.table.index[0]} ({top['op_type']}), "
-                f"~{top['noise_share']:.0%} of the output noise (only it INT8: {top['only_sqnr_db']:.1f} dB; guarding "
-                f"it alone: {top['all_but_gain_db']:+.1f} dB)")
+                f"{b['sqnr_db']:.1f} dB, top-1 agreement {b['top1_agreement']:.0%}. Most sensitive: "
+                f"{labelled(top['block'], self.table.index[0])} ({top['op_type']}), ~{top['noise_share']:.0%} of the "
+                f"output noise (only it INT8: {top['only_sqnr_db']:.1f} dB; guarding it alone: "
+                f"{top['all_but_gain_db']:+.1f} dB)")
 
     def show(self, top: int = 15) -> None:
         from trtlab.debug.plots import display
+        from trtlab.debug.tables import sensitivity_table
 
-        columns = ["rank", "op_type", "noise_share", "noise_share_only", "noise_share_all_but", "only_sqnr_db",
-                   "all_but_gain_db", "only_top1_agreement", "all_but_top1_agreement"]
-        display(self.summary(), self.plot(top), self.table.head(top)[columns].round(4))
+        display(self.summary(), self.plot(top), sensitivity_table(self.table.head(top)))
 
 
 def state_path(debugger, layers=None) -> Path:
@@ -168,7 +168,8 @@ def _ranked(debugger, layers, state, resumed: int) -> Sensitivity:
         node = debugger.fp32.graph.node[debugger.node_index[name]]
         share_only = only.err2 / all_sums.err2 if all_sums.err2 > 0 else 0.0
         share_all_but = max(0.0, 1.0 - all_but.err2 / all_sums.err2) if all_sums.err2 > 0 else 0.0
-        rows.append({"layer": name, "op_type": node.op_type, "depth": debugger.all_layers.index(name),
+        rows.append({"layer": name, "block": debugger.block(name), "op_type": node.op_type,
+                     "depth": debugger.all_layers.index(name),
                      "input": node.input[0],
                      "only_sqnr_db": only.sqnr_db, "only_top1_agreement": only.top1_agreement,
                      "only_cosine": only.cosine,

@@ -40,22 +40,25 @@ class TensorErrors:
         return plot_tensor_errors(self)
 
     def summary(self) -> str:
+        from trtlab.debug.blocks import labelled
+
         t = self.table
         worst = t.loc[t["sqnr_db"].idxmin()]
         out = t[t["tensor"] == self.output].iloc[0] if self.output in set(t["tensor"]) else t.iloc[-1]
         text = (f"{self.variant}: {len(t)} tensors compared on {self.images} images; output SQNR "
                 f"{out['sqnr_db']:.1f} dB, cosine {out['cosine']:.4f}; lowest SQNR {worst['sqnr_db']:.1f} "
-                f"dB at {worst['tensor']} ({worst['node']})")
+                f"dB at {worst['tensor']} ({labelled(worst['block'], worst['node'])})")
         if self.jump:
-            text += (f"; error first jumps at {self.jump['tensor']} (output of {self.jump['node']}, "
-                     f"{self.jump['op_type']}): SQNR {self.jump['sqnr_db']:.1f} dB, "
-                     f"{self.jump['drop_db']:.1f} dB below its inputs")
+            text += (f"; error first jumps at {self.jump['tensor']} (output of "
+                     f"{labelled(self.jump['block'], self.jump['node'])}, {self.jump['op_type']}): SQNR "
+                     f"{self.jump['sqnr_db']:.1f} dB, {self.jump['drop_db']:.1f} dB below its inputs")
         else:
             text += "; no jump (the error grows gradually)"
         for suspect in self.suspect_scales:
+            readers = [labelled(b, n) for b, n in zip(suspect["read_by_blocks"], suspect["read_by"])]
             text += (f"; the Q/DQ of {suspect['tensor']} alone leaves {suspect['qdq_sqnr_db']:.1f} dB (median of the "
                      f"quantized tensors {suspect['median_db']:.1f} dB): check its scale (read by "
-                     f"{', '.join(suspect['read_by'][:3])})")
+                     f"{', '.join(readers[:3])})")
         return text
 
     def save(self, folder) -> dict:
@@ -80,10 +83,9 @@ class TensorErrors:
     def show(self) -> None:
         """Summary, the plot and the worst tensors, in a notebook."""
         from trtlab.debug.plots import display
+        from trtlab.debug.tables import tensor_errors_table
 
-        columns = ["depth", "tensor", "node", "op_type", "flag", "sqnr_db", "drop_db", "cosine", "cosine_worst",
-                   "max_abs_error", "qdq_sqnr_db"]
-        display(self.summary(), self.plot(), self.worst()[columns].round(4))
+        display(self.summary(), self.plot(), tensor_errors_table(self.worst()))
 
 
 def compare_tensors(debugger, extra_layers=(), indices=None, precision: str = "fp32", batch_size: int | None = None,
@@ -113,8 +115,10 @@ def compare_tensors(debugger, extra_layers=(), indices=None, precision: str = "f
     table["flag"] = ""
     for suspect in suspects:
         suspect["read_by"] = [node for node, _ in plan.consumers.get(suspect["tensor"], [])]
+        suspect["read_by_blocks"] = [debugger.block(node) for node in suspect["read_by"]]
         table.loc[table["depth"] == suspect["depth"], "flag"] = "scale?"
     if jump:
+        jump["block"] = debugger.block(jump["node"])
         table.loc[table["depth"] == jump["depth"], "flag"] = "JUMP"
     return TensorErrors(table, variant, len(indices), int(peak), jump, output=debugger.output_name,
                         suspect_scales=suspects)
@@ -149,6 +153,7 @@ def _rows(debugger, rows_in_order, sums, qdq) -> list[dict]:
     for depth, name in enumerate(rows_in_order):
         node = producer.get(name)
         row = {"depth": depth, "tensor": name, "node": node.name if node is not None else "(graph input)",
+               "block": debugger.block(node.name) if node is not None else "(graph input)",
                "op_type": node.op_type if node is not None else "input",
                "layer_output": node is not None and node.name in layers}
         row.update(sums[name].metrics())

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 
@@ -89,7 +88,15 @@ def main(argv=None) -> int:
                               batch_size=sizes.batch_size, scale_overrides=_parse_overrides(args.scale_override),
                               workspace=args.workspace, progress=not args.quiet)
     out = Path(args.out) if args.out else debugger.folder
-    import pandas as pd
+    status = _analyse(debugger, args, out)
+    log.info("debug results in %s", out)
+    return status
+
+
+def _analyse(debugger, args, out: Path) -> int:
+    """Tensor errors, sensitivity, guard search (+ verification): printed for people, saved under `out`. The last
+    line is the calibrate command with the found guards, to paste."""
+    from trtlab.debug.tables import search_steps_table, sensitivity_table
 
     errors = debugger.tensor_errors()
     errors.save(out)
@@ -98,23 +105,19 @@ def main(argv=None) -> int:
     sensitivity = debugger.sensitivity()
     sensitivity.save(out)
     save_figure(sensitivity.plot(), out / "sensitivity.png")
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(sensitivity.table.head(10)[["rank", "op_type", "noise_share", "only_sqnr_db", "all_but_gain_db",
-                                          "only_top1_agreement", "all_but_top1_agreement"]].round(4))
-    status = 0
-    if not args.no_search:
-        found = debugger.search_guards(target=args.target, sensitivity=sensitivity, max_guards=args.max_guards,
-                                       precision=args.guard_precision)
-        with pd.option_context("display.width", 200, "display.max_columns", 20):
-            print(found.steps.round(4).to_string(index=False))
-        print(found.summary())
-        if found.reached and not args.no_verify:
-            verified = found.verify()
-            print(f"verified with build_variant + evaluate_variant: {verified['variant']} top-1 agreement "
-                  f"{verified['top1_agreement']:.2%} on {verified['images']} images "
-                  f"({'meets' if verified['meets_target'] else 'MISSES'} the target)")
-        found.save(out)
-        print(f"recipe: {json.dumps(found.recipe().to_dict())}")
-        status = 0 if found.reached else 1
-    log.info("debug results in %s", out)
-    return status
+    ranked = sensitivity_table(sensitivity.table.head(10))
+    print(ranked.drop(columns=["op", "only it INT8", "all but it INT8"]).to_string(index=False))
+    if args.no_search:
+        return 0
+    found = debugger.search_guards(target=args.target, sensitivity=sensitivity, max_guards=args.max_guards,
+                                   precision=args.guard_precision)
+    print(search_steps_table(found.steps).to_string(index=False))
+    print(found.summary())
+    if found.reached and not args.no_verify:
+        print(found.verify().summary())
+    found.save(out)
+    command = found.calibrate_command(model=args.model, data=args.data, labels=args.labels, preset=args.preset,
+                                      workspace=args.workspace)
+    print(("calibrate with the found guards:" if found.reached else
+           "the target was not reached; the most guarded recipe tried:") + f"\n  {command}")
+    return 0 if found.reached else 1
