@@ -5,8 +5,10 @@ import csv
 import logging
 import os
 import re
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -14,7 +16,12 @@ from trtlab.core.errors import UserError, UserFileNotFound
 from trtlab.core.log import warn_once
 from trtlab.core.workspace import hash_json
 
-IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png"}
+# Photos OpenCV reads (any case): JPEG (also as .jpe/.jfif, and phone "motion photos" with a video appended), PNG,
+# BMP, TIFF, WebP.
+IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".bmp", ".dib", ".tif", ".tiff", ".webp"}
+# Photo formats some OpenCV builds cannot decode (HEIC from iPhones, AVIF, ...): a folder's files of these kinds are
+# still listed, so one the installed OpenCV cannot read is named as skipped (with what to do) rather than ignored.
+OTHER_PHOTO_EXTENSIONS = {".heic", ".heif", ".avif", ".gif", ".jp2", ".jxl"}
 UNLABELLED = -1
 # Header names accepted in a labels CSV (case-insensitive), in order of preference.
 FILE_HEADERS = ("file", "filename", "file_name", "image", "image_id", "imageid", "image_name", "img", "path", "name",
@@ -88,47 +95,124 @@ class Dataset:
     @classmethod
     def from_folder(cls, root: str | os.PathLike, labels_csv: str | os.PathLike | None = None,
                     name: str | None = None) -> "Dataset":
-        """Images in `root`, flat or one sub-folder per class, scanned recursively.
+        """Images in `root`, flat or one sub-folder per class, scanned recursively (linked folders followed, each
+        folder once).
 
         Labels come from `labels_csv` (columns `file,label`; label = class index or WNID) when given, else from
         sub-folder names that are WNIDs (n01440764) or class indices (0..999); otherwise images are unlabelled.
         """
-        from trtlab.data.classes import wnid_to_index
-
         root = Path(root)
         if not root.is_dir():
             what = "is a file, not a folder" if root.is_file() else "does not exist"
             raise UserFileNotFound(f"dataset folder {root} {what}", "pass the folder that holds the images (--data)")
-        paths = sorted(
-            str(p) for p in root.rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file()
-        )
+        paths = sorted(photo_files(root))
         if not paths:
-            raise UserFileNotFound(f"no .jpg/.jpeg/.png images under {root}",
+            raise UserFileNotFound(f"no images ({describe_extensions()}) under {root}",
                                    "pass the folder that holds the images (sub-folders are searched too)")
-        labels = np.full(len(paths), UNLABELLED, np.int64)
-        source = kind = None
         if labels_csv is not None:
             table = parse_labels_csv(labels_csv)
-            labels = table.apply(paths, root)
-            source, kind = str(labels_csv), table.kind
+            labels, source, kind = table.apply(paths, root), str(labels_csv), table.kind
         else:
-            wnids = wnid_to_index()
-            kinds = set()
-            for i, path in enumerate(paths):
-                parent = Path(path).parent
-                if parent == root:
-                    continue
-                folder = parent.name
-                if folder in wnids:
-                    labels[i] = wnids[folder]
-                    kinds.add("wnid")
-                elif folder.isdigit():
-                    labels[i] = int(folder)
-                    kinds.add("index")
-            source = "folders" if kinds else None
-            kind = kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else None)
+            labels, source, kind = _folder_labels(paths, root)
         return cls(name=name or root.name, paths=paths, labels=labels, root=str(root), label_source=source,
                    label_kind=kind)
+
+
+def _folder_labels(paths: list[str], root: Path) -> tuple[np.ndarray, str | None, str | None]:
+    """Labels from each image's folder name (a WNID or a class index), the source ("folders") and kind."""
+    from trtlab.data.classes import wnid_to_index
+
+    labels = np.full(len(paths), UNLABELLED, np.int64)
+    wnids = wnid_to_index()
+    kinds = set()
+    for i, path in enumerate(paths):
+        parent = Path(path).parent
+        if parent == root:
+            continue
+        folder = parent.name
+        if folder in wnids:
+            labels[i] = wnids[folder]
+            kinds.add("wnid")
+        elif folder.isdigit():
+            labels[i] = int(folder)
+            kinds.add("index")
+    source = "folders" if kinds else None
+    kind = kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else None)
+    return labels, source, kind
+
+
+def describe_extensions() -> str:
+    """The image file types read, for messages: '.jpg/.jpeg/.png/.bmp/.tif(f)/.webp'."""
+    return ".jpg/.jpeg/.png/.bmp/.tif(f)/.webp"
+
+
+def photo_files(root: str | os.PathLike) -> list[str]:
+    """The photos under `root` (IMAGE_EXTENSIONS, and OTHER_PHOTO_EXTENSIONS, which decoding names if it cannot read
+    them); other files are left out, counted in one info line."""
+    photos, others = [], Counter()
+    for path in walk_files(root):
+        ext = os.path.splitext(path)[1].lower()
+        if ext in IMAGE_EXTENSIONS or ext in OTHER_PHOTO_EXTENSIONS:
+            photos.append(path)
+        else:
+            others[ext or "(no extension)"] += 1
+    if others:
+        log.info("%s: %d file(s) that are not photos are not used (%s)", root, sum(others.values()),
+                 ", ".join(f"{n} {ext}" for ext, n in others.most_common(5)))
+    return photos
+
+
+def walk_files(root: str | os.PathLike) -> Iterator[str]:
+    """Every file under `root`, recursively, as os.walk orders them (a folder's files by name, then its sub-folders
+    by name), without names starting with '.'. Linked folders are followed — datasets are often assembled from
+    links — and each real folder is read once: a link back to an enclosing folder (a loop) or a second link to a
+    folder already read is skipped with a warning naming both. A link to a file that no longer exists is listed,
+    so that decoding names it."""
+    root = os.fspath(root)
+    seen: dict[tuple[int, int], str] = {}
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            info = os.stat(folder)
+            entries = sorted((e for e in os.scandir(folder) if not e.name.startswith(".")), key=lambda e: e.name)
+        except OSError as exc:
+            warn_once(log, ("unreadable-folder", folder), "%s cannot be read (%s) and is skipped", folder,
+                      exc.strerror or exc)
+            continue
+        identity = (info.st_dev, info.st_ino)
+        if identity in seen:
+            kind = "links back to the enclosing folder" if _encloses(seen[identity], folder) else "is the same folder as"
+            warn_once(log, ("folder-seen-twice", folder), "%s %s %s (a symbolic link); its images are read once, "
+                      "under %s", folder, kind, seen[identity], seen[identity])
+            continue
+        seen[identity] = folder
+        folders = []
+        for entry in entries:
+            if _is_dir(entry):
+                folders.append(entry.path)
+            elif _is_file(entry):
+                yield entry.path
+        stack.extend(reversed(folders))
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=True)
+    except OSError:
+        return False
+
+
+def _is_file(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_file(follow_symlinks=True) or (entry.is_symlink() and not os.path.exists(entry.path))
+    except OSError:
+        return False
+
+
+def _encloses(first: str, later: str) -> bool:
+    """Whether `later` (a path reached through links) lies inside `first`, i.e. the link makes a loop."""
+    return os.path.commonpath([first, later]) == first
 
 
 @dataclass
@@ -144,15 +228,17 @@ class LabelsTable:
         """Labels for `paths` (keys may be the path relative to `root`, the file name, or the name without
         extension). A CSV that matches no image is an error; rows for files that are not there are reported."""
         labels = np.full(len(paths), UNLABELLED, np.int64)
-        used: set[str] = set()
+        matched: dict[str, list[str]] = defaultdict(list)  # row key → the images it labels (relative paths)
         for i, path in enumerate(paths):
             rel = os.path.relpath(path, root)
             base = os.path.basename(path)
             for key in (rel, rel.replace(os.sep, "/"), base, os.path.splitext(base)[0]):
                 if key in self.labels:
                     labels[i] = self.labels[key]
-                    used.add(key)
+                    matched[key].append(rel.replace(os.sep, "/"))
                     break
+        self._refuse_rows_matching_several(matched)
+        used = set(matched)
         name = os.path.basename(self.path)
         if not used:
             example_row = next(iter(self.labels), "?")
@@ -173,6 +259,21 @@ class LabelsTable:
             log.info("%s: %d of %d image(s) have no row and stay unlabelled (they still count for agreement "
                      "metrics)", name, unlabelled, len(paths))
         return labels
+
+    def _refuse_rows_matching_several(self, matched: dict[str, list[str]]) -> None:
+        """A row naming a file only by its name (`img.jpg,243`) must label one image: with `day1/img.jpg` and
+        `day2/img.jpg` both present, it is an error naming both, never a silent double label."""
+        several = {key: rels for key, rels in matched.items() if len(rels) > 1}
+        if not several:
+            return
+        shown = "; ".join(f"line {self.lines[key]}: {key!r} matches {', '.join(rels[:4])}"
+                          + (f" (and {len(rels) - 4} more)" if len(rels) > 4 else "")
+                          for key, rels in list(several.items())[:3])
+        key, rels = next(iter(several.items()))
+        raise LabelsCsvError(
+            f"{self.path}: {len(several)} row(s) name a file that exists in several folders: {shown}",
+            f"write each image's path relative to the data folder in the first column, one row per image "
+            f"(e.g. '{rels[0]},{self.labels[key]}' and '{rels[1]},<its label>')")
 
 
 def _sniff_delimiter(first_line: str) -> str:

@@ -77,6 +77,16 @@ class DecodeCache:
     def failure_list(self) -> list[dict]:
         return [{"index": i, "path": self.dataset.paths[i], "reason": r} for i, r in sorted(self.failures.items())]
 
+    def skipped(self, indices=None) -> list[dict]:
+        """The images of this cache (or of its rows `indices`, e.g. the evaluated ones) that could not be decoded,
+        for the run record and the report: `image` (the id results are stored under), `file` (its path) and
+        `reason` (what is wrong with it and, where known, what to do)."""
+        rows = sorted(self.failures) if indices is None else \
+            sorted({int(i) for i in np.asarray(indices, np.int64).ravel()} & set(self.failures))
+        ids = self.dataset.image_ids()
+        return [{"image": ids[i], "file": self.dataset.paths[i],
+                 "reason": self.failures[i].removeprefix(f"{self.dataset.paths[i]}: ")} for i in rows]
+
     def iter_batches(self, indices=None, batch_size: int = 32):
         """Yield (indices, uint8 NHWC batch) over `indices` (default: every decoded image)."""
         indices = self.valid_indices if indices is None else np.asarray(indices, np.int64)
