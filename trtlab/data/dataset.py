@@ -70,16 +70,20 @@ class Dataset:
             return [os.path.relpath(p, self.root) for p in self.paths]
         return list(self.paths)
 
-    def fingerprint(self) -> str:
-        """Hash of the file list (path, size, mtime) and labels: changes when any file or label changes."""
-        entries = []
-        for path in self.paths:
-            try:
-                stat = os.stat(path)
-                entries.append((path, stat.st_size, int(stat.st_mtime)))
-            except OSError:
-                entries.append((path, -1, -1))
-        return hash_json({"files": entries, "labels": self.labels.tolist()})
+    def content_hashes(self, progress: bool = True) -> list[str]:
+        """A content hash (blake2b) of each file's bytes, "missing" for a file that cannot be read. Read once and
+        remembered by the file's stat (data.file_hashes): later calls only stat the files."""
+        from trtlab.data.file_hashes import file_hashes
+
+        return file_hashes().hashes(self.paths, progress=progress, desc=f"hash {self.name}")
+
+    def fingerprint(self, hashes: list[str] | None = None) -> str:
+        """Hash of the files' paths and contents (content_hashes, or `hashes` already taken) and the labels: it
+        changes when any file's bytes, path or label changes — a same-size replacement that keeps its mtime
+        included — and not when a file is only touched or copied in place."""
+        hashes = self.content_hashes() if hashes is None else hashes
+        return hash_json({"content": "blake2b-128", "files": [[p, h] for p, h in zip(self.paths, hashes)],
+                          "labels": self.labels.tolist()})
 
     def subset(self, indices, name: str | None = None) -> "Dataset":
         indices = np.asarray(indices, np.int64)
