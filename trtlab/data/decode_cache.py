@@ -25,13 +25,13 @@ from pathlib import Path
 import numpy as np
 
 from trtlab.core.errors import DamagedArtefact, UserError
-from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, workspace_dir
+from trtlab.core.workspace import atomic_path, hash_json, workspace_dir
 from trtlab.data.dataset import Dataset
 from trtlab.data.decode_files import (DECODED, FAILED, PENDING, CacheFiles, CheckedCrops, CropRows, check_on_open,
                                       load_state, save_npy, save_state)
 from trtlab.data.decode_workers import (DEFAULT_POOL, POOLS, RowResult, decode_rows, make_executor,  # noqa: F401
                                         task_for)
-from trtlab.data.disk import format_bytes, writing_to  # noqa: F401  (format_bytes: re-exported)
+from trtlab.data.disk import format_bytes, write_json, writing_to  # noqa: F401  (format_bytes: re-exported)
 from trtlab.data.preprocess import Preprocess, get_preprocess
 
 CACHE_FORMAT = 2  # 2: rows verified by crc32 (checksums.npy); the key follows the files' contents
@@ -206,12 +206,11 @@ def _create_files(files: CacheFiles, dataset: Dataset, spec: Preprocess, hashes:
                 with open(tmp, "wb") as fh:
                     fh.truncate(files.count * files.row_bytes)
     if not files.meta.exists():
-        with writing_to(files.meta):
-            atomic_write_json(files.meta, {
-                "format": CACHE_FORMAT, "dataset": dataset.name, "images": files.count,
-                "shape": [files.count, spec.crop, spec.crop, 3], "preprocess": spec.to_dict(),
-                "fingerprint": dataset.fingerprint(hashes), "checksums": "crc32 of each row, checksums.npy",
-            })
+        write_json(files.meta, {
+            "format": CACHE_FORMAT, "dataset": dataset.name, "images": files.count,
+            "shape": [files.count, spec.crop, spec.crop, 3], "preprocess": spec.to_dict(),
+            "fingerprint": dataset.fingerprint(hashes), "checksums": "crc32 of each row, checksums.npy",
+        })
 
 
 class _DecodeRun:
@@ -309,9 +308,8 @@ class _DecodeRun:
                 self.checksums[result.index] = result.checksum
         if lost:
             self.status[[r.index for r in lost]] = PENDING
-        with writing_to(self.files.checksums):
-            save_npy(self.files.checksums, self.checksums)
-            save_npy(self.files.status, self.status)
+        save_npy(self.files.checksums, self.checksums)
+        save_npy(self.files.status, self.status)
         if lost:
             first = lost[0]
             raise DamagedArtefact(f"{self.files.crops} row {first.index} ({paths[first.index]}) is damaged and cannot "

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from trtlab.core.workspace import atomic_path, atomic_write_json, read_checked, read_json_checked, set_aside
+from trtlab.core.workspace import atomic_path, read_checked, read_json_checked, set_aside
 from trtlab.data.decode_workers import row_checksum
+from trtlab.data.disk import write_json, writing_to
 
 PENDING, DECODED, FAILED = 0, 1, 2
 SAMPLE_ROWS = 32  # rows verified each time a cache is opened (~5 MB read): whole-file damage shows at once
@@ -86,13 +87,13 @@ def load_state(files: CacheFiles) -> tuple[np.ndarray, dict[int, str], np.ndarra
 
 def save_state(files: CacheFiles, status: np.ndarray, failures: dict[int, str], checksums: np.ndarray) -> None:
     """Reasons and checksums first, then the status that vouches for them (a kill in between repeats work only)."""
-    atomic_write_json(files.failures, {str(k): v for k, v in sorted(failures.items())})
+    write_json(files.failures, {str(k): v for k, v in sorted(failures.items())})
     save_npy(files.checksums, checksums)
     save_npy(files.status, status)
 
 
 def save_npy(path: Path, array: np.ndarray) -> None:
-    with atomic_path(path, suffix=".npy") as tmp:
+    with writing_to(path), atomic_path(path, suffix=".npy") as tmp:
         with open(tmp, "wb") as fh:
             np.save(fh, array)
 

@@ -49,7 +49,7 @@ def format_bytes(size: float) -> str:
 
 
 def describe_disk(path: str | os.PathLike) -> str:
-    """`df`-style: '/kaggle/working (/dev/sda1, ext4): 12.30 MB free of 20.00 GB'."""
+    """`df`-style: '/kaggle/working (/dev/sda1, ext4) has 12.30 MB free of 20.00 GB'."""
     mount = mount_point(path)
     device = _device(mount)
     where = f"{mount} ({device[0]}, {device[1]})" if device else str(mount)
@@ -57,7 +57,7 @@ def describe_disk(path: str | os.PathLike) -> str:
         usage = shutil.disk_usage(mount)
     except OSError:
         return f"{where}: free space unknown"
-    return f"{where}: {format_bytes(usage.free)} free of {format_bytes(usage.total)}"
+    return f"{where} has {format_bytes(usage.free)} free of {format_bytes(usage.total)}"
 
 
 def _errno_of(exc: BaseException) -> int | None:
@@ -69,8 +69,9 @@ def _errno_of(exc: BaseException) -> int | None:
 
 
 def disk_full(path: str | os.PathLike, fix: str = "") -> DiskFull:
-    return DiskFull(f"cannot write {os.fspath(path)}: the disk is full — {describe_disk(path)}",
-                    fix or "free some space there, or choose another workspace (--workspace or $TRTLAB_WORKSPACE)")
+    return DiskFull(f"cannot write {os.fspath(path)}: the disk is full; {describe_disk(path)}",
+                    fix or f"free some space on {mount_point(path)}, or choose another workspace (--workspace or "
+                           f"$TRTLAB_WORKSPACE)")
 
 
 @contextlib.contextmanager
@@ -90,3 +91,19 @@ def writing_to(path: str | os.PathLike, fix: str = ""):
             if converted is not None:
                 raise converted from exc
         raise
+
+
+def write_json(path: str | os.PathLike, obj) -> Path:
+    """core.workspace.atomic_write_json, with a full disk named (writing_to)."""
+    from trtlab.core.workspace import atomic_write_json
+
+    with writing_to(path):
+        return atomic_write_json(path, obj)
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """core.workspace.atomic_write_text, with a full disk named (writing_to)."""
+    from trtlab.core.workspace import atomic_write_text
+
+    with writing_to(path):
+        return atomic_write_text(path, text)

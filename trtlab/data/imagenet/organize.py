@@ -7,8 +7,9 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from trtlab.core.workspace import atomic_write_json, check_writable_location
+from trtlab.core.workspace import check_writable_location
 from trtlab.data.dataset import Dataset
+from trtlab.data.disk import write_json, writing_to
 from trtlab.data.imagenet.common import PREP_JSON, SPLIT_JSON, ImageNetPrepError, examples
 from trtlab.data.imagenet.files import link, write_outputs
 
@@ -86,10 +87,12 @@ def _rewrite_after_move(prep, new_paths: list[str]) -> None:
     """Same images, same order (sorted by id), new paths: rewrite the labels CSV and re-key the split."""
     dataset = Dataset(prep.dataset.name, new_paths, prep.dataset.labels, root=prep.dataset.root)
     rows = [(None, p, int(label), prep.classes[int(label)][0]) for p, label in zip(new_paths, dataset.labels)]
-    write_outputs(prep.folder, dataset, rows, prep.classes)
+    outputs = write_outputs(prep.folder, dataset, rows, prep.classes)
     prep.split.dataset_fingerprint = dataset.fingerprint()
-    prep.split.save(prep.folder / SPLIT_JSON)
+    with writing_to(prep.folder / SPLIT_JSON):
+        prep.split.save(prep.folder / SPLIT_JSON)
     record = json.loads((prep.folder / PREP_JSON).read_text())
     record["dataset_fingerprint"] = prep.split.dataset_fingerprint
-    atomic_write_json(prep.folder / PREP_JSON, record)
+    record["outputs"] = outputs
+    write_json(prep.folder / PREP_JSON, record)
     prep.dataset = dataset

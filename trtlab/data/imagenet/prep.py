@@ -8,16 +8,20 @@ never modified.
 from __future__ import annotations
 
 import csv
+import hashlib
+import io
 import json
 import logging
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from trtlab.core.workspace import atomic_write_json, kaggle_input, read_json_checked, workspace_dir
+from trtlab.core.workspace import kaggle_input, read_json_checked, workspace_dir
 from trtlab.data.dataset import Dataset, describe_extensions
+from trtlab.data.disk import write_json, writing_to
 from trtlab.data.imagenet.check import check_imagenet
 from trtlab.data.imagenet.common import (CLASSES_TSV, LABELS_CSV, PREP_JSON, REPORT_JSON, SOURCES, SPLIT_JSON,
                                          ImageNetPrepError, ImageNetPrepFileNotFound)
@@ -42,6 +46,7 @@ class ImageNetPrep:
     report: dict  # CheckReport.to_dict() without the item lists
     classes: dict[int, tuple[str, str]]  # class index → (wnid, name), as written to imagenet_classes.tsv
     class_index_source: str = ""
+    standin: bool = False  # the demo photos standing in for ImageNet (no ImageNet was found)
 
     @property
     def wnids(self) -> list[str]:
@@ -182,24 +187,27 @@ def prepare_imagenet(root: str | os.PathLike | None = None, *, images: str | os.
         say(f"[trtlab] {line}")
 
     folder = workspace_dir(workspace) / "imagenet"
-    atomic_write_json(folder / REPORT_JSON, report.to_dict())
+    write_json(folder / REPORT_JSON, report.to_dict())
     report.raise_for_errors()
 
     rows = report.labelled
     dataset = Dataset("imagenet-val", [path for _, path, _, _ in rows], np.asarray([r[2] for r in rows], np.int64),
                       root=str(inputs.images_dir))
-    write_outputs(folder, dataset, rows, classes)
+    # Written last, prep.json records the rows and sha256 of the files before it: an interrupted rerun leaves the
+    # earlier preparation whole (atomic writes) or a file that load_imagenet names as changed.
+    outputs = write_outputs(folder, dataset, rows, classes)
     if standin:
         calibration_size = max(1, len(dataset) // 2)
-    split = _load_or_make_split(folder / SPLIT_JSON, dataset, calibration_per_class, calibration_size, seed, say)
+    with writing_to(folder / SPLIT_JSON):
+        split = _load_or_make_split(folder / SPLIT_JSON, dataset, calibration_per_class, calibration_size, seed, say)
     summary = {k: v for k, v in report.to_dict().items() if k != "problems"}
     summary["problems"] = [{k: v for k, v in p.items() if k != "items"} for p in report.to_dict()["problems"]]
     record = {"images_dir": str(inputs.images_dir), "source": source.kind, "source_description": source.description,
               "class_index": class_source, "report": summary, "arguments": _jsonable(arguments),
-              "standin": standin, "dataset_fingerprint": dataset.fingerprint()}
-    atomic_write_json(folder / PREP_JSON, record)
+              "standin": standin, "dataset_fingerprint": dataset.fingerprint(), "outputs": outputs}
+    write_json(folder / PREP_JSON, record)
     prep = ImageNetPrep(folder, inputs.images_dir, source.kind, source.description, dataset, split, summary,
-                        classes, class_source)
+                        classes, class_source, standin)
     if progress:
         print(prep.summary())  # what prep produced: the command's output, on stdout
     return prep
@@ -246,7 +254,10 @@ def _load_or_make_split(path: Path, dataset: Dataset, per_class, size, seed, say
 
 
 def load_imagenet(workspace=None) -> ImageNetPrep:
-    """The ImageNet val prepared earlier in this workspace (by prepare_imagenet / `python -m trtlab prep`)."""
+    """The ImageNet val prepared earlier in this workspace (by prepare_imagenet / `python -m trtlab prep`).
+
+    Each file is checked before it is used: a missing, cut-short or changed labels CSV, classes TSV or split is a
+    one-line error naming the file and the command that writes it again (prep.json records what prep wrote)."""
     folder = workspace_dir(workspace) / "imagenet"
     # A damaged prep.json is set aside (named in a warning) and counts as "not prepared": prep rebuilds it.
     record = read_json_checked(folder / PREP_JSON)
@@ -254,20 +265,108 @@ def load_imagenet(workspace=None) -> ImageNetPrep:
         raise ImageNetPrepFileNotFound(f"ImageNet val is not prepared in {folder.parent}",
                                        "run notebook 01_imagenet_prep or `python -m trtlab prep --root <imagenet "
                                        "folder>` first")
+    rebuild = rebuild_command(record, workspace)
     images_dir = Path(record["images_dir"])
-    paths, labels = [], []
-    with open(folder / LABELS_CSV, newline="") as fh:
-        for row in csv.DictReader(fh):
-            paths.append(str(images_dir / row["file"]))
-            labels.append(int(row["index"]))
-    dataset = Dataset("imagenet-val", paths, np.asarray(labels, np.int64), root=str(images_dir))
-    split = Split.load(folder / SPLIT_JSON)
-    classes = {}
-    with open(folder / CLASSES_TSV, newline="") as fh:
-        for row in csv.DictReader(fh, delimiter="\t"):
-            classes[int(row["index"])] = (row["wnid"], row["name"])
+    files, labels = _read_labels(folder / LABELS_CSV, record, rebuild)
+    dataset = Dataset("imagenet-val", [str(images_dir / f) for f in files], np.asarray(labels, np.int64),
+                      root=str(images_dir))
+    classes = _read_classes(folder / CLASSES_TSV, record, set(labels), rebuild)
+    split = _read_split(folder / SPLIT_JSON, len(dataset), rebuild)
     if split.dataset_fingerprint != dataset.fingerprint():
         raise ImageNetPrepError(f"the images under {images_dir} changed since preparation (files added, removed or "
-                                f"modified); run prepare again (`python -m trtlab prep`) to refresh labels and split")
+                                f"their contents replaced)", f"run `{rebuild}` to refresh the labels and split")
     return ImageNetPrep(folder, images_dir, record["source"], record["source_description"], dataset, split,
-                        record["report"], classes, record.get("class_index", ""))
+                        record["report"], classes, record.get("class_index", ""), bool(record.get("standin")))
+
+
+def rebuild_command(record: dict, workspace=None) -> str:
+    """The `python -m trtlab prep …` command that prepares again what prep.json describes."""
+    arguments = record.get("arguments") or {}
+    words = ["python", "-m", "trtlab", "prep"]
+    for key, flag in (("root", "--root"), ("images", "--data"), ("devkit", "--devkit"),
+                      ("ground_truth", "--ground-truth"), ("loc_solution", "--loc-solution"),
+                      ("synset_mapping", "--synset-mapping"), ("class_index", "--class-index")):
+        if arguments.get(key):
+            words += [flag, str(arguments[key])]
+    if arguments.get("labels") not in (None, "auto"):
+        words += ["--label-source", arguments["labels"]]
+    if arguments.get("calibration_size") is not None:
+        words += ["--calibration-size", str(arguments["calibration_size"])]
+    elif arguments.get("calibration_per_class") not in (None, 10):
+        words += ["--calibration-per-class", str(arguments["calibration_per_class"])]
+    if arguments.get("seed"):
+        words += ["--seed", str(arguments["seed"])]
+    if arguments.get("expect_full_set"):
+        words.append("--expect-full-set")
+    if workspace is not None:
+        words += ["--workspace", str(workspace)]
+    return shlex.join(words)
+
+
+def _read_labels(path: Path, record: dict, rebuild: str) -> tuple[list[str], list[int]]:
+    expected = (record.get("outputs") or {}).get(LABELS_CSV) or {}
+    rows = expected.get("rows", (record.get("report") or {}).get("labelled"))
+    text = _read_prepared(path, expected, rows, rebuild)
+    files, labels = [], []
+    for line_no, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
+        if not (row.get("file") and (row.get("index") or "").isdigit() and row.get("wnid")):
+            raise ImageNetPrepError(f"{path} is cut short or damaged at line {line_no} ({row})",
+                                    f"run `{rebuild}` to write it again")
+        files.append(row["file"])
+        labels.append(int(row["index"]))
+    if rows is not None and len(files) != rows:
+        raise ImageNetPrepError(f"{path} is cut short: {len(files):,} of the {rows:,} rows prep wrote",
+                                f"run `{rebuild}` to write it again")
+    return files, labels
+
+
+def _read_classes(path: Path, record: dict, labels: set[int], rebuild: str) -> dict[int, tuple[str, str]]:
+    expected = (record.get("outputs") or {}).get(CLASSES_TSV) or {}
+    text = _read_prepared(path, expected, expected.get("rows"), rebuild)
+    classes = {}
+    for row in csv.DictReader(io.StringIO(text), delimiter="\t"):
+        if (row.get("index") or "").isdigit() and row.get("wnid"):
+            classes[int(row["index"])] = (row["wnid"], row.get("name") or "")
+    missing = sorted(labels - set(classes))
+    if missing or len(classes) != expected.get("rows", len(classes)):
+        raise ImageNetPrepError(f"{path} is cut short: {len(classes):,} classes"
+                                + (f" of the {expected['rows']:,} prep wrote" if "rows" in expected else "")
+                                + (f", without class {missing[0]} the labels use" if missing else ""),
+                                f"run `{rebuild}` to write it again")
+    return classes
+
+
+def _read_prepared(path: Path, expected: dict, rows, rebuild: str) -> str:
+    """The text of a file prep wrote, refused (with the file and the command that rewrites it) when it is missing
+    or no longer the bytes prep recorded."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ImageNetPrepFileNotFound(f"{path} is missing (prep.json says ImageNet val was prepared here: the "
+                                       f"preparation was interrupted or the file was deleted)",
+                                       f"run `{rebuild}` to write it again") from None
+    if expected.get("sha256") and hashlib.sha256(data).hexdigest() != expected["sha256"]:
+        lines = data.count(b"\n") - 1
+        what = (f"is cut short: {max(lines, 0):,} of the {rows:,} rows prep wrote" if rows and lines < rows
+                else "was changed since prep wrote it (its sha256 differs from the one in prep.json)")
+        raise ImageNetPrepError(f"{path} {what}", f"run `{rebuild}` to write it again")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ImageNetPrepError(f"{path} is damaged (not UTF-8 text)", f"run `{rebuild}` to write it again") from None
+
+
+def _read_split(path: Path, images: int, rebuild: str) -> Split:
+    try:
+        split = Split.load(path)
+    except FileNotFoundError:
+        raise ImageNetPrepFileNotFound(f"{path} is missing (the preparation was interrupted or the file was "
+                                       f"deleted)", f"run `{rebuild}` to make the split again") from None
+    except (ValueError, KeyError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
+        raise ImageNetPrepError(f"{path} is cut short or damaged ({type(exc).__name__}: {exc})",
+                                f"run `{rebuild}` to make the split again") from None
+    used = np.concatenate([split.calibration, split.evaluation])
+    if len(used) and (used.min() < 0 or used.max() >= images):
+        raise ImageNetPrepError(f"{path} names image {int(used.max())} but the labels CSV has {images:,} images",
+                                f"run `{rebuild}` to make the split again")
+    return split
