@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_bad_inputs import evaluated, make_classifier, model, one_error_line, run_cli, snapshot, ws  # noqa: F401
+from test_bad_inputs import evaluated, model, one_error_line, run_cli, snapshot, ws  # noqa: F401  (fixtures)
 from trtlab.data.dataset import Dataset, LabelsCsvError
 from trtlab.data.decode_cache import build_decode_cache
 from trtlab.data.preprocess import decode_image, get_preprocess
