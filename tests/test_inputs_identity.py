@@ -220,3 +220,22 @@ def test_the_experiment_key_changes_with_content(demo_data, tmp_path, subset):
     before = key()
     _replace_keeping_size_mtime_inode(photos[1], spare)
     assert key() != before
+
+
+def test_views_read_a_cache_by_folder_verified(demo_data, tmp_path):
+    from trtlab.core.errors import DamagedArtefact
+    from trtlab.data.decode_cache import open_crops
+
+    dataset = demo_data.subset(np.arange(4), name="four")
+    cache = build_decode_cache(dataset, "tf-lite", tmp_path, progress=False)
+    crops, status, meta = open_crops(cache.folder)
+    assert (status == DECODED).all() and meta["fingerprint"] == dataset.fingerprint()
+    assert np.array_equal(crops[2], np.asarray(cache.crops[2]))
+    row_bytes = int(np.prod(crops.shape[1:]))
+    with open(cache.folder / "crops.u8", "r+b") as out:
+        out.seek(row_bytes)
+        out.write(b"\xff" * 100)
+    crops, _, _ = open_crops(cache.folder)
+    with pytest.raises(DamagedArtefact, match="crops.u8 rows \\[1\\] do not match their checksums"):
+        crops[1]
+    assert open_crops(tmp_path / "nothing-here") is None

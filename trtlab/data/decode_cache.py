@@ -334,3 +334,26 @@ def _check_disk_space(files: CacheFiles, name: str, pending: int, check: bool, p
         if check:
             raise InsufficientDiskSpace(what, fix)
         log.warning("%s (check_disk=False: trying anyway)", what)
+
+
+def open_crops(folder: str | os.PathLike) -> tuple[CheckedCrops, np.ndarray, dict] | None:
+    """(crops, status, meta) of the decode cache in `folder`, read-only, for views that find a cache through a run
+    record (the dashboard's thumbnails) without the dataset: each decoded row is verified when read, and a damaged
+    one raises DamagedArtefact instead of showing garbage. None when the folder holds no readable cache."""
+    from trtlab.core.workspace import read_json_checked
+
+    folder = Path(folder)
+    meta = read_json_checked(folder / "meta.json")
+    if not meta or meta.get("format") != CACHE_FORMAT or not (folder / "crops.u8").exists():
+        return None
+    shape = tuple(meta["shape"])
+    files = CacheFiles(folder, shape[0], int(np.prod(shape[1:])))
+    if files.crops.stat().st_size != files.count * files.row_bytes:
+        return None
+    status, _, checksums = load_state(files)
+
+    def refuse(rows):
+        raise DamagedArtefact(f"{files.crops} rows {rows[:5].tolist()} do not match their checksums",
+                              "evaluate again (or build_decode_cache) to decode them anew")
+
+    return CheckedCrops(np.memmap(files.crops, np.uint8, "r", shape=shape), status, checksums, refuse), status, meta
