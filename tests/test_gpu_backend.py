@@ -132,6 +132,21 @@ def _teacher_forced_mismatches(path, images, device="cpu", values=None, **conver
     module = convert_onnx(model, **convert_options).to(device)
     exact_ops = {"QuantizeLinear", "DequantizeLinear", "Clip", "Cast", "Reshape"}
     mismatched, worst, checked = {}, {}, 0
+    from trtlab.backends.gpu.runner import pin_numerics, restore_numerics
+
+    saved = pin_numerics()  # TF32 off, as the runner runs: cuDNN's default would round float32 convs to TF32
+    try:
+        _compare_steps(module, values, device, exact_ops, mismatched, worst)
+    finally:
+        restore_numerics(saved)
+    checked = sum(1 for step in module.steps
+                  if step.label.rsplit("(", 1)[-1].rstrip(")") in ("QuantizeLinear", "DequantizeLinear"))
+    folded = [n for n in names if module.constant(n) is not None]  # weight DequantizeLinear, computed once
+    folded_differ = [n for n in folded if (module.constant(n).cpu().numpy() != values[n]).any()]
+    return mismatched, worst, checked, folded, folded_differ
+
+
+def _compare_steps(module, values, device, exact_ops, mismatched, worst):
     with torch.inference_mode():
         for step in module.steps:
             args = [None if not n else torch.from_numpy(values[n]).to(device) if n in values else module.constant(n)
@@ -141,16 +156,12 @@ def _teacher_forced_mismatches(path, images, device="cpu", values=None, **conver
             op_type = step.label.rsplit("(", 1)[-1].rstrip(")")
             assert got.dtype == expected.dtype, step.label
             if op_type in exact_ops:
-                checked += op_type in ("QuantizeLinear", "DequantizeLinear")
                 if (got != expected).any():
                     mismatched[step.label] = int((got != expected).sum())
             else:
                 error = np.abs(got.astype(np.float32) - expected).max() / max(np.abs(expected).max(), 1e-12)
                 key = f"{op_type}:{got.dtype}"
                 worst[key] = max(worst.get(key, 0.0), float(error))
-    folded = [n for n in names if module.constant(n) is not None]  # weight DequantizeLinear, computed once
-    folded_differ = [n for n in folded if (module.constant(n).cpu().numpy() != values[n]).any()]
-    return mismatched, worst, checked, folded, folded_differ
 
 
 # Float ops given identical inputs differ from ONNX Runtime by summation order only: ~1e-6 of a tensor's range in

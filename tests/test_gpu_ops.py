@@ -32,7 +32,8 @@ def single_node(op_type, inputs: dict, constants: dict | None = None, outputs=("
         [node], "g", [helper.make_tensor_value_info(k, _NP_TO_ONNX[v.dtype], list(v.shape)) for k, v in inputs.items()],
         [helper.make_empty_tensor_value_info(o) for o in outputs],
         [numpy_helper.from_array(np.asarray(v), k) for k, v in constants.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    # IR 10 (onnx 1.16+): an onnx newer than the installed ONNX Runtime would otherwise stamp an IR it refuses.
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
 
 
 def run_both(model, inputs: dict, **convert_options):
