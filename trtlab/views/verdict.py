@@ -322,17 +322,25 @@ def verdict_sentence(h: HeadToHead, alpha: float = ALPHA) -> str:
     """One sentence: do the two differ for real? On correctness when labelled, else on agreement with the
     reference."""
     a, b = h.first, h.second
-    test = h.accuracy_test if h.accuracy_test["labelled"] else h.agreement_test
-    n = test["labelled"] if test is h.accuracy_test else test["images"]
-    what = "labelled images" if test is h.accuracy_test else f"images (no labels: agreement with {h.reference})"
+    labelled = bool(h.accuracy_test["labelled"])
+    test = h.accuracy_test if labelled else h.agreement_test
+    n = test["labelled"] if labelled else test["images"]
     more = " — evaluate on more images (notebook 01)" if n < MANY_IMAGES else ""
     if test["discordant"] == 0:
-        same = "right" if test is h.accuracy_test else f"agree with {h.reference}"
-        return (f"{a} and {b} are {same} on exactly the same images ({n} {what}): no difference at this sample "
-                f"size{more}.")
-    p = pvalue(test["pvalue"])
-    head = (f"{a} and {b} differ on {test['discordant']} of {n} {what} ({a} alone "
-            f"{'right' if test is h.accuracy_test else 'agrees'} on {test['b']}, {b} on {test['c']}; McNemar p = {p})")
+        if labelled:
+            both = int(round(test["first_top1"] * n))
+            return (f"{a} and {b} are right on exactly the same {both} of {n} labelled images: no difference at "
+                    f"this sample size{more}.")
+        return (f"No labels: {a} and {b} agree with {h.reference} on exactly the same {test['both']} of {n} images: "
+                f"no difference at this sample size{more}.")
+    shown = pvalue(test["pvalue"])
+    p = f"p {shown}" if shown.startswith("<") else f"p = {shown}"
+    if labelled:
+        head = (f"{a} and {b} differ on {test['discordant']} of {n} labelled images ({a} alone right on "
+                f"{test['b']}, {b} on {test['c']}; McNemar {p})")
+    else:
+        head = (f"No labels: {a} and {b} differ in agreeing with {h.reference} on {test['discordant']} of {n} images "
+                f"({a} alone agrees on {test['b']}, {b} on {test['c']}; McNemar {p})")
     if test["significant"]:
         winner = a if test["b"] > test["c"] else b
         return f"{head}: a real difference at the {100 * alpha:g} % level — {winner} is better."
