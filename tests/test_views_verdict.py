@@ -153,3 +153,23 @@ def test_demo_ab_verdict_reads_the_variants_calibration_caches(demo_model, sessi
     assert result.data is result.table.raw and result.table.loc["fp32", "labelled"] == 20
     for part in (repr(result.table), result.table.html(), h2h.text(), h2h.html()):
         assert not UNFORMATTED_FLOAT.search(part.split("base64,")[0])
+
+
+def test_ab_widget_ends_with_the_verdict(demo_model, session_workspace, capsys):
+    """Run A/B (minmax and entropy, the widget's default) shows the formatted table, the figure and then the
+    head-to-head; its labels are never cut ("calib ima…")."""
+    from trtlab.data.demo import demo_dataset, demo_split
+    from trtlab.workflows.compare import ab_widgets
+
+    dataset = demo_dataset()
+    panel = ab_widgets(demo_model, dataset, workspace=session_workspace, split=demo_split(dataset))
+    controls = [panel.children[0].children[0], *panel.children[0].children[1].children, panel.children[2].children[0],
+                panel.children[2].children[1], panel.children[3]]
+    assert all(w.style.description_width == "initial" for w in controls)
+    assert panel.children[0].children[1].children[0].description == "calibration images"
+    capsys.readouterr()
+    result = panel.run_callback()  # outside a kernel, display() prints what a notebook would render
+    printed = capsys.readouterr().out
+    assert printed.index("top-1 (95 % CI)") < printed.index("Head to head: int8-minmax@6 vs int8-entropy@6")
+    assert result.verdict().sentence in printed
+    assert not UNFORMATTED_FLOAT.search(printed)

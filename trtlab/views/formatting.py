@@ -109,18 +109,19 @@ class Table:
     table keeps working: `table.loc["fp32", "top1"]` is a float, `list(table.index)` the variants.
     """
 
-    def __init__(self, shown, raw=None, caption: str = "", title: str = ""):
+    def __init__(self, shown, raw=None, caption: str = "", title: str = "", max_rows: int | None = 40):
         self.shown, self.raw, self.caption, self.title = shown, shown if raw is None else raw, caption, title
+        self.max_rows = max_rows  # displayed rows (first and last halves); markdown and `shown` keep them all
 
     # -- the people's view --------------------------------------------------------------------------------------
     def text(self) -> str:
-        body = self.shown.to_string(index=self._index_shown())
+        body = self.shown.to_string(index=self._index_shown(), max_rows=self.max_rows)
         return "\n".join(part for part in (self.title, body, self.caption) if part)
 
     def html(self) -> str:
         parts = [f"<p><b>{html.escape(self.title)}</b></p>"] if self.title else []
         parts.append(self.shown.to_html(escape=True, index=self._index_shown(), na_rep=MISSING, border=0,
-                                        classes="dataframe trtlab-table"))
+                                        classes="dataframe trtlab-table", max_rows=self.max_rows))
         if self.caption:
             parts.append(f"<p style='font-size:0.85em;color:#555;margin-top:2px'>{html.escape(self.caption)}</p>")
         return "\n".join(parts)
@@ -141,7 +142,7 @@ class Table:
 
     # -- the numbers ------------------------------------------------------------------------------------------------
     def __getattr__(self, name):
-        if name.startswith("__") or name in ("shown", "raw", "caption", "title"):
+        if name.startswith("__") or name in ("shown", "raw", "caption", "title", "max_rows"):
             raise AttributeError(name)
         return getattr(self.raw, name)
 

@@ -108,3 +108,21 @@ def significance_view(significance) -> Table:
     caption = ("McNemar's test on the images exactly one of the two gets right: exact binomial up to 25 such images, "
                "χ² with continuity correction above.")
     return Table(shown, significance, caption=caption)
+
+
+def per_class_accuracy(result) -> Table:
+    """Per-class top-1 of one stored variant on its labelled images, worst first, each with its 95 % interval;
+    `.raw` is evaluation.metrics.per_class_accuracy (sorted by class)."""
+    import pandas as pd
+
+    from trtlab.evaluation.metrics import per_class_accuracy as numbers, wilson_interval
+
+    raw = numbers(result)
+    order = raw.sort_values(["accuracy", "images", "class"], ascending=[True, False, True], kind="stable")
+    shown = pd.DataFrame({
+        "images": order["images"].to_numpy(), "correct": order["correct"].to_numpy(),
+        f"top-1 ({CI})": [percent_ci(c / n, *wilson_interval(int(c), int(n))) for c, n in
+                          zip(order["correct"], order["images"])],
+    }, index=pd.Index(list(order["name"]), name="class"))
+    return Table(shown, raw, caption=f"{result.variant} on {int(raw['images'].sum())} labelled images of "
+                                     f"{len(raw)} classes, worst first; intervals: 95 % Wilson.")

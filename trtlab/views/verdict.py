@@ -69,6 +69,19 @@ def default_pair(results: dict[str, VariantResult], reference: str) -> tuple[str
     return pool[0], pool[1]
 
 
+def resolve_variant(results: dict[str, VariantResult], name: str | None, reference: str) -> str | None:
+    """A stored label, or an algorithm name ('minmax', 'entropy', 'percentile') for the best INT8 variant
+    calibrated with it — so notebooks need not spell calibration sizes ('int8-minmax@512')."""
+    if name is None or name in results:
+        return name
+    ref = results[reference]
+    matching = sorted((n for n in results if n != reference and int8_algorithm(results[n]) == name),
+                      key=lambda n: _rank_key(results[n], ref))
+    if not matching:
+        raise PairError(f"{name!r} is neither a stored variant nor the algorithm of one; stored: {', '.join(results)}")
+    return matching[0]
+
+
 def _calibrated_alike(a: VariantResult, b: VariantResult) -> bool:
     ra, rb = a.record.get("recipe") or {}, b.record.get("recipe") or {}
     keys = ("calibration_images", "calibration_batch", "guards", "seed")
@@ -228,14 +241,15 @@ def _with_delta(value, delta) -> str:
 # -- computing it ---------------------------------------------------------------------------------------------------
 def head_to_head(results: dict[str, VariantResult], first: str | None = None, second: str | None = None,
                  reference: str | None = None, caches: dict | None = None, alpha: float = ALPHA) -> HeadToHead:
-    """The head-to-head of `first` and `second` (default: default_pair) against `reference` (default fp32).
+    """The head-to-head of `first` and `second` (default: default_pair) against `reference` (default fp32). Each
+    is a stored label or an algorithm name ('minmax': the best variant calibrated with minmax).
 
     caches: {variant: calibration cache path} where known (A/B results know theirs); otherwise each INT8 variant's
     cache is looked up beside the model its run record names."""
     reference = reference or ("fp32" if "fp32" in results else next(iter(results)))
-    missing = [n for n in (reference, first, second) if n is not None and n not in results]
-    if missing:
-        raise PairError(f"variant(s) {', '.join(map(repr, missing))} not stored here; stored: {', '.join(results)}")
+    if reference not in results:
+        raise PairError(f"reference {reference!r} is not stored here; stored: {', '.join(results)}")
+    first, second = (resolve_variant(results, name, reference) for name in (first, second))
     if first is None or second is None:
         if first is None and second is None:
             first, second = default_pair(results, reference)

@@ -30,6 +30,13 @@ class JobResult:
         """The numeric variant table (pandas DataFrame): what `table` shows, unformatted, for code."""
         return self.report.get("table")
 
+    def verdict(self, first: str | None = None, second: str | None = None, reference: str = "fp32"):
+        """Head to head of two of the job's variants (default: minmax vs entropy when both ran): see
+        ABResult.verdict."""
+        from trtlab.views.verdict import head_to_head
+
+        return head_to_head(self.store.load_all(self.variants), first, second, reference)
+
 
 def run_job(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, backend: str = "auto",
             batch_size: int = 32, progress: bool = True, report_dir=None) -> JobResult:

@@ -18,7 +18,7 @@ from trtlab.views.dashboard.thumbnails import Thumbnails
 from trtlab.views.figures import FIGURE_DPI, figure_png, plot_variant_summary, stamp
 from trtlab.views.formatting import Table
 from trtlab.views.tables import significance_view, variant_view
-from trtlab.views.verdict import PairError, default_pair, head_to_head, int8_algorithm
+from trtlab.views.verdict import PairError, default_pair, head_to_head, int8_algorithm, resolve_variant
 
 GALLERY_DPI = 72  # galleries are photos, which compress poorly as PNG; a lower dpi keeps the HTML report small
 DEFAULT_FOCUS = 2  # per-variant figures by default: every compared variant up to this many, else minmax and entropy
@@ -128,8 +128,9 @@ class Dashboard:
         return self.significance_view().shown
 
     def compare(self, first: str | None = None, second: str | None = None):
-        """Head to head of two stored variants against the reference (default: minmax vs entropy when both are
-        here, else the best two INT8 variants): accuracy and agreement with intervals, McNemar between the two, the
+        """Head to head of two stored variants (labels, or algorithm names: 'minmax' is the best variant
+        calibrated with minmax) against the reference (default: minmax vs entropy when both are here, else the best
+        two INT8 variants): accuracy and agreement with intervals, McNemar between the two, the
         classes each loses side by side, the calibration thresholds that differ most, and whether the difference
         is real. Displays itself in a notebook; `.sentence`, `.summary`, `.drift`, `.scales` hold the parts."""
         return head_to_head(self.results, first, second, self.reference)
@@ -251,6 +252,8 @@ def build_dashboard(store=None, variants=None, reference=None, decode_cache=None
         dash.confusions[variant] = introduced_confusions(results[variant], ref)
     if focus is None:
         focus = dash.compared if len(dash.compared) <= DEFAULT_FOCUS else _default_focus(dash)
+    else:  # labels, or algorithm names ('minmax') for the best variant calibrated with each
+        focus = [_resolved(results, name, reference) for name in focus]
     unknown = [name for name in focus if name not in dash.compared]
     if unknown:
         raise KeyError(f"focus variant(s) {', '.join(map(repr, unknown))} are not compared here; choose from "
@@ -258,6 +261,13 @@ def build_dashboard(store=None, variants=None, reference=None, decode_cache=None
     dash.focus = list(focus)
     dash.notes = _notes(dash, stored_count=len(available), alpha=alpha)
     return dash
+
+
+def _resolved(results, name: str, reference: str) -> str:
+    try:
+        return resolve_variant(results, name, reference)
+    except PairError:
+        return name  # reported with the other unknown focus names
 
 
 def _default_focus(dash: Dashboard) -> list[str]:
