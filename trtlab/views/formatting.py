@@ -115,22 +115,30 @@ class Table:
 
     # -- the people's view --------------------------------------------------------------------------------------
     def text(self) -> str:
-        body = self.shown.to_string(index=self._index_shown(), max_rows=self.max_rows)
+        flat = self._flat()
+        if len(flat.columns) and self.shown.index.name is not None:  # the row names read left-aligned
+            first = flat.columns[0]
+            width = max([len(str(first))] + [len(str(v)) for v in flat[first]])
+            flat = flat.rename(columns={first: f"{first!s:<{width}}"})
+            flat[flat.columns[0]] = [f"{v!s:<{width}}" for v in flat[flat.columns[0]]]
+        body = flat.to_string(index=False, max_rows=self.max_rows)
         return "\n".join(part for part in (self.title, body, self.caption) if part)
 
     def html(self) -> str:
         parts = [f"<p><b>{html.escape(self.title)}</b></p>"] if self.title else []
-        parts.append(self.shown.to_html(escape=True, index=self._index_shown(), na_rep=MISSING, border=0,
-                                        classes="dataframe trtlab-table", max_rows=self.max_rows))
+        parts.append(self._flat().to_html(escape=True, index=False, na_rep=MISSING, border=0, classes="trtlab-table",
+                                          max_rows=self.max_rows))
         if self.caption:
             parts.append(f"<p style='font-size:0.85em;color:#555;margin-top:2px'>{html.escape(self.caption)}</p>")
         return "\n".join(parts)
 
     def markdown(self) -> str:
-        return frame_markdown(self.shown, index=self._index_shown()) + (f"\n\n{self.caption}" if self.caption else "")
+        return frame_markdown(self._flat(), index=False) + (f"\n\n{self.caption}" if self.caption else "")
 
-    def _index_shown(self) -> bool:
-        return self.shown.index.name is not None
+    def _flat(self):
+        """`shown` with a named index as its first column: one header row (pandas writes the index name on a
+        second one)."""
+        return self.shown.reset_index() if self.shown.index.name is not None else self.shown
 
     def _repr_html_(self) -> str:
         return self.html()

@@ -13,6 +13,7 @@ from trtlab.views.tables import variant_view
 
 PHOTOS = 16  # photos in the report's grid
 PHOTO_COLUMNS = 8
+PHOTO_ROW_INCHES = 1.95  # a 1.55-inch photo and its caption
 
 
 def report_tables(results, reference=None) -> tuple[object, Table]:
@@ -32,12 +33,12 @@ def plot_summary(store: ResultsStore, variants=None, reference=None, decode_cach
     show_photos = decode_cache is not None
     top_height = summary_height(len(full), list(full.index))
     photo_rows = -(-min(PHOTOS, len(results[ref])) // PHOTO_COLUMNS) if show_photos else 0
-    fig = _figure(13.0, top_height + 0.5 + (2.15 * photo_rows + 0.5 if photo_rows else 0))
+    fig = _figure(13.0, top_height + 0.5 + (PHOTO_ROW_INCHES * photo_rows + 0.5 if photo_rows else 0))
     experiment = store.experiment
     fig.suptitle(fit("trtlab report — " + (experiment.short() if experiment else store.folder.name), 12.5, 11),
                  fontsize=11)
     if photo_rows:
-        top, bottom = fig.subfigures(2, 1, height_ratios=[top_height, 2.15 * photo_rows + 0.5])
+        top, bottom = fig.subfigures(2, 1, height_ratios=[top_height, PHOTO_ROW_INCHES * photo_rows + 0.5])
     else:
         top, bottom = fig, None
     draw_variant_summary(top.subplots(1, 3, sharey=True), full, ref, top)

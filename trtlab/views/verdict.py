@@ -384,6 +384,7 @@ def plot_drift_side_by_side(h: HeadToHead, top: int = DRIFT_ROWS):
             ax.axvline(0, color="black", linewidth=0.8)
             ax.set_xlim(-span * 1.08, span * 1.08)
             ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+            ax.set_axisbelow(True)
         axes[0].set_yticks(y, [f"{_short(n, 24)} (n={int(i)})" for n, i in zip(changed["name"], changed["images"])],
                            fontsize=8)
     for ax, name, column in zip(axes, (h.first, h.second), ("delta_first", "delta_second")):

@@ -20,7 +20,7 @@ from trtlab.views.formatting import Table
 from trtlab.views.tables import significance_view, variant_view
 from trtlab.views.verdict import PairError, default_pair, head_to_head, int8_algorithm, resolve_variant
 
-GALLERY_DPI = 72  # galleries are photos, which compress poorly as PNG; a lower dpi keeps the HTML report small
+GALLERY_DPI = 80  # galleries are photos, which compress poorly as PNG; a lower dpi keeps the HTML report small
 DEFAULT_FOCUS = 2  # per-variant figures by default: every compared variant up to this many, else minmax and entropy
 # (the head-to-head pair) when both are stored, else the least agreeing
 

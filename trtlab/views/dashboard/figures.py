@@ -7,14 +7,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from trtlab.views.figures import CHAR_EM, _figure, _short, fit, fit_title
+from trtlab.views.figures import _figure, _short, fit, fit_title
 
 if TYPE_CHECKING:
     from trtlab.views.dashboard.thumbnails import Thumbnails
 
-GALLERY_MAX_IMAGES = 24
-CAPTION_NAME = 18  # variant names up to this long are written under each photo; longer ones once, in the title
-CAPTION_POINTS = 7.5
+GALLERY_MAX_IMAGES = 20
+GALLERY_COLUMNS = 5
+THUMB_INCHES = 2.6
+CAPTION_NAME = 20  # variant names up to this long are written under each photo; longer ones once, in the title
+CAPTION_POINTS = 8.5
 DRIFT_BARS = 12  # classes shown on each side (losers, gainers) of the drift bar chart
 LOSS_COLOUR, GAIN_COLOUR, NEUTRAL_COLOUR = "#c0392b", "#27ae60", "#34495e"
 
@@ -117,20 +119,23 @@ def plot_drift_histogram(drift):
 
 
 def plot_flips_gallery(flip_table, thumbnails: Thumbnails, max_images: int = GALLERY_MAX_IMAGES):
-    """Thumbnails of the images whose top-1 changed: both predictions with confidences, the label when known;
-    red = broken by the variant, green = fixed. A variant name too long for a caption is named once in the title
-    and called "variant" under the photos."""
+    """Thumbnails of the images whose top-1 changed: the label when known, then both predictions with
+    confidences; red = broken by the variant, green = fixed. A variant name too long for a caption is named once in
+    the title and called "variant" under the photos; class names wrap rather than being cut."""
     variant, reference = flip_table.attrs.get("variant", "variant"), flip_table.attrs.get("reference", "reference")
     shown = flip_table.head(max_images)
-    columns = max(1, min(6, len(shown)))
+    columns = max(1, min(GALLERY_COLUMNS, len(shown)))
     rows = max(1, math.ceil(len(shown) / columns))
-    width = max(6.5, 2.35 * columns + 0.4)  # at least 6.5 inches, so the title fits over a single thumbnail
+    width = max(6.5, THUMB_INCHES * columns + 0.4)  # at least 6.5 inches, so the title fits over one thumbnail
     compared = flip_table.attrs.get("compared", len(flip_table))
     in_caption = variant if len(variant) <= CAPTION_NAME else "variant"
     title = fit(f"Top-1 flips: {variant}" + ("" if in_caption == variant else " (“variant” below)")
                 + f" vs {reference} ({len(flip_table)} of {compared} images changed"
                 + (f", first {len(shown)} shown)" if len(shown) < len(flip_table) else ")"), width - 0.3, 11)
-    fig = _figure(width, (2.95 * rows + 0.45 if len(shown) else 1.6) + 0.2 * title.count("\n"))
+    captions = [_flip_caption(row, reference, in_caption, width / columns - 0.15) for row in shown.itertuples()]
+    lines = max((c.count("\n") + 1 for c in captions), default=0)
+    fig = _figure(width, ((THUMB_INCHES - 0.1) * rows + rows * lines * CAPTION_POINTS * 1.25 / 72 + 0.5
+                          if len(shown) else 1.6) + 0.2 * title.count("\n"))
     fig.suptitle(title, fontsize=11)
     if not len(shown):
         ax = fig.subplots()
@@ -139,23 +144,23 @@ def plot_flips_gallery(flip_table, thumbnails: Thumbnails, max_images: int = GAL
         return fig
     axes = np.atleast_1d(fig.subplots(rows, columns)).ravel()
     colours = {"broken": LOSS_COLOUR, "fixed": GAIN_COLOUR}
-    chars = int((width - 0.4) / columns * 72 / (CAPTION_POINTS * CHAR_EM))  # characters a caption line holds
-    who = _short(reference, CAPTION_NAME)
-    for ax, row in zip(axes, shown.itertuples()):
+    for ax, row, caption in zip(axes, shown.itertuples(), captions):
         image, found = thumbnails.get(row.image_id)
         ax.imshow(image)
-        caption = [f"{who}: {_short(row.reference_name, chars - len(who) - 7)} {row.reference_confidence:.0%}",
-                   f"{in_caption}: {_short(row.variant_name, chars - len(in_caption) - 7)} "
-                   f"{row.variant_confidence:.0%}"]
-        if row.label >= 0:
-            caption.append(f"true: {_short(row.label_name, chars - 6)}")
-        if not found:
-            caption.append("(image file not found)")
-        ax.set_title("\n".join(caption), fontsize=CAPTION_POINTS, color=colours.get(row.outcome, "black"))
+        ax.set_title(caption + ("" if found else "\n(image file not found)"), fontsize=CAPTION_POINTS,
+                     color=colours.get(row.outcome, "black"))
         ax.axis("off")
     for ax in axes[len(shown):]:
         ax.axis("off")
     return fig
+
+
+def _flip_caption(row, reference: str, variant: str, inches: float) -> str:
+    """'true: …', then '<reference>: <class> 63%' and '<variant>: <class> 51%', each wrapped to the photo's width."""
+    lines = [] if row.label < 0 else [f"true: {row.label_name}"]
+    lines += [f"{_short(reference, CAPTION_NAME)}: {row.reference_name} {row.reference_confidence:.0%}",
+              f"{variant}: {row.variant_name} {row.variant_confidence:.0%}"]
+    return "\n".join(fit(line, inches, CAPTION_POINTS) for line in lines)
 
 
 def plot_confusions(confusions, top: int = 10):

@@ -51,12 +51,18 @@ def show_variant(dash: Dashboard, variant: str | None = None, figures: bool | No
     if variant not in dash.compared:
         raise KeyError(f"{variant!r} is not compared here; choose from {', '.join(dash.compared)}")
     for title, table in variant_table_views(dash.variant_tables(variant)).items():
-        count = f"{len(table.raw)} classes, the {len(table.shown)} that change most" if title == "per-class drift" \
-            else f"{len(table.raw)} rows" + (f", first {len(table.shown)} shown" if len(table.shown) < len(table.raw)
-                                              else "")
+        count = _count(title, len(table.raw), len(table.shown), int((table.raw["delta"] != 0).sum())
+                       if title == "per-class drift" else 0)
         display(Markdown(f"**{variant} vs {dash.reference}: {title}** ({count})"))
         if len(table.shown):
             display(HTML(table.html()))
     if figures if figures is not None else variant not in dash.focus:
         for name in dash.variant_figure_names(variant):
             display(Image(data=dash.png(name), format="png"))
+
+
+def _count(title: str, rows: int, shown: int, changed: int) -> str:
+    if title == "per-class drift":
+        return f"{rows} classes, {changed} changed" + (f", the {shown} that change most shown" if shown < changed
+                                                       else "")
+    return f"{rows} row{'s' if rows != 1 else ''}" + (f", first {shown} shown" if shown < rows else "")
