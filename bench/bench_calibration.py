@@ -104,14 +104,16 @@ def run_side(side: str, model: str, images_path: str, batch: int, threads: int, 
     result = {"side": side, "images": images, "batch": batch}
     start = time.perf_counter()
     if side == "trtlab":
-        from trtlab.quantization.calibrate import collect_statistics, compute_thresholds
+        from trtlab.quantization.statistics import collect_statistics
+        from trtlab.quantization.thresholds import compute_thresholds
         from trtlab.quantization.variants import stats_tensors
 
         messages = []
         handler = logging.Handler()
         handler.emit = lambda record: messages.append(record.getMessage())
-        logging.getLogger("trtlab.quantization.calibrate").addHandler(handler)
-        logging.getLogger("trtlab.quantization.calibrate").setLevel(logging.INFO)
+        for name in ("trtlab.quantization.statistics", "trtlab.quantization.thresholds"):
+            logging.getLogger(name).addHandler(handler)
+            logging.getLogger(name).setLevel(logging.INFO)
         tensors = stats_tensors(onnx.load(model))
         stats = collect_statistics(model, tensors, cache, batch_size=batch, progress=False, threads=threads)
         collected = time.perf_counter()
@@ -186,7 +188,8 @@ def modelopt_thresholds(model: str, cache, batch: int, threads: int, out: str) -
     import torch
     from modelopt.torch.quantization.calib.histogram import HistogramCalibrator
 
-    from trtlab.quantization.calibrate import MEMORY_BUDGET_MB, CalibrationStats, _exposed_bytes_per_image, sub_batch_size
+    from trtlab.quantization.statistics import (MEMORY_BUDGET_MB, CalibrationStats, _exposed_bytes_per_image,
+                                                sub_batch_size)
     from trtlab.data.preprocess import normalize_batch
 
     warnings.filterwarnings("ignore")

@@ -51,7 +51,8 @@ def main() -> int:
     from trtlab.data.demo import demo_dataset, demo_split, export_demo_model
     from trtlab.evaluation.literal_check import FAST_LITERAL_OPTIONS, cpu_features, describe_cpu, literal_outputs_match
     from trtlab.evaluation.evaluate import infer_cached
-    from trtlab.quantization.variants import Recipe, build_variant
+    from trtlab.quantization.recipe import Recipe
+    from trtlab.quantization.variants import build_variant
 
     workspace = Path(args.workspace or tempfile.mkdtemp(prefix="trtlab-bench-"))
     model = export_demo_model(workspace=workspace)

@@ -2,153 +2,66 @@
 
 Runs inside the subprocess that tests/trt_bindings.py prepares (real ``tensorrt`` module importable, stub
 libraries underneath, no GPU, no TensorRT builder). tests/test_trt_real_bindings.py runs ``main()`` once per
-pinned version and turns every check into one pytest result. Each check raises AssertionError naming what
-differs; nothing here builds or runs an engine.
+pinned version and turns every check into one pytest result. Nothing here builds or runs an engine.
+
+What is checked is what trtlab's code actually does, not what its source happens to name: trtlab's build, legacy,
+calibrator, runner, inspector and benchmark paths run with ``sys.modules['tensorrt']`` = a recording proxy
+(tests/fake_tensorrt/recording.py) of the real bindings' module, whose builder-side objects are the recording fakes
+of tests/fake_tensorrt (themselves checked to offer nothing the real bindings lack). Every name read and every call
+made through the module, and every call made on the objects it returned, is checked against the real bindings:
+it exists, takes those arguments (pybind signatures), converts those values, is settable where trtlab sets it, and
+is not deprecated on the default (strongly typed) paths. A function coverage check fails when any function of
+trtlab's TensorRT modules never ran, so a split, a new module or a new branch cannot escape these checks.
 """
 from __future__ import annotations
 
-import ast
 import json
-import re
 import sys
 import tempfile
 import traceback
-import types
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-GPU = {"name": "NVIDIA Tesla T4", "compute_capability": "7.5"}  # passed in: there is no GPU here
+from fake_tensorrt.real_api import _verify_calls, converts, deprecated, enum_member_doc, fits, signatures
 
-#: Variables in trtlab's TensorRT code that hold TensorRT objects, and their binding classes.
-VAR_CLASS = {
-    "builder": "Builder", "network": "INetworkDefinition", "parser": "OnnxParser", "config": "IBuilderConfig",
-    "profile": "IOptimizationProfile", "calib_profile": "IOptimizationProfile", "layer": "ILayer",
-    "error": "ParserError", "flag": "BuilderFlag", "self._runtime": "Runtime", "self._engine": "ICudaEngine",
-    "engine": "ICudaEngine", "runner._engine": "ICudaEngine", "self._context": "IExecutionContext",
-    "context": "IExecutionContext", "runner._context": "IExecutionContext", "inspector": "EngineInspector",
-}
-#: Functions where those names mean something else (engine-inspector JSON dictionaries, argparse).
-NOT_TENSORRT = {"parse_engine_information", "_tensor_precision", "build_main"}
-#: TensorRT 10 legacy code: only reached on 10.x (weakly typed, implicit INT8); TensorRT 11 may lack its names.
-#: So may code in the body of an `if ... major == 10 ...:`; the build-path checks confirm 11 never gets there.
-LEGACY_V10 = {"_configure_weakly_typed_v10", "apply_layer_guards"}
-SOURCES = ("trtlab/backends/tensorrt/engine.py", "trtlab/backends/tensorrt/calibrator.py")
+REPO = Path(__file__).resolve().parents[1]
+GPU = {"name": "NVIDIA Tesla T4", "compute_capability": "7.5"}  # FakeCuda's answer: there is no GPU here
+
 #: Module attributes of the fake that are test plumbing, not API.
 FAKE_PLUMBING = {"calls", "parser_failures", "build_returns_none", "device_memory"}
 #: Classes user code constructs (the others come from factories): their constructors must match too.
 CONSTRUCTED = {"Builder", "OnnxParser", "Logger", "Runtime"}
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# pybind signatures and docs
-# ----------------------------------------------------------------------------------------------------------------
-def signatures(func) -> list[list[tuple[str, str, bool]]]:
-    """pybind11 overloads of `func` from its docstring: [[(param, annotation, has_default), ...], ...] without self."""
-    doc = getattr(func, "__doc__", None) or ""
-    name = getattr(func, "__name__", "")
-    found = []
-    for match in re.finditer(r"^(?:\d+\. )?%s\((.*)\) -> " % re.escape(name), doc, re.M):
-        params = []
-        for part in _split_params(match.group(1)):
-            pname, _, rest = part.partition(":")
-            annotation, _, default = rest.partition(" = ")
-            params.append((pname.strip(), annotation.strip(), bool(default)))
-        if params and params[0][0] == "self":
-            params = params[1:]
-        found.append(params)
-    return found
-
-
-def _split_params(text: str) -> list[str]:
-    parts, depth, current = [], 0, ""
-    for ch in text:
-        if ch in "[(<":
-            depth += 1
-        elif ch in "])>":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    if current.strip():
-        parts.append(current.strip())
-    return parts
-
-
-def fits(params, npos: int, keywords=()) -> bool:
-    names = [p[0] for p in params]
-    if npos > len(params) or any(k not in names[npos:] for k in keywords):
-        return False
-    return all(p[2] or i < npos or p[0] in keywords for i, p in enumerate(params))
-
-
-def deprecated(doc: str) -> bool:
-    """A '[DEPRECATED]' note about the thing itself; one in parentheses is about something it mentions (e.g.
-    MemoryPoolType.WORKSPACE's doc mentions the deprecated IAlgorithmSelector)."""
-    return re.search(r"(?<!\()\[DEPRECATED\]", doc or "") is not None
-
-
-def enum_member_doc(enum_type, member: str) -> str:
-    doc = enum_type.__doc__ or ""
-    match = re.search(r"^\s+%s : (.*?)(?=^\s+[A-Z][A-Z0-9_]* : |\Z)" % re.escape(member), doc, re.S | re.M)
-    return " ".join(match.group(1).split()) if match else ""
-
-
-def real_class(trt, name: str):
-    obj = getattr(trt, name, None)
-    assert obj is not None, f"tensorrt {trt.__version__} has no class {name}"
-    return obj
-
-
-def _resolve(trt, annotation: str):
-    path = annotation.split(".")
-    if "tensorrt" not in path:
-        return None
-    obj = trt
-    for piece in path[path.index("tensorrt") + 1:]:
-        obj = getattr(obj, piece, None)
-        if obj is None:
-            return None
-    return obj
-
-
-def converts(trt, value, annotation: str) -> bool:
-    """Whether `value` (what trtlab passed) is accepted for a pybind parameter typed `annotation`."""
-    a = annotation
-    if a in ("int", "typing.SupportsInt"):
-        return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-    if a == "bool":
-        return isinstance(value, bool)
-    if a == "str":
-        return isinstance(value, str)
-    if a in ("tuple", "list"):
-        return isinstance(value, {"tuple": tuple, "list": list}[a])
-    if a in ("buffer", "typing_extensions.Buffer", "collections.abc.Buffer"):
-        try:
-            memoryview(value)
-            return True
-        except TypeError:
-            return False
-    target = _resolve(trt, a)
-    if target is None:
-        return True  # a type this check does not model (List[...], object): not judged here
-    if target is getattr(trt, "Dims", None):
-        return isinstance(value, trt.Dims) or tuple(trt.Dims(tuple(value))) == tuple(value)
-    if isinstance(value, target):
-        return True
-    # a fake builder object stands for the real class of the same name (its surface is checked separately)
-    return type(value).__module__ != type(trt).__module__ and type(value).__name__ == target.__name__ \
-        and "fake_tensorrt" in type(value).__module__
+#: trtlab's TensorRT-facing source: every module of the backend package, and TensorRT's calibrator.
+SOURCES = sorted(p for p in (REPO / "trtlab/backends/tensorrt").glob("*.py") if p.name != "__init__.py") + [
+    REPO / "trtlab/quantization/tensorrt_calibrator.py"]
+#: Modules only TensorRT 10 reaches (weakly typed networks, implicit INT8): TensorRT 11 removed what they use.
+TENSORRT_10_ONLY = {"trtlab/backends/tensorrt/legacy.py", "trtlab/quantization/tensorrt_calibrator.py"}
+#: Functions the checks need not run, with the reason (anything else that never runs fails the coverage check).
+NOT_DRIVEN = {
+    "benchmark_runner": "times any Runner by wall clock (ONNX Runtime); no TensorRT object",
+}
+NOT_DRIVEN_BY_MAJOR = {
+    10: {"implicit_int8_unsupported": "only TensorRT 11 refuses implicit INT8"},
+    11: {"calibration_identity": "implicit INT8 only, refused on TensorRT 11 before this runs"},
+}
+#: Uses every version's paths must record (a recording that misses them is not looking at trtlab's code).
+ESSENTIAL_USES = {"trt.Builder", "trt.OnnxParser", "trt.Runtime", "trt.ILogger.__init__", "trt.BuilderFlag.TF32",
+                  "trt.MemoryPoolType.WORKSPACE", "trt.ProfilingVerbosity.DETAILED", "trt.TensorIOMode.INPUT",
+                  "trt.nptype", "trt.LayerInformationFormat.JSON"}
+ESSENTIAL_USES_10 = {"trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED", "trt.BuilderFlag.FP16",
+                     "trt.BuilderFlag.INT8", "trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS", "trt.float32",
+                     "trt.IInt8EntropyCalibrator2.__init__", "trt.IInt8MinMaxCalibrator.__init__"}
+_FORBIDDEN_WHEN_STRONGLY_TYPED = ("ILayer.precision=", "ILayer.set_output_type", "ITensor.dtype=")
+_PRECISION_FLAGS = ("FP16", "BF16", "INT8", "FP8", "INT4", "FP4", "OBEY_PRECISION_CONSTRAINTS",
+                    "PREFER_PRECISION_CONSTRAINTS")
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # the checks
 # ----------------------------------------------------------------------------------------------------------------
 def check_version_dispatch(trt, pin, ctx):
-    from trtlab.backends.tensorrt.engine import tensorrt_major, tensorrt_version
+    from trtlab.backends.tensorrt.loader import tensorrt_major, tensorrt_version
 
     assert trt.__version__ == pin, f"imported tensorrt {trt.__version__}, expected the pinned {pin}"
     assert tensorrt_version(trt)[:3] == tuple(int(p) for p in pin.split(".")[:3])
@@ -229,125 +142,10 @@ def check_fake_matches_real(trt, pin, ctx):
     assert not problems, f"fake tensorrt {pin} offers what the real bindings do not:\n  " + "\n  ".join(problems)
 
 
-def _uses(major: int):
-    """(function, expression, attribute, kind, npos, keywords) of every TensorRT use in trtlab's TensorRT code:
-    `trt.X.Y` chains and attributes of the variables in VAR_CLASS."""
-    uses = []
-    for rel in SOURCES:
-        tree = ast.parse((REPO / rel).read_text())
-        parents = {}
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                parents[child] = node
-
-        def function_of(node):
-            while node in parents:
-                node = parents[node]
-                if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name not in ("CapturingLogger",
-                                                                                             "TrtlabCalibrator"):
-                    return node.name
-            return "<module>"
-
-        def in_v10_branch(node):
-            """Inside the body of an `if ... major == 10 ...:` (a TensorRT 10-only branch)."""
-            child = node
-            while child in parents:
-                parent = parents[child]
-                if isinstance(parent, ast.If) and "major == 10" in ast.unparse(parent.test) and child in parent.body:
-                    return True
-                child = parent
-            return False
-
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Attribute):
-                continue
-            func = function_of(node)
-            if func in NOT_TENSORRT:
-                continue
-            base = ast.unparse(node.value)
-            parent = parents.get(node)
-            call = parent if isinstance(parent, ast.Call) and parent.func is node else None
-            kind = "call" if call else "store" if isinstance(node.ctx, ast.Store) else "load"
-            npos = len(call.args) if call else 0
-            kws = tuple(k.arg for k in call.keywords) if call else ()
-            legacy = func in LEGACY_V10 or rel.endswith("calibrator.py") or in_v10_branch(node)
-            if base == "trt" or base.startswith("trt."):
-                if isinstance(parent, ast.Attribute):
-                    continue  # the longest chain is recorded once
-                uses.append((rel, func, legacy, f"{base}.{node.attr}", None, kind, npos, kws))
-            elif base in VAR_CLASS:
-                uses.append((rel, func, legacy, base, node.attr, kind, npos, kws))
-    return uses
-
-
-def check_trtlab_names_exist(trt, pin, ctx):
-    """Every trt.* name and TensorRT-object attribute trtlab's code uses on this version's path exists, methods
-    accept trtlab's argument count and keywords, and attributes trtlab assigns are settable."""
-    from trtlab.backends.tensorrt.calibrator import ALGORITHMS
-
-    major = int(pin.split(".")[0])
-    problems, checked = [], set()
-    for rel, func, legacy, expr, attr, kind, npos, kws in _uses(major):
-        if legacy and major >= 11:
-            continue
-        where = f"{rel}:{func}"
-        if attr is None:  # trt.X.Y...
-            obj = trt
-            for piece in expr.split(".")[1:]:
-                obj = getattr(obj, piece, None)
-                if obj is None:
-                    problems.append(f"{where}: {expr} does not exist")
-                    break
-            else:
-                *_, owner_name, member = ["trt"] + expr.split(".")
-                owner = eval(expr.rsplit(".", 1)[0], {"trt": trt}) if expr.count(".") > 1 else None
-                doc = enum_member_doc(owner, member) if hasattr(owner, "__members__") else getattr(obj, "__doc__", "")
-                if not legacy and deprecated(doc):
-                    problems.append(f"{where}: {expr} is deprecated in tensorrt {pin}: {doc[:120]}")
-                if kind == "call":
-                    sigs = signatures(obj.__init__) if isinstance(obj, type) else signatures(obj)
-                    if expr.endswith(".__init__"):
-                        npos -= 1  # Base.__init__(self): self is passed explicitly
-                    if sigs and not any(fits(s, npos, kws) for s in sigs):
-                        problems.append(f"{where}: {expr}() called with {npos} args {kws}, real: {sigs}")
-            checked.add(expr)
-            continue
-        cls = real_class(trt, VAR_CLASS[expr]) if hasattr(trt, VAR_CLASS[expr]) else None
-        if cls is None:
-            problems.append(f"{where}: tensorrt.{VAR_CLASS[expr]} does not exist")
-            continue
-        robj = getattr(cls, attr, None)
-        name = f"{VAR_CLASS[expr]}.{attr}"
-        checked.add(name)
-        if robj is None:
-            problems.append(f"{where}: {name} does not exist")
-            continue
-        doc = enum_member_doc(cls, attr) if hasattr(cls, "__members__") else getattr(robj, "__doc__", "")
-        if not legacy and deprecated(doc):
-            problems.append(f"{where}: {name} is deprecated in tensorrt {pin}: {' '.join(doc.split())[:120]}")
-        if kind == "store" and not (isinstance(robj, property) and robj.fset is not None):
-            problems.append(f"{where}: trtlab sets {name}, which is read-only")
-        elif kind == "call":
-            sigs = signatures(robj)
-            if not sigs:
-                problems.append(f"{where}: {name} is not a method")
-            elif not any(fits(s, npos, kws) for s in sigs):
-                problems.append(f"{where}: {name} called with {npos} positional args {list(kws)}, the real "
-                                f"signature is {[[p[0] for p in s] for s in sigs]}")
-    if major == 10:  # make_calibrator picks its base class by name: getattr(trt, ALGORITHMS[...])
-        for base in ALGORITHMS.values():
-            checked.add(base)
-            if not hasattr(trt, base):
-                problems.append(f"trt_calibrator.ALGORITHMS: tensorrt.{base} does not exist")
-    assert len(checked) > 40, f"only {len(checked)} uses found: the source scan is broken"
-    assert not problems, f"tensorrt {pin}:\n  " + "\n  ".join(problems)
-    return {"uses_checked": len(checked)}
-
-
 def check_logger_subclasses_the_real_ilogger(trt, pin, ctx):
-    from trtlab.backends.tensorrt.engine import _make_logger
+    from trtlab.backends.tensorrt.loader import make_logger
 
-    logger = _make_logger(trt)
+    logger = make_logger(trt)
     assert isinstance(logger, trt.ILogger), "trtlab's logger is not a tensorrt.ILogger"
     assert "log" in vars(trt.ILogger), "the real ILogger has no log() to override"
     assert [p[0] for p in signatures(trt.ILogger.log)[0]] == ["severity", "msg"]
@@ -366,162 +164,157 @@ def check_logger_subclasses_the_real_ilogger(trt, pin, ctx):
         raise AssertionError("trt.Builder(logger) worked: a real TensorRT library is loaded, not the stubs")
 
 
-def _calibration_stub():
-    return types.SimpleNamespace(valid_indices=np.arange(16), key="decode-cache-key", preprocess=None)
+# ----------------------------------------------------------------------------------------------------------------
+# driving trtlab's TensorRT paths under the recording module
+# ----------------------------------------------------------------------------------------------------------------
+class Session:
+    """One version's run: the recorded module uses, the fake objects' calls per driven path, function coverage."""
 
+    def __init__(self, trt, pin: str, ctx: dict):
+        from fake_tensorrt.recording import FunctionCoverage, Uses
 
-def check_calibrators_subclass_the_real_bases(trt, pin, ctx):
-    from trtlab.backends.tensorrt.calibrator import ALGORITHMS, _CalibratorMixin, make_calibrator
+        self.trt, self.pin, self.ctx = trt, pin, ctx
+        self.major = int(pin.split(".")[0])
+        self.uses = Uses()
+        self.builds: dict = {}  # driven build path → hybrid module (calls, sidecar, engine_path) or the exception
+        self.contexts: list = []
+        self.coverage = FunctionCoverage(SOURCES, REPO)
+        self.workspace = Path(tempfile.mkdtemp(prefix=f"trt-checks-{pin}-"))
+        self._cache = None
 
-    if int(pin.split(".")[0]) >= 11:
-        assert not any(hasattr(trt, b) for b in ALGORITHMS.values()), "TensorRT 11 still has IInt8 calibrators"
-        return {"calibrators": "absent (removed in 11)"}
-    for algorithm, base_name in ALGORITHMS.items():
-        base = getattr(trt, base_name)
-        calibrator = make_calibrator(trt, algorithm, _calibration_stub(), np.arange(8), 8, None, {}, progress=False)
-        assert isinstance(calibrator, base) and isinstance(calibrator, trt.IInt8Calibrator)
-        # every callback trtlab implements overrides a method of the real base (a misspelt one is never called)
-        callbacks = {n for n in vars(_CalibratorMixin) if not n.startswith("_") and n != "free"}
-        missing = {n for n in callbacks if not hasattr(base, n)}
-        assert not missing, f"{base_name} has no {sorted(missing)}: TensorRT would never call trtlab's"
-        assert {"get_batch", "get_batch_size", "read_calibration_cache", "write_calibration_cache"} <= callbacks
-        assert [p[0] for p in signatures(base.get_batch)[0]] == ["names"]
-        assert calibrator.get_batch_size() == 8 and calibrator.read_calibration_cache() is None
-        assert calibrator.get_algorithm() == getattr(trt.CalibrationAlgoType,
-                                                     {"entropy": "ENTROPY_CALIBRATION_2",
-                                                      "minmax": "MINMAX_CALIBRATION"}[algorithm])
+    def hybrid(self):
+        """Real enums/logger/calibrator bases/nptype/Dims + recording fake builder and runtime objects."""
+        from fake_tensorrt import make_fake_tensorrt
 
+        return make_fake_tensorrt(self.pin, real=self.trt)
 
-def _record_builds(trt, pin, ctx, paths):
-    """Run trtlab's build_engine for each (name, precision, options) with the real API surface over fake builder
-    objects; returns {name: fake module (its .calls) or the exception raised}."""
-    from fake_tensorrt import make_fake_tensorrt
+    def run(self, context: str, hybrid, function):
+        """Run `function()` with sys.modules['tensorrt'] = a recording proxy of `hybrid` and FakeCuda's numpy
+        "device" memory, the module uses filed under `context`."""
+        from fake_tensorrt import FakeCuda
+        from fake_tensorrt.recording import RecordingModule
 
-    import trtlab.backends.tensorrt.engine as backend  # imports `tensorrt` at call time, so it gets the hybrid below
+        from trtlab.backends import cuda_runtime as cuda_rt
 
-    cache = ctx.setdefault("_builds", {})  # both build checks share the recorded builds
-    results = {}
-    for name, precision, model, options in paths:
-        if name in cache:
-            results[name] = cache[name]
-            continue
-        hybrid = make_fake_tensorrt(pin, real=trt)
-        sys.modules["tensorrt"] = hybrid
+        saved = {n: getattr(cuda_rt, n) for n in ("device_info", "Stream", "Event", "DeviceBuffer", "PinnedBuffer")}
+        self.uses.context = context
+        self.contexts.append(context)
+        sys.modules["tensorrt"] = RecordingModule(hybrid, self.uses)
+        FakeCuda(hybrid, GPU).install(setattr)
         try:
-            workspace = Path(tempfile.mkdtemp(prefix=f"ws-{name}-"))
-            build = backend.build_engine(ctx[model], precision, workspace=workspace, gpu=GPU, progress=False,
-                                         **options)
-            hybrid.sidecar = json.loads(build.sidecar_path.read_text())
-            hybrid.engine_path = build.engine_path
-            results[name] = hybrid
-        except Exception as exc:  # noqa: BLE001 - reported by the caller
-            results[name] = exc
+            return function()
         finally:
-            sys.modules["tensorrt"] = trt
-        cache[name] = results[name]
-    return results
+            sys.modules["tensorrt"] = self.trt
+            for name, value in saved.items():
+                setattr(cuda_rt, name, value)
+
+    def decode_cache(self):
+        if self._cache is None:
+            from trtlab.data.decode_cache import build_decode_cache
+            from trtlab.data.demo import demo_dataset
+
+            self._cache = build_decode_cache(demo_dataset(), "tf-lite", self.ctx["workspace"], progress=False)
+        return self._cache
+
+    def calibrator(self, algorithm: str, images: int = 10, batch: int = 4):
+        """TensorRT's calibrator as trtlab makes it (inside a recording context: its base class is looked up on
+        the module being recorded)."""
+        from trtlab.quantization.tensorrt_calibrator import tensorrt_calibrator
+        from trtlab.quantization.variants import Recipe
+
+        cache = self.decode_cache()
+        recipe = Recipe(algorithm=algorithm, calibration_images=images, calibration_batch=batch)
+        calibrator, _ = tensorrt_calibrator(sys.modules["tensorrt"], self.ctx["model"], recipe, cache,
+                                            cache.valid_indices, self.workspace, progress=False)
+        return calibrator
 
 
-_FORBIDDEN_WHEN_STRONGLY_TYPED = ("ILayer.precision=", "ILayer.set_output_type", "ITensor.dtype=")
-_PRECISION_FLAGS = ("FP16", "BF16", "INT8", "FP8", "INT4", "FP4", "OBEY_PRECISION_CONSTRAINTS",
-                    "PREFER_PRECISION_CONSTRAINTS")
+def is_default(context: str) -> bool:
+    """The strongly typed paths (and the runtime): nothing deprecated may be used there."""
+    return not context.startswith(("legacy", "int8-implicit", "calibrator")) and not context.endswith("on 11")
 
 
-def _default_paths(major):
-    paths = [("fp32", "fp32", "model", {}),
-             ("fp16+guard", "fp16", "model", {"guards": ("first_layer",)}),
-             ("int8", "int8", "qdq", {}),
-             ("int8+fp16-guard", "int8", "qdq", {"guards": ("last_layer=fp16",)})]
-    return paths
+def build_paths(major: int) -> list:
+    """(name, graph in ctx, precision, options) of every build path of this version."""
+    paths = [("build fp32", "model", "fp32", {}), ("build fp32 again (reused)", "model", "fp32", {}),
+             ("build fp16", "fp16", None, {}), ("build fp16 with an FP32 guard", "fp16_guarded", "fp16", {}),
+             ("build fp16 tf32 allowed", "fp16_guarded", "fp16", {"tf32": True}), ("build int8", "qdq", "int8", {}),
+             ("build parser failure", "model", "fp32", {"force": True}),
+             ("build failure", "model", "fp32", {"force": True})]
+    if major == 10:
+        return paths + [
+            ("legacy fp16+guard", "model", "fp16", {"guards": ("first_layer",), "weakly_typed": True}),
+            ("legacy int8+guard", "qdq", "int8", {"guards": ("last_layer",), "weakly_typed": True}),
+            ("int8-implicit entropy", "model", "int8-implicit", {"calibrator": "entropy", "guards": ("last_layer",)}),
+            ("int8-implicit minmax", "model", "int8-implicit", {"calibrator": "minmax"})]
+    return paths + [("weakly_typed on 11", "model", "fp16", {"weakly_typed": True}),
+                    ("int8-implicit on 11", "model", "int8-implicit", {"calibrator": object()})]
 
 
-def _verify_calls(trt, hybrid, problems, name, default_path: bool):
-    """Every call trtlab made on the fake builder objects exists on the real class with a fitting signature, and
-    its argument values convert to the real parameter types."""
-    for entry in hybrid.calls:
-        what, args = entry[0], list(entry[1:])
-        if what.endswith("="):
-            cls_name, attr = what[:-1].split(".")
-            prop = getattr(getattr(trt, cls_name, None), attr, None)
-            if not (isinstance(prop, property) and prop.fset is not None):
-                problems.append(f"{name}: sets {cls_name}.{attr}, not settable in the real bindings")
-            if attr == "int8_calibrator" and not isinstance(args[0], trt.IInt8Calibrator):
-                problems.append(f"{name}: int8_calibrator is not a real IInt8Calibrator")
-            if attr in ("profiling_verbosity", "precision") and type(args[0]).__module__ != type(trt.DataType.FLOAT).__module__:
-                problems.append(f"{name}: {what} got {args[0]!r}, not a real enum value")
-            continue
-        if what in ("ILogger.__init__", "IInt8Calibrator.__init__"):
-            continue
-        cls_name, _, method = what.partition(".")
-        cls = getattr(trt, cls_name, None)
-        func = getattr(cls, method, None) if method else getattr(cls, "__init__", None)
-        if func is None:
-            problems.append(f"{name}: {what} does not exist in the real bindings")
-            continue
-        if what == "ILayer.set_output_type":
-            args = args[1:]  # the fake records the layer's name first
-        sigs = signatures(func)
-        ok = [s for s in sigs if fits(s, len(args))]
-        if not ok:
-            problems.append(f"{name}: {what} with {len(args)} args; real {[[p[0] for p in s] for s in sigs]}")
-        elif not any(all(converts(trt, v, p[1]) for v, p in zip(args, s)) for s in ok):
-            problems.append(f"{name}: {what}{tuple(args)!r} does not convert to the real "
-                            f"{[[f'{p[0]}: {p[1]}' for p in s] for s in ok]}")
-        if deprecated(func.__doc__) and default_path:
-            problems.append(f"{name}: calls {what}, deprecated in tensorrt {trt.__version__}")
-        for value in args:
-            enum_type = type(value)
-            if hasattr(enum_type, "__members__") and default_path:
-                member = getattr(value, "name", "")
-                if deprecated(enum_member_doc(enum_type, member)):
-                    problems.append(f"{name}: uses {enum_type.__name__}.{member}, deprecated in "
-                                    f"tensorrt {trt.__version__}")
+def drive_builds(session: Session) -> dict:
+    """trtlab's build_engine on every path of this version (once per session)."""
+    if session.builds:
+        return session.builds
+    from trtlab.backends.tensorrt.build import build_engine
+
+    for name, graph, precision, options in build_paths(session.major):
+        hybrid = session.hybrid()
+        hybrid.parser_failures = [(0, "unsupported (driven failure)")] if name == "build parser failure" else []
+        hybrid.build_returns_none = name == "build failure"
+
+        def build(options=dict(options)):
+            if isinstance(options.get("calibrator"), str):
+                options["calibrator"] = session.calibrator(options["calibrator"])
+            result = build_engine(session.ctx[graph], precision, workspace=session.workspace, progress=False,
+                                  **options)
+            hybrid.sidecar, hybrid.engine_path, hybrid.reused = result.sidecar, result.engine_path, result.reused
+            assert result.sidecar_path.is_file() and result.precision == result.sidecar["recipe"]["precision"]
+            return hybrid
+
+        try:
+            session.builds[name] = session.run(name, hybrid, build)
+        except Exception as exc:  # noqa: BLE001 - judged by the checks
+            session.builds[name] = exc
+    return session.builds
+
+
+EXPECTED_FAILURES = {"build parser failure": "OnnxParseError", "build failure": "EngineBuildError",
+                     "weakly_typed on 11": "UserValueError", "int8-implicit on 11": "ImplicitInt8Unsupported"}
 
 
 def check_build_paths_against_the_real_api(trt, pin, ctx):
-    """trtlab's build_engine on every path of this version, with the real enums/logger/calibrator classes and
-    recording builder objects: every call exists, fits the real signature, its values convert; the default
-    (strongly typed) paths use nothing deprecated; sidecars name the real version."""
-    major = int(pin.split(".")[0])
-    paths = _default_paths(major)
-    default_names = {p[0] for p in paths}
-    if major == 10:
-        legacy = [("legacy fp16+guard", "fp16", "model", {"guards": ("first_layer",), "weakly_typed": True}),
-                  ("legacy int8+guard", "int8", "qdq", {"guards": ("last_layer",), "weakly_typed": True}),
-                  ("int8-implicit entropy", "int8-implicit", "model",
-                   {"calibration": _calibration_stub(), "calibration_batch": 8, "guards": ("last_layer",)}),
-                  ("int8-implicit minmax", "int8-implicit", "model",
-                   {"calibration": _calibration_stub(), "calibration_batch": 8, "calibrator": "minmax"})]
-    else:
-        legacy = [("weakly_typed on 11", "fp16", "model", {"weakly_typed": True}),
-                  ("int8-implicit on 11", "int8-implicit", "model", {"calibration": _calibration_stub()})]
-    results = _record_builds(trt, pin, ctx, paths + legacy)
+    """trtlab's build_engine on every path of this version: every call on the builder objects exists, fits the
+    real signature, its values convert; the default (strongly typed) paths use nothing deprecated; sidecars name
+    the real version; the paths that must fail fail as they should, before building."""
+    builds = drive_builds(SESSION)
     problems = []
-    for name, result in results.items():
-        if major >= 11 and name.endswith("on 11"):
-            from trtlab.backends.tensorrt.engine import ImplicitInt8Unsupported
-
-            expected = ImplicitInt8Unsupported if "implicit" in name else ValueError
-            if not isinstance(result, expected):
-                problems.append(f"{name}: expected {expected.__name__} before any builder call, got {result!r}")
+    for name, result in builds.items():
+        expected = EXPECTED_FAILURES.get(name)
+        if expected:
+            if type(result).__name__ != expected:
+                problems.append(f"{name}: expected {expected}, got {result!r}")
+            elif name.endswith("on 11") and any(c[0].startswith("Builder") for c in getattr(result, "calls", [])):
+                problems.append(f"{name}: the builder was touched before the refusal")
             continue
         if isinstance(result, Exception):
             problems.append(f"{name}: build_engine raised {''.join(traceback.format_exception_only(result)).strip()}")
             continue
-        _verify_calls(trt, result, problems, name, name in default_names)
+        _verify_calls(trt, result, problems, name, is_default(name))
         if result.sidecar["tensorrt_version"] != trt.__version__:
             problems.append(f"{name}: sidecar names TensorRT {result.sidecar['tensorrt_version']}")
         json.dumps(result.sidecar)  # plain JSON: no enum object in the sidecar
+    if builds["build fp32 again (reused)"].reused is not True:
+        problems.append("the second fp32 build was not reused")
     assert not problems, f"tensorrt {pin}:\n  " + "\n  ".join(problems)
-    return {"paths": sorted(results)}
+    return {"paths": sorted(builds)}
 
 
 def check_strongly_typed_rule(trt, pin, ctx):
     """The guard-path rule, as the real bindings document it: on a strongly typed network "Setting layer
     precision and layer output types is not allowed" (10.x), and TensorRT 11 has no weakly typed networks.
-    Asserts what trtlab SETS on its default paths: the network creation flags (the real STRONGLY_TYPED value)
-    and no layer precision, output type or precision builder flag; the legacy 10.x path is the only place for
-    them, and it creates a weakly typed network."""
+    Asserts what trtlab SETS: the network creation flags (the real STRONGLY_TYPED value), no layer precision,
+    output type or precision builder flag on the default paths, TF32 cleared unless tf32=True; the legacy 10.x
+    path is the only place for precision flags, and it creates a weakly typed network."""
     major = int(pin.split(".")[0])
     flag_doc = enum_member_doc(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED")
     if major == 10:
@@ -530,24 +323,25 @@ def check_strongly_typed_rule(trt, pin, ctx):
     else:
         assert "always enabled" in flag_doc and not hasattr(trt.ILayer, "precision"), flag_doc
         expected_flags = 0  # STRONGLY_TYPED is deprecated and ignored in 11: pass nothing
-    paths = _default_paths(major)
-    if major == 10:
-        paths.append(("legacy fp16+guard", "fp16", "model", {"guards": ("first_layer",), "weakly_typed": True}))
-    results = _record_builds(trt, pin, ctx, paths)
+    assert not deprecated(enum_member_doc(trt.BuilderFlag, "TF32")), "BuilderFlag.TF32 is deprecated here"
     problems = []
-    for name, hybrid in results.items():
-        if isinstance(hybrid, Exception):
-            problems.append(f"{name}: {hybrid!r}")
+    for name, hybrid in drive_builds(SESSION).items():
+        if isinstance(hybrid, Exception) or not hybrid.calls or getattr(hybrid, "reused", False):
             continue
         created = [c[1] for c in hybrid.calls if c[0] == "Builder.create_network"]
         touched = [c[0] for c in hybrid.calls if c[0] in _FORBIDDEN_WHEN_STRONGLY_TYPED]
         flags = [c[1].name for c in hybrid.calls if c[0] == "IBuilderConfig.set_flag"]
+        cleared = [c[1].name for c in hybrid.calls if c[0] == "IBuilderConfig.clear_flag"]
+        if cleared != ([] if "tf32 allowed" in name else ["TF32"]) and created:
+            problems.append(f"{name}: cleared {cleared}; TF32 must be cleared unless tf32=True")
         if name.startswith("legacy"):
             if created != [0] or "OBEY_PRECISION_CONSTRAINTS" not in flags or "ILayer.precision=" not in touched:
                 problems.append(f"{name}: legacy path should be weakly typed with layer precision constraints; "
                                 f"created {created}, flags {flags}, touched {touched}")
             continue
-        if created != [expected_flags]:
+        if name.startswith("int8-implicit"):
+            continue
+        if created and created != [expected_flags]:
             problems.append(f"{name}: create_network({created}) — expected {expected_flags} (strongly typed)")
         if touched or set(flags) & set(_PRECISION_FLAGS):
             problems.append(f"{name}: strongly typed network but trtlab set {touched + flags}: "
@@ -556,34 +350,37 @@ def check_strongly_typed_rule(trt, pin, ctx):
     return {"create_network_flags": expected_flags}
 
 
-def check_runner_and_inspector_against_the_real_api(trt, pin, ctx):
-    """TrtRunner and inspect_engine with the real enums, nptype, ILogger and Dims over the fake runtime objects
-    and numpy "device" memory: every runtime call exists, fits the real signature and its values convert."""
-    from fake_tensorrt import FakeCuda, make_fake_tensorrt
+def check_runner_inspector_and_benchmark_against_the_real_api(trt, pin, ctx):
+    """TrtRunner (engine file; ONNX graph with its engine; ONNX graph built on demand), inspect_engine and
+    benchmark_engine with the real enums, nptype, ILogger and Dims over the fake runtime objects and numpy
+    "device" memory: every runtime call exists, fits the real signature and its values convert."""
+    from trtlab.backends.tensorrt.inspection import inspect_engine
+    from trtlab.backends.tensorrt.latency import (benchmark_engine, format_comparison, format_latency_table,
+                                                  latency_table)
+    from trtlab.backends.tensorrt.runner import TrtRunner
 
-    from trtlab.backends import cuda_runtime as cuda_rt
-    from trtlab.backends.tensorrt.engine import TrtRunner, inspect_engine
-
-    built = _record_builds(trt, pin, ctx, _default_paths(int(pin.split(".")[0]))[:1])["fp32"]
+    built = drive_builds(SESSION)["build fp32"]
     assert not isinstance(built, Exception), built
-    hybrid = make_fake_tensorrt(pin, real=trt)
-    saved = {name: getattr(cuda_rt, name) for name in ("device_info", "Stream", "Event", "DeviceBuffer",
-                                                       "PinnedBuffer")}
-    sys.modules["tensorrt"] = hybrid
-    try:
-        FakeCuda(hybrid, GPU).install(setattr)
-        batch = np.random.default_rng(0).standard_normal((3, 3, 224, 224), dtype=np.float32)
+    hybrid = SESSION.hybrid()
+    batch = np.random.default_rng(0).standard_normal((3, 3, 224, 224), dtype=np.float32)
+
+    def runtime():
         with TrtRunner(built.engine_path) as runner:
             logits = runner.infer(batch)
             assert runner._dtypes[runner.input_name] == np.float32  # real nptype(real DataType.FLOAT)
+            assert runner.describe()["precision"] == "fp32"
         np.testing.assert_allclose(logits[:, :3], batch.mean(axis=(1, 2, 3))[:, None] + np.arange(3), rtol=1e-5)
+        with TrtRunner(ctx["model"], engine=built.engine_path) as runner:
+            runner.infer(batch[:1])
+        with TrtRunner(ctx["model"], "fp32", workspace=SESSION.workspace, build_options={"progress": False}):
+            pass
         assert inspect_engine(built.engine_path).counts["layers"] > 0
-    finally:
-        sys.modules["tensorrt"] = trt
-        for name, value in saved.items():
-            setattr(cuda_rt, name, value)
+        table = latency_table(benchmark_engine(built.engine_path, (1, 2), iterations=12, warmup=1, name="fp32"))
+        format_latency_table(table), format_comparison(table, reference="fp32")
+
+    SESSION.run("runtime", hybrid, runtime)
     problems = []
-    _verify_calls(trt, hybrid, problems, "runner", True)
+    _verify_calls(trt, hybrid, problems, "runtime", True)
     runtime_calls = {c[0] for c in hybrid.calls}
     for needed in ("Runtime", "Runtime.deserialize_cuda_engine", "IExecutionContext.set_input_shape",
                    "IExecutionContext.set_tensor_address", "IExecutionContext.execute_async_v3",
@@ -594,10 +391,109 @@ def check_runner_and_inspector_against_the_real_api(trt, pin, ctx):
     return {"runtime_calls": len(hybrid.calls)}
 
 
-CHECKS = [check_version_dispatch, check_fake_matches_real, check_trtlab_names_exist,
-          check_logger_subclasses_the_real_ilogger, check_calibrators_subclass_the_real_bases,
+def check_calibrators_subclass_the_real_bases(trt, pin, ctx):
+    """TensorRT 10: trtlab's calibrators are real IInt8EntropyCalibrator2 / IInt8MinMaxCalibrator subclasses
+    whose callbacks override the real ones, and get_batch / the cache callbacks run (numpy "device" memory)."""
+    from trtlab.quantization.tensorrt_calibrator import ALGORITHMS, _CalibratorMixin
+
+    if SESSION.major >= 11:
+        assert not any(hasattr(trt, b) for b in ALGORITHMS.values()), "TensorRT 11 still has IInt8 calibrators"
+        return {"calibrators": "absent (removed in 11)"}
+    served = {}
+    for algorithm, base_name in ALGORITHMS.items():
+        base = getattr(trt, base_name)
+
+        def drive(algorithm=algorithm):
+            calibrator = SESSION.calibrator(algorithm)
+            batches = 0
+            while calibrator.get_batch(["input"]) is not None:
+                batches += 1
+            header = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration"}[algorithm]
+            text = f"TRT-100001-{header}\ninput: 3c010a14\n".encode()
+            calibrator.write_calibration_cache(memoryview(text))
+            assert SESSION.calibrator(algorithm).read_calibration_cache() == text  # reused, its sidecar checked
+            return calibrator, batches
+
+        calibrator, served[algorithm] = SESSION.run(f"calibrator {algorithm}", SESSION.hybrid(), drive)
+        assert isinstance(calibrator, base) and isinstance(calibrator, trt.IInt8Calibrator)
+        callbacks = {n for n in vars(_CalibratorMixin) if not n.startswith("_") and n != "free"
+                     and callable(vars(_CalibratorMixin)[n])}
+        missing = {n for n in callbacks if not hasattr(base, n)}
+        assert not missing, f"{base_name} has no {sorted(missing)}: TensorRT would never call trtlab's"
+        assert {"get_batch", "get_batch_size", "read_calibration_cache", "write_calibration_cache"} <= callbacks
+        assert [p[0] for p in signatures(base.get_batch)[0]] == ["names"]
+        assert calibrator.get_batch_size() == 4 and served[algorithm] == 3  # 10 images: 4 + 4 + 2 (+2 copies)
+        assert calibrator.get_algorithm() == getattr(trt.CalibrationAlgoType,
+                                                     {"entropy": "ENTROPY_CALIBRATION_2",
+                                                      "minmax": "MINMAX_CALIBRATION"}[algorithm])
+    return {"batches": served}
+
+
+def _lookup(trt, path: str):
+    """(owner, value) of 'trt.A.B' on the real module; value None when it does not exist."""
+    owner, value = None, trt
+    for piece in path.split(".")[1:]:
+        owner, value = value, getattr(value, piece, None)
+        if value is None:
+            return owner, None
+    return owner, value
+
+
+def check_recorded_module_uses_exist(trt, pin, ctx):
+    """Every name trtlab read from the `tensorrt` module while the other checks drove its paths, and every call it
+    made through it, exists in the real bindings with a fitting signature and convertible values; nothing
+    deprecated on the default paths. Every driven path recorded uses (none went around the module)."""
+    problems, checked = [], set()
+    for use in SESSION.uses:
+        where = f"[{use.context}] {use.path}"
+        owner, value = _lookup(trt, use.path)
+        if value is None:
+            problems.append(f"{where} does not exist in tensorrt {pin}")
+            continue
+        checked.add(use.path)
+        member = use.path.rsplit(".", 1)[-1]
+        doc = enum_member_doc(owner, member) if hasattr(owner, "__members__") else getattr(value, "__doc__", "")
+        if hasattr(value, "__members__"):
+            doc = ""  # an enum type's doc lists its members' notes; the members used are checked one by one
+        if is_default(use.context) and deprecated(doc):
+            problems.append(f"{where} is deprecated in tensorrt {pin}: {' '.join((doc or '').split())[:120]}")
+        if use.kind != "call":
+            continue
+        args = list(use.args[1:] if use.path.endswith(".__init__") else use.args)  # Base.__init__(self)
+        sigs = signatures(value.__init__) if isinstance(value, type) else signatures(value)
+        fitting = [s for s in sigs if fits(s, len(args), tuple(use.kwargs))]
+        if sigs and not fitting:
+            problems.append(f"{where}() called with {len(args)} args {sorted(use.kwargs)}, real: "
+                            f"{[[p[0] for p in s] for s in sigs]}")
+        elif fitting and not any(all(converts(trt, v, p[1]) for v, p in zip(args, s)) for s in fitting):
+            problems.append(f"{where}{tuple(args)!r} does not convert to the real {fitting}")
+    silent = [c for c in dict.fromkeys(SESSION.contexts) if not any(u.context == c for u in SESSION.uses)]
+    if silent:
+        problems.append(f"paths that read nothing from the tensorrt module (did they bypass it?): {silent}")
+    essential = ESSENTIAL_USES | (ESSENTIAL_USES_10 if SESSION.major == 10 else set())
+    assert essential <= checked, f"uses never recorded (did the paths bypass the module?): {essential - checked}"
+    assert not problems, f"tensorrt {pin}:\n  " + "\n  ".join(problems)
+    return {"module_uses_checked": len(checked)}
+
+
+def check_every_tensorrt_function_ran(trt, pin, ctx):
+    """Every function of trtlab's TensorRT modules ran in the checks above (TensorRT 10-only modules on 10.x),
+    so nothing that touches TensorRT escapes them; the exceptions are listed in NOT_DRIVEN with their reason."""
+    allowed = {**NOT_DRIVEN, **NOT_DRIVEN_BY_MAJOR[SESSION.major]}
+    missed = [f for f in SESSION.coverage.missed()
+              if f.qualname.rsplit(".", 1)[-1] not in allowed
+              and not (SESSION.major >= 11 and f.file in TENSORRT_10_ONLY)]
+    assert not missed, (f"tensorrt {pin}: functions of trtlab's TensorRT code that no check ran — drive them in "
+                        f"tests/real_trt_checks.py (or list them in NOT_DRIVEN with the reason):\n  " +
+                        "\n  ".join(f"{f.file}:{f.def_line} {f.qualname}" for f in missed))
+    return {"functions": len(SESSION.coverage.called)}
+
+
+CHECKS = [check_version_dispatch, check_fake_matches_real, check_logger_subclasses_the_real_ilogger,
           check_build_paths_against_the_real_api, check_strongly_typed_rule,
-          check_runner_and_inspector_against_the_real_api]
+          check_runner_inspector_and_benchmark_against_the_real_api, check_calibrators_subclass_the_real_bases,
+          check_recorded_module_uses_exist, check_every_tensorrt_function_ran]
+SESSION: Session | None = None
 
 
 def main(pin: str, ctx: dict) -> None:
@@ -605,12 +501,18 @@ def main(pin: str, ctx: dict) -> None:
 
     import tensorrt as trt
 
+    global SESSION
     warnings.simplefilter("ignore", DeprecationWarning)
+    SESSION = Session(trt, pin, ctx)
     results = {}
-    for check in CHECKS:
-        try:
-            info = check(trt, pin, ctx)
-            results[check.__name__] = {"ok": True, "info": info}
-        except Exception as exc:  # noqa: BLE001 - every failure goes back to pytest with its traceback
-            results[check.__name__] = {"ok": False, "error": "".join(traceback.format_exception(exc))[-6000:]}
+    SESSION.coverage.start()
+    try:
+        for check in CHECKS:
+            try:
+                info = check(trt, pin, ctx)
+                results[check.__name__] = {"ok": True, "info": info}
+            except Exception as exc:  # noqa: BLE001 - every failure goes back to pytest with its traceback
+                results[check.__name__] = {"ok": False, "error": "".join(traceback.format_exception(exc))[-6000:]}
+    finally:
+        SESSION.coverage.stop()
     print("TRTLAB-RESULTS " + json.dumps(results, default=str))

@@ -14,13 +14,17 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from trtlab.quantization.calibration_cache import (CacheMetadata, StaleCacheError, decode_scale, encode_scale, load_if_valid,
-                                read_calibration_cache, trt_version_number, write_calibration_cache)
-from trtlab.quantization.calibrate import (ALGORITHMS, TensorHistogram, collect_statistics, compute_thresholds,
-                              threshold_entropy, threshold_entropy_gtc, threshold_minmax, threshold_percentile)
-from trtlab.quantization.qdq import insert_qdq, plan_quantization, quantize_weight
 from trtlab.evaluation.evaluate import evaluate
-from trtlab.quantization.variants import Recipe, build_variant, stats_tensors
+from trtlab.quantization.calibration_cache import (CacheMetadata, StaleCacheError, decode_scale, encode_scale,
+                                                   load_if_valid, read_calibration_cache, trt_version_number,
+                                                   write_calibration_cache)
+from trtlab.quantization.insertion import insert_qdq, quantize_weight
+from trtlab.quantization.placement import plan_quantization
+from trtlab.quantization.recipe import Recipe
+from trtlab.quantization.statistics import TensorHistogram, collect_statistics
+from trtlab.quantization.thresholds import (ALGORITHMS, compute_thresholds, threshold_entropy, threshold_entropy_gtc,
+                                           threshold_minmax, threshold_percentile)
+from trtlab.quantization.variants import build_variant, stats_tensors
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
@@ -130,7 +134,7 @@ def test_statistics_memory_does_not_grow_with_image_count(demo_model, demo_cache
 def test_sub_batching_counts_every_value_and_is_logged(demo_model, demo_cache, caplog):
     tensors = stats_tensors(onnx.load(str(demo_model)))
     indices = demo_cache.valid_indices[:12]
-    with caplog.at_level("INFO", logger="trtlab.quantization.calibrate"):
+    with caplog.at_level("INFO", logger="trtlab.quantization.statistics"):
         whole = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=6, progress=False)
         # a budget of ~2 images: the batch of 6 runs as 3 sub-batches of 2
         split = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=6, progress=False,
@@ -305,7 +309,7 @@ def test_ab_widget_callbacks_without_a_browser(demo_model, session_workspace):
 
 
 def test_saved_split_is_stratified_disjoint_seeded_and_reused(tmp_path):
-    from trtlab.workflows.compare import saved_split
+    from trtlab.data.split import saved_split
     from trtlab.data.dataset import Dataset
 
     labels = np.repeat(np.arange(10), 20)  # 10 classes × 20 images (paths need not exist for splitting)

@@ -30,7 +30,7 @@ SPELLINGS = {
     "labels": ("--labels", {"eval", "calibrate", "debug"}),
     "preset": ("--preset", {"eval", "calibrate", "debug", "build", "prep"}),
     "algorithms": ("--algorithms", {"calibrate", "debug", "build"}),
-    "percentile": ("--percentile", {"calibrate", "debug"}),
+    "percentile": ("--percentile", {"build", "calibrate", "debug"}),
     "calibration_images": ("--calibration-images", {"calibrate", "debug", "build"}),
     "calibration_batch": ("--calibration-batch", {"calibrate", "debug", "build"}),
     "guards": ("--guards", {"calibrate", "debug", "build"}),
@@ -189,7 +189,8 @@ VALUE_ERRORS = [
     (["calibrate", "--algorithms", "kl"], ["'kl'", "entropy", "minmax"]),
     (["calibrate", "--algorithms", "minmax,bogus"], ["'bogus'"]),
     (["debug", "--algorithms", "minmax,entropy"], ["takes one algorithm"]),
-    (["build", "--algorithms", "percentile"], ["'percentile'", "TensorRT's calibrators", "entropy, minmax"]),
+    (["build", "--precision", "int8-implicit", "--algorithms", "percentile"],
+     ["percentile has no TensorRT calibrator", "entropy, minmax"]),
     (["calibrate", "--guards", "middle_layer"], ["'middle_layer'", "node:<node name>"]),
     (["calibrate", "--guards", "last_layer=int8"], ["last_layer=int8", "=fp16"]),
     (["calibrate", "--guards", "node:nope"], ["'nope'", "tiny.onnx"]),
@@ -245,7 +246,7 @@ def test_a_guard_naming_a_real_node_passes_and_reaches_the_variant(named_model, 
     code = main(["calibrate", "--model", str(named_model), "--data", str(photos), "--algorithms", "minmax",
                  "--guards", "node:fc", "--calibration-images", "3", "--workspace", str(tmp_path / "ws"), "-q"])
     out = capsys.readouterr().out
-    assert code == 0 and "int8-minmax@3+node_fc" in out
+    assert code == 0 and "int8-minmax@3+fc" in out
 
 
 def test_a_preset_for_the_demo_model_is_refused_not_ignored(tmp_path, capsys):

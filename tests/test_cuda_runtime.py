@@ -91,17 +91,18 @@ def test_calibrator_get_batch_returns_device_pointers_holding_the_batch(demo_cac
     import types
 
     from trtlab.backends.cuda_runtime import check, cudart
-    from trtlab.backends.tensorrt.calibrator import cache_identity, calibration_indices, make_calibrator
+    from trtlab.data.batches import pad_batch
     from trtlab.data.preprocess import normalize_batch
+    from trtlab.quantization.tensorrt_calibrator import calibration_metadata, make_calibrator
 
     class _Base:  # stands in for trt.IInt8EntropyCalibrator2, whose only duty here is the explicit __init__
         def __init__(self):
             pass
 
     fake_trt = types.SimpleNamespace(IInt8EntropyCalibrator2=_Base)
-    indices = calibration_indices(demo_cache, None, 8)
-    identity = cache_identity("0" * 64, "entropy", demo_cache, indices, 8)
-    calibrator = make_calibrator(fake_trt, "entropy", demo_cache, indices, 8, None, identity, progress=False)
+    indices = demo_cache.valid_indices[:12]  # 8 + 4: the last batch is padded with copies of its last image
+    meta = calibration_metadata("0" * 64, "entropy", demo_cache, indices, None)
+    calibrator = make_calibrator(fake_trt, "entropy", demo_cache, indices, 8, None, meta, progress=False)
     rt = cudart()
     served = 0
     while True:
@@ -111,9 +112,9 @@ def test_calibrator_get_batch_returns_device_pointers_holding_the_batch(demo_cac
         (ptr,) = pointers
         attributes = check(rt.cudaPointerGetAttributes(ptr), "cudaPointerGetAttributes")
         assert attributes.type == rt.cudaMemoryType.cudaMemoryTypeDevice
-        expected = normalize_batch(demo_cache.crops[indices[served: served + 8]], demo_cache.preprocess)
+        expected = pad_batch(normalize_batch(demo_cache.crops[indices[served: served + 8]], demo_cache.preprocess), 8)
         back = np.empty(expected.shape, expected.dtype)  # C order, as the calibrator staged it
         check(rt.cudaMemcpy(back.ctypes.data, ptr, back.nbytes, rt.cudaMemcpyKind.cudaMemcpyDeviceToHost), "memcpy")
         assert np.array_equal(back, expected)
         served += 8
-    assert served == len(indices) and calibrator._device is None  # buffers freed at the end
+    assert served == 16 and calibrator.padded_rows == 4 and calibrator._device is None  # buffers freed at the end

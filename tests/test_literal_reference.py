@@ -11,7 +11,8 @@ from trtlab.data.demo import demo_split
 from trtlab.evaluation.literal_check import (FAST_LITERAL_OPTIONS, FAST_REFERENCE_RTOL, LITERAL_OPTIONS, literal_outputs_match,
                               ort_qdq_self_check, reference_runner_options, u8s8_saturation_risk)
 from trtlab.data.preprocess import normalize_batch
-from trtlab.quantization.variants import Recipe, build_variant
+from trtlab.quantization.recipe import Recipe
+from trtlab.quantization.variants import build_variant
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,12 @@ the ``tensorrt_bindings`` package inside). Their extension ``tensorrt_bindings/t
 C functions from them directly (the factories ``create*_INTERNAL``, the plugin registries and
 ``getNvOnnxParserVersion``; everything else is a virtual call on an object a factory returned). So this module:
 
-* ``install``: puts each pinned bindings wheel into a PRIVATE folder ``.trt-bindings/<version>/`` with
-  ``pip install --no-deps --target`` — never into site-packages, where it would shadow a real TensorRT
-  (``install.sh`` runs ``python3 tests/trt_bindings.py install``; the tests never download anything);
+* ``install``: puts each pinned bindings wheel built for the RUNNING interpreter (cp311 in CI, cp312 on Kaggle and
+  the GPU machine) into a PRIVATE folder ``.trt-bindings/<python tag>/<version>/`` with ``pip install --no-deps
+  --target`` — never into site-packages, where it would shadow a real TensorRT (``install.sh`` runs ``python3
+  tests/trt_bindings.py install``; the tests never download anything). ``--wheels DIR`` installs from wheels
+  fetched earlier (``download --python 3.12`` puts them in the repository's ignored ``.whl/``), for a machine
+  without PyPI;
 * ``build_stubs``: compiles, with gcc, one stub library per TensorRT ``DT_NEEDED`` entry of the extension,
   defining exactly the extension's undefined symbols that the process cannot already resolve (``readelf``):
   factories return nullptr, version functions (``getNvOnnxParserVersion``; ``getInferLibVersion`` if a wheel
@@ -36,6 +39,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT = REPO / ".trt-bindings"
+WHEELS = REPO / ".whl"
+#: The bindings are CPython extensions: one wheel per interpreter (cp311, cp312, ...).
+PY_TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 
 #: The oldest and newest 10.x and 11.x bindings trtlab supports (exact pins: a test result names a version).
 #: 10.x comes as tensorrt-cu12-bindings (cu13 builds start at 10.13.2), 11.x as tensorrt-cu13-bindings.
@@ -51,8 +57,8 @@ PINS = {
 _TRT_LIBS = re.compile(r"^lib(nvinfer|nvonnxparser|nvinfer_plugin|nvinfer_dispatch|nvinfer_lean)\.so\.\d+$")
 
 
-def bindings_dir(version: str) -> Path:
-    return ROOT / version
+def bindings_dir(version: str, tag: str = PY_TAG) -> Path:
+    return ROOT / tag / version
 
 
 def extension_path(version: str) -> Path | None:
@@ -63,8 +69,9 @@ def extension_path(version: str) -> Path | None:
 def missing_reason(version: str) -> str:
     """'' when the bindings of `version` are installed and the stubs can be built; else why not and the fix."""
     if extension_path(version) is None:
-        return (f"TensorRT {version} bindings are not installed in {bindings_dir(version)}: run `bash install.sh` "
-                f"(it runs `python3 tests/trt_bindings.py install`; the tests download nothing)")
+        return (f"TensorRT {version} bindings for this Python ({PY_TAG}) are not installed in "
+                f"{bindings_dir(version)}: run `bash install.sh` (it runs `python3 tests/trt_bindings.py install`; "
+                f"offline: `python3 tests/trt_bindings.py install --wheels .whl`; the tests download nothing)")
     for tool in ("gcc", "readelf"):
         if shutil.which(tool) is None:
             return (f"`{tool}` is not on PATH, so the stub TensorRT libraries cannot be built: install gcc and "
@@ -75,8 +82,9 @@ def missing_reason(version: str) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 # install
 # ----------------------------------------------------------------------------------------------------------------
-def install(versions=None, quiet: bool = True) -> None:
-    """pip-install each pinned bindings wheel (no dependencies) into its private folder, once."""
+def install(versions=None, quiet: bool = True, wheels: Path | None = None) -> None:
+    """pip-install each pinned bindings wheel for this interpreter (no dependencies) into its private folder,
+    once; from the wheel folder `wheels` only (no index) when given."""
     for version in versions or PINS:
         target = bindings_dir(version)
         if extension_path(version) is not None:
@@ -85,10 +93,32 @@ def install(versions=None, quiet: bool = True) -> None:
             shutil.rmtree(target)  # a half-finished earlier install
         cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-deps", "--no-compile",
                "--only-binary=:all:", "--target", str(target), f"{PINS[version]}=={version}"]
+        if wheels is not None:
+            cmd += ["--no-index", "--find-links", str(wheels)]
         proc = subprocess.run(cmd + (["-q"] if quiet else []), capture_output=True, text=True)
         if proc.returncode != 0 or extension_path(version) is None:
-            raise SystemExit(f"could not install {PINS[version]}=={version} into {target}:\n{proc.stdout}{proc.stderr}")
-        print(f"TensorRT {version} Python bindings -> {target}")
+            raise SystemExit(f"could not install {PINS[version]}=={version} for {PY_TAG} into {target}"
+                             + (f" from {wheels} (fetch them with `python3 tests/trt_bindings.py download --python "
+                                f"{sys.version_info.major}.{sys.version_info.minor}`)" if wheels else "")
+                             + f":\n{proc.stdout}{proc.stderr}")
+        print(f"TensorRT {version} Python bindings ({PY_TAG}) -> {target}")
+
+
+def download(python: str, dest: Path = WHEELS, versions=None) -> list[Path]:
+    """Fetch the pinned bindings wheels built for Python `python` ('3.12') into `dest` (default: the repository's
+    ignored .whl/), for `install --wheels` on a machine that cannot reach PyPI."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for version in versions or PINS:
+        cmd = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
+               "--only-binary=:all:", "--python-version", python, "-d", str(dest), f"{PINS[version]}=={version}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"could not download {PINS[version]}=={version} for Python {python}:\n{proc.stderr}")
+    tag = "cp" + python.replace(".", "")
+    found = sorted(p for p in dest.glob(f"tensorrt_cu1*_bindings-*-{tag}-*.whl"))
+    print("\n".join(f"{p.name}" for p in found))
+    return found
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -203,8 +233,23 @@ def run_with_bindings(version: str, stubs: dict, code: str, timeout: float = 120
                           timeout=timeout, cwd=str(REPO))
 
 
-if __name__ == "__main__":
-    if sys.argv[1:] == ["install"]:
-        install()
+def main(argv=None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python3 tests/trt_bindings.py",
+                                     description="the real TensorRT bindings wheels for the tests")
+    sub = parser.add_subparsers(dest="command", required=True)
+    inst = sub.add_parser("install", help=f"install the pinned bindings for this Python ({PY_TAG})")
+    inst.add_argument("--wheels", type=Path, default=None, help="install from this wheel folder only (no PyPI)")
+    down = sub.add_parser("download", help="fetch the pinned wheels of another Python version into .whl/")
+    down.add_argument("--python", required=True, help="e.g. 3.12")
+    down.add_argument("--dest", type=Path, default=WHEELS)
+    args = parser.parse_args(argv)
+    if args.command == "install":
+        install(wheels=args.wheels)
     else:
-        raise SystemExit("usage: python3 tests/trt_bindings.py install")
+        download(args.python, args.dest)
+
+
+if __name__ == "__main__":
+    main()

@@ -214,7 +214,16 @@ def make_fake_tensorrt(version: str, real: types.ModuleType | None = None) -> ty
 
         def serialize(self):
             record("ITimingCache.serialize")
-            return IHostMemory(self._data + b"|fake-timing-entries")
+            entries = self._data.split(b"|") if self._data else []
+            if b"fake-timing-entries" not in entries:
+                entries.append(b"fake-timing-entries")
+            return IHostMemory(b"|".join(entries))
+
+        def combine(self, input_cache, ignore_mismatch):
+            record("ITimingCache.combine", input_cache, ignore_mismatch)
+            mine = self._data.split(b"|") if self._data else []
+            self._data = b"|".join(mine + [e for e in input_cache._data.split(b"|") if e and e not in mine])
+            return True
 
     config_attrs = {"profiling_verbosity", "builder_optimization_level", "max_aux_streams", "engine_capability",
                     "default_device_type", "progress_monitor", "avg_timing_iterations"}
@@ -287,6 +296,7 @@ def make_fake_tensorrt(version: str, real: types.ModuleType | None = None) -> ty
             profile = config.__dict__.get("_profiles", [None])[0]
             payload = {"FAKE": "not a TensorRT engine", "version": version,
                        "flags": sorted(f.name for f in config._flags), "layers": network.num_layers,
+                       "graph_precision": getattr(network, "_graph_precision", None),
                        "layer_names": [layer.name for layer in network._layers],
                        "inputs": {t.name: (profile._shapes.get(t.name) if profile else None) for t in network._inputs},
                        "outputs": network._outputs}
@@ -323,6 +333,9 @@ def make_fake_tensorrt(version: str, real: types.ModuleType | None = None) -> ty
             self._network._inputs = [ITensor(i.name) for i in graph.input if i.name not in inits]
             self._network._outputs = {o.name: [d.dim_value for d in o.type.tensor_type.shape.dim][1:]
                                       for o in graph.output}
+            ops = {n.op_type for n in graph.node}
+            half = any(i.data_type == 10 for i in graph.initializer)  # onnx.TensorProto.FLOAT16
+            self._network._graph_precision = ("INT8" if "DequantizeLinear" in ops else "FP16" if half else None)
             for node in graph.node:  # the real parser names layers after ONNX nodes
                 self._network._layers.append(ILayer(node.name, node.op_type, [ITensor(o) for o in node.output]))
             return True
@@ -338,7 +351,7 @@ def make_fake_tensorrt(version: str, real: types.ModuleType | None = None) -> ty
     trt.IBuilderConfig, trt.INetworkDefinition, trt.ILayer = IBuilderConfig, INetworkDefinition, ILayer
     trt.ITensor = ITensor
     trt.IOptimizationProfile, trt.ITimingCache, trt.IHostMemory = IOptimizationProfile, ITimingCache, IHostMemory
-    _add_runtime(trt, record)
+    _add_runtime(trt, record, major)
 
     if major == 10:
         class IInt8Calibrator:
@@ -358,7 +371,7 @@ def make_fake_tensorrt(version: str, real: types.ModuleType | None = None) -> ty
     return trt
 
 
-def _add_runtime(trt, record) -> None:
+def _add_runtime(trt, record, major: int) -> None:
     """The runtime side: Runtime → ICudaEngine (from the fake builder's JSON "engine") → IExecutionContext, and
     EngineInspector. Device memory is `trt.device_memory` ({address: numpy uint8 array}, filled by
     FakeCuda below); executing writes logits[i, k] = mean(input[i]) + k, so a test can check what came back."""
@@ -451,11 +464,20 @@ def _add_runtime(trt, record) -> None:
 
         def get_engine_information(self, format):  # noqa: A002 — the real parameter name
             record("EngineInspector.get_engine_information", format)
-            precision = "FP16" if "FP16" in self._engine._payload["flags"] else "FP32"
-            layers = [{"Name": name, "LayerType": "FAKE", "ParameterType": "FAKE",
-                       "Inputs": [{"Format/Datatype": f"Row major linear {precision}"}], "Outputs": []}
-                      for name in self._engine._payload["layer_names"]]
-            return json.dumps({"Layers": layers, "Bindings": self._engine._inputs + self._engine._outputs})
+            flags = self._engine._payload["flags"]
+            precision = self._engine._payload.get("graph_precision") or ("FP16" if "FP16" in flags else "FP32")
+            if major >= 11:  # 11.x: DataType and Format split; I/O Tensors objects instead of Bindings
+                tensor = {"DataType": {"INT8": "Int8", "FP16": "Half", "FP32": "Float"}[precision],
+                          "Format": "Row major linear"}
+                io = [{"Name": n, "IOMode": "Input" if n in self._engine._inputs else "Output", "DataType": "Float"}
+                      for n in self._engine._inputs + self._engine._outputs]
+                key, value = "I/O Tensors", io
+            else:
+                tensor = {"Format/Datatype": f"Row major linear {precision}"}
+                key, value = "Bindings", self._engine._inputs + self._engine._outputs
+            layers = [{"Name": name, "LayerType": "FAKE", "ParameterType": "FAKE", "Inputs": [dict(tensor)],
+                       "Outputs": []} for name in self._engine._payload["layer_names"]]
+            return json.dumps({"Layers": layers, key: value})
 
     class Runtime:
         def __init__(self, logger):

@@ -2,10 +2,19 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 
 from trtlab.backends.runner import Runner
 
-BACKENDS = ("ort", "trt")
+log = logging.getLogger(__name__)
+
+BACKENDS = ("ort", "trt", "torch")
+#: Other spellings of a backend name.
+BACKEND_ALIASES = {"gpu": "torch"}
+#: Options that only ONNX Runtime takes (the literal-reference settings): dropped when 'auto' picks the torch
+#: backend, which is literal by construction.
+ORT_ONLY_OPTIONS = ("providers", "graph_optimization", "intra_op_threads", "disable_quant_qdq")
+_announced: set = set()
 
 
 def tensorrt_available() -> bool:
@@ -19,17 +28,52 @@ def tensorrt_available() -> bool:
     return True
 
 
+def torch_gpu_available() -> bool:
+    """Whether the torch GPU backend has a CUDA GPU here (without importing torch where no NVIDIA driver is)."""
+    from trtlab.backends.gpu.runner import torch_cuda_available
+
+    return torch_cuda_available()
+
+
 def available_backends() -> list[str]:
-    return ["trt", "ort"] if tensorrt_available() else ["ort"]
+    return (["trt"] if tensorrt_available() else []) + (["torch"] if torch_gpu_available() else []) + ["ort"]
+
+
+def resolve_backend(model_path, backend: str = "auto") -> tuple[str, str]:
+    """(backend, why) for `backend` ('auto', 'ort', 'trt', 'torch' or 'gpu'). 'auto': TensorRT for .engine/.plan
+    files; for ONNX files the torch GPU backend when a CUDA GPU is visible and TensorRT does not import, else
+    ONNX Runtime (the literal reference on the CPU)."""
+    model_path = str(model_path)
+    backend = BACKEND_ALIASES.get(backend, backend)
+    if backend != "auto":
+        return backend, f"backend={backend!r} requested"
+    if model_path.endswith((".engine", ".plan")):
+        return "trt", "a TensorRT engine file"
+    if tensorrt_available():
+        return "ort", "ONNX Runtime for ONNX files (the reference) while TensorRT builds the engines"
+    if torch_gpu_available():
+        return "torch", "a CUDA GPU is visible to torch and TensorRT does not import: the ONNX graph runs on the " \
+                        "GPU with literal Q/DQ"
+    return "ort", "no CUDA GPU visible to torch: ONNX Runtime on the CPU, the literal reference"
 
 
 def make_runner(model_path, backend: str = "auto", verbose: bool = True, **options) -> Runner:
-    """A Runner for `model_path` on `backend` ('auto', 'ort' or 'trt'). 'auto' prefers ONNX Runtime for
-    ONNX files (the reference) and TensorRT for .engine files."""
+    """A Runner for `model_path` on `backend` ('auto', 'ort', 'trt', 'torch'/'gpu'); see `resolve_backend` for what
+    'auto' picks. The choice is logged once per process (backend and why)."""
     model_path = str(model_path)
-    if backend == "auto":
-        backend = "trt" if model_path.endswith((".engine", ".plan")) else "ort"
-    if backend == "ort":
+    requested = backend
+    backend, why = resolve_backend(model_path, backend)
+    if requested == "auto":
+        if verbose and (backend, why) not in _announced:
+            _announced.add((backend, why))
+            log.info(f"backend: {backend} — {why}")
+        if backend == "torch":
+            options = {k: v for k, v in options.items() if k not in ORT_ONLY_OPTIONS}
+    if backend == "torch":
+        from trtlab.backends.gpu.runner import TorchRunner
+
+        runner = TorchRunner(model_path, **options)
+    elif backend == "ort":
         from trtlab.backends.ort import OrtRunner
 
         runner = OrtRunner(model_path, **options)
@@ -40,11 +84,12 @@ def make_runner(model_path, backend: str = "auto", verbose: bool = True, **optio
             raise UserError("backend 'trt' needs TensorRT, which does not import here",
                             "run notebook 00_env_setup (or `python -m trtlab doctor`, setup_kaggle_env.sh) to find "
                             "and load it, or use backend='ort'")
-        from trtlab.backends.tensorrt.engine import TrtRunner
+        from trtlab.backends.tensorrt.runner import TrtRunner
 
         runner = TrtRunner(model_path, **options)
     else:
         from trtlab.core.errors import UserValueError
 
-        raise UserValueError(f"unknown backend {backend!r}", f"choose one of {', '.join(('auto',) + BACKENDS)}")
+        raise UserValueError(f"unknown backend {requested!r}",
+                             f"choose one of {', '.join(('auto',) + BACKENDS + tuple(BACKEND_ALIASES))}")
     return runner

@@ -1,16 +1,31 @@
-"""Seeded, class-stratified split of a dataset into a calibration set and a disjoint evaluation set, saved as JSON
-so every notebook and CLI run uses the same images."""
+"""Seeded, class-stratified split of a dataset into a calibration set and a disjoint evaluation set; the one split
+store (`saved_split`: made once, saved as JSON, reused by every notebook, CLI run and ImageNet prep while it was made
+for this dataset with these settings); and the one calibration-image rule (`select_calibration_images`) that
+trtlab's calibration and TensorRT's calibrator share, so both calibrate on the same images."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from trtlab.core.errors import UserValueError
+from trtlab.core.provenance import check_provenance, differences
+from trtlab.core.workspace import atomic_write_json, hash_json, read_checked, workspace_dir
 from trtlab.data.dataset import Dataset
-from trtlab.core.workspace import atomic_write_json
+
+log = logging.getLogger(__name__)
+
+# Calibration images when a recipe names no number: NVIDIA suggests about 500 for ImageNet classifiers; more costs
+# time and rarely moves a threshold.
+DEFAULT_CALIBRATION_IMAGES = 512
+
+
+class CalibrationSizeError(UserValueError):
+    """More calibration images were asked for than the calibration set has."""
 
 
 @dataclass
@@ -64,10 +79,14 @@ class Split:
                 info[f"{name}_images_per_class"] = (int(counts.min()), int(counts.max())) if len(counts) else (0, 0)
         return info
 
+    def identity(self) -> dict:
+        """What the split was made for: the dataset version, the seed and the make_split settings."""
+        return {"dataset_fingerprint": self.dataset_fingerprint, "seed": self.seed, "params": dict(self.params)}
+
     def _check(self, dataset: Dataset) -> None:
-        if dataset.fingerprint() != self.dataset_fingerprint:
-            raise ValueError(f"this split was made for another version of dataset {dataset.name!r} (files or labels "
-                             f"changed); make a new one with make_split(...)")
+        check_provenance({"dataset_fingerprint": self.dataset_fingerprint},
+                         {"dataset_fingerprint": dataset.fingerprint()}, what=f"this split of {dataset.name!r}",
+                         fix="the dataset's files or labels changed; make a new split (saved_split / make_split)")
 
     def save(self, path: str | os.PathLike) -> Path:
         return atomic_write_json(path, {
@@ -132,3 +151,76 @@ def make_split(dataset: Dataset, calibration_size: int | None = None, calibratio
     params = {"calibration_size": calibration_size, "calibration_per_class": calibration_per_class,
               "evaluation_per_class": evaluation_per_class, "evaluation_size": evaluation_size}
     return Split(calibration, evaluation, seed, dataset.fingerprint(), method, params)
+
+
+def split_settings(calibration_size: int | None = None, calibration_per_class: int | None = None) -> dict:
+    """The make_split settings a saved split records (and is reused for)."""
+    return {"calibration_size": calibration_size, "calibration_per_class": calibration_per_class,
+            "evaluation_per_class": None, "evaluation_size": None}
+
+
+def saved_split(dataset: Dataset, calibration_images: int | None = None, seed: int = 0, workspace=None, *,
+                calibration_per_class: int | None = None, path: str | os.PathLike | None = None) -> Split:
+    """The split for (dataset, calibration size or per-class quota, seed), made once and saved so every notebook, CLI
+    run and ImageNet prep uses the same calibration and evaluation images.
+
+    `path`: where it is kept (default: the workspace's splits/ folder, one file per dataset version and settings).
+    A saved split is reused while it was made for this dataset (fingerprint), seed and settings; otherwise a new one
+    is made and saved, and the log says which field differed. A damaged file is set aside (named) and remade."""
+    if calibration_images is None and calibration_per_class is None:
+        raise UserValueError(f"no calibration size given for the split of {dataset.name!r}",
+                             "give calibration_images (a total, e.g. 500) or calibration_per_class (e.g. 10)")
+    if len(dataset) < 2:  # (no "use calibration_images ≤ 0" below)
+        raise CalibrationSizeError(f"dataset {dataset.name!r} has {len(dataset)} image(s); a split needs at least 2 "
+                                   f"(one to calibrate, one to evaluate)", "add images to the data folder")
+    if calibration_images is not None and not 0 < calibration_images <= len(dataset) - 1:
+        raise CalibrationSizeError(
+            f"{calibration_images} calibration images asked for, but dataset {dataset.name!r} has {len(dataset)} "
+            f"images and evaluation needs at least one", f"use calibration_images ≤ {len(dataset) - 1}")
+    settings = split_settings(calibration_images, calibration_per_class)
+    if path is None:
+        key_fields = {"fp": dataset.fingerprint(), "n": calibration_images, "seed": seed}
+        if calibration_per_class is not None:
+            key_fields["per_class"] = calibration_per_class
+        path = workspace_dir(workspace) / "splits" / f"{dataset.name}-{hash_json(key_fields, 12)}.json"
+    path = Path(path)
+    expected = {"dataset_fingerprint": dataset.fingerprint(), "seed": seed, "params": settings}
+    saved = read_checked(path, Split.load)  # None when absent, or damaged (then set aside, named)
+    if saved is not None:
+        found = differences(saved.identity(), expected)
+        if not found:
+            log.debug("reusing the saved split %s", path)
+            return saved
+        log.info("the saved split %s was made for another %s; making a new one", path, found[0].describe())
+    split = make_split(dataset, calibration_size=calibration_images, calibration_per_class=calibration_per_class,
+                       seed=seed)
+    if not len(split.evaluation):
+        raise CalibrationSizeError(
+            f"calibration_per_class={calibration_per_class} leaves no image of {dataset.name!r} for evaluation (the "
+            f"classes have at most {int(np.bincount(dataset.labels[dataset.labels >= 0]).max())} images each)",
+            "lower calibration_per_class or give calibration_images")
+    split.save(path)
+    log.info("split of %s saved to %s: %d calibration, %d evaluation images", dataset.name, path,
+             len(split.calibration), len(split.evaluation))
+    return split
+
+
+def select_calibration_images(cache, calibration_indices, images: int | None = None) -> np.ndarray:
+    """The images a calibration runs on — trtlab's and TensorRT's calibrator alike: the decodable ones among
+    `calibration_indices` (the split's calibration set, already shuffled by its seed), the first `images` of them
+    (None: all, at most DEFAULT_CALIBRATION_IMAGES). Asking for more than exist is refused with the available
+    number (CalibrationSizeError): a run record must state what was really used. A fixed-batch consumer pads the
+    last batch (trtlab.data.batches) rather than dropping images."""
+    indices = np.asarray(calibration_indices, np.int64)
+    valid = indices[np.isin(indices, cache.valid_indices)]
+    if len(valid) == 0:
+        raise CalibrationSizeError(f"no decodable calibration images in {cache.dataset.name!r}",
+                                   f"check the split and the decode cache failures ({cache.folder}/failures.json)")
+    count = min(len(valid), DEFAULT_CALIBRATION_IMAGES) if images is None else int(images)
+    if count < 1 or count > len(valid):
+        failed = len(indices) - len(valid)
+        raise CalibrationSizeError(
+            f"{count} calibration images asked for, but the calibration set of {cache.dataset.name!r} has "
+            f"{len(valid)} decodable images" + (f" ({failed} failed to decode)" if failed else ""),
+            f"use calibration_images ≤ {len(valid)}, or a split with a larger calibration set")
+    return valid[:count]

@@ -1,17 +1,128 @@
-"""Guards: which nodes stay out of INT8, as data.
+"""Guards: which nodes stay out of INT8, and in which float precision they run — parsed once into a `Guard`.
 
-A guard is a string: 'first_layer', 'last_layer', 'softmax', 'op:<OpType>' or 'node:<name>', optionally suffixed
-'=fp16' (run that node in FP16) — the default keeps it in FP32. The quantizer leaves guarded nodes unquantized;
-strongly typed TensorRT builds keep them in the graph ('=fp16' as Casts, trtlab.graph.precision); only TensorRT 10's legacy
-weakly typed builds (weakly_typed=True, int8-implicit) map the list to layer.precision + OBEY_PRECISION_CONSTRAINTS.
+A guard is written `<selector>[=<precision>]`: the selector is `first_layer`, `last_layer` (the first / last
+weighted node: Conv, ConvTranspose, Gemm, MatMul), `softmax` (Softmax and LogSoftmax), `op:<OpType>` or
+`node:<name>`; the precision `fp32` or `fp16` (without one, the selector's default, `DEFAULT_PRECISION`).
+`parse_guard` turns text into a Guard at the boundary (CLI, Recipe, widgets) and refuses anything else in one line;
+everything after that reads the Guard's fields. The quantizer leaves guarded nodes unquantized, and the one precision
+converter (trtlab.graph.precision) runs them in their precision in the graph; only TensorRT 10's legacy weakly typed
+builds map guards to layer.precision + OBEY_PRECISION_CONSTRAINTS.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+from trtlab.core.errors import UserValueError
 
 WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 NAMED_GUARDS = ("first_layer", "last_layer", "softmax")
 PRECISIONS = ("fp32", "fp16")
+#: The precision a guard written without '=…' means. Issue 17's seeds make first/last layer FP16 and Softmax FP32:
+#: changing this table changes what a bare guard means (and so needs a calibration/graph revision bump).
+DEFAULT_PRECISION = {"first_layer": "fp32", "last_layer": "fp32", "softmax": "fp32", "op": "fp32", "node": "fp32"}
+ACCEPTED_FORMS = ("first_layer, last_layer, softmax, op:<OpType> or node:<node name>, optionally followed by "
+                  "=fp16 or =fp32 (e.g. last_layer=fp16, node:Conv_12)")
+
+
+class Guard(str):
+    """A node selector and the precision its nodes keep: `kind`, `target` (op type or node name) and `precision`,
+    parsed once. A Guard *is* its canonical text (a `str`: the selector, with '=precision' unless it is the
+    selector's default), so it compares, hashes, sorts and is stored in JSON records exactly as that text, and lists
+    of guard texts and of Guards are the same guards."""
+
+    kind: str  # 'first_layer' | 'last_layer' | 'softmax' | 'op' | 'node'
+    target: str  # the op type (kind 'op') or node name (kind 'node'); '' otherwise
+    precision: str  # 'fp32' | 'fp16'
+
+    def __new__(cls, kind: str, target: str = "", precision: str = ""):
+        if kind not in NAMED_GUARDS + ("op", "node"):
+            raise UserValueError(f"guard kind {kind!r} is not one of {', '.join(NAMED_GUARDS)}, op, node",
+                                 f"write a guard as {ACCEPTED_FORMS}")
+        if (kind in ("op", "node")) != bool(target):
+            raise UserValueError(f"guard {kind!r} {'needs a' if kind in ('op', 'node') else 'takes no'} target "
+                                 f"(got {target!r})", f"write a guard as {ACCEPTED_FORMS}")
+        precision = precision or DEFAULT_PRECISION[kind]
+        if precision not in PRECISIONS:
+            raise UserValueError(f"guard precision {precision!r} is not one of {', '.join(PRECISIONS)}",
+                                 f"write a guard as {ACCEPTED_FORMS}")
+        selector = f"{kind}:{target}" if target else kind
+        guard = super().__new__(cls, selector + ("" if precision == DEFAULT_PRECISION[kind] else f"={precision}"))
+        for name, value in (("kind", kind), ("target", target), ("precision", precision)):
+            object.__setattr__(guard, name, value)
+        return guard
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a Guard is immutable (tried to set {name})")
+
+    def __reduce__(self):  # pickle / copy: rebuilt from its fields
+        return (Guard, (self.kind, self.target, self.precision))
+
+    def __repr__(self) -> str:
+        return f"Guard({str.__repr__(self)})"
+
+    @property
+    def selector(self) -> str:
+        """'first_layer', 'op:Softmax', 'node:Conv_12'."""
+        return f"{self.kind}:{self.target}" if self.target else self.kind
+
+    @property
+    def label(self) -> str:
+        """The guard's part of a variant label: 'last_layer', 'Conv_12' (a node guard is its node's name, without
+        a 'node' prefix), 'op_Softmax'; '-fp16' / '-fp32' when not the default precision. Safe in file names."""
+        base = self.target if self.kind == "node" else (f"op_{self.target}" if self.kind == "op" else self.kind)
+        suffix = "" if self.precision == DEFAULT_PRECISION[self.kind] else f"-{self.precision}"
+        return re.sub(r"[^A-Za-z0-9_.-]", "_", base) + suffix
+
+    def with_precision(self, precision: str) -> "Guard":
+        return Guard(self.kind, self.target, precision)
+
+    def select(self, nodes: list) -> list:
+        """The nodes of `nodes` (a graph's nodes, in order) this guard selects."""
+        if self.kind == "first_layer":
+            return [n for n in nodes if n.op_type in WEIGHTED_OPS][:1]
+        if self.kind == "last_layer":
+            return [n for n in nodes if n.op_type in WEIGHTED_OPS][-1:]
+        if self.kind == "softmax":
+            return [n for n in nodes if n.op_type in ("Softmax", "LogSoftmax")]
+        if self.kind == "op":
+            return [n for n in nodes if n.op_type == self.target]
+        return [n for n in nodes if n.name == self.target]
+
+
+def parse_guard(text) -> Guard:
+    """'last_layer=fp16' → Guard('last_layer', precision='fp16'); a Guard is returned as it is. Anything else raises
+    a one-line UserValueError naming the text and the accepted forms."""
+    if isinstance(text, Guard):
+        return text
+    if not isinstance(text, str):
+        raise UserValueError(f"guard {text!r} is not text", f"write a guard as {ACCEPTED_FORMS}")
+    selector, sep, precision = text.strip().partition("=")
+    selector, precision = selector.strip(), precision.strip()
+    if sep and precision not in PRECISIONS:
+        raise UserValueError(f"guard {text!r}: precision {precision!r} is not one of {', '.join(PRECISIONS)}",
+                             f"write a guard as {ACCEPTED_FORMS}")
+    if selector in NAMED_GUARDS:
+        return Guard(selector, "", precision)
+    kind, colon, target = selector.partition(":")
+    if colon and kind in ("op", "node") and target.strip():
+        return Guard(kind, target.strip(), precision)
+    raise UserValueError(f"guard {text!r} is not understood", f"write a guard as {ACCEPTED_FORMS}")
+
+
+def parse_guards(guards) -> tuple[Guard, ...]:
+    """Guards or guard texts (a comma-separated string is several) → a tuple of Guards, in order."""
+    if guards is None:
+        return ()
+    if isinstance(guards, (str, Guard)):
+        guards = [guards]
+    parsed = []
+    for item in guards:
+        if isinstance(item, str) and "," in item:
+            parsed += [parse_guard(part) for part in item.split(",") if part.strip()]
+        else:
+            parsed.append(parse_guard(item))
+    return tuple(parsed)
 
 
 @dataclass(frozen=True)
@@ -19,53 +130,32 @@ class GuardedNode:
     name: str
     op_type: str
     precision: str  # 'fp32' or 'fp16'
-    guard: str  # the guard string that selected it
-
-
-def parse_guard(guard: str) -> tuple[str, str]:
-    """'last_layer=fp16' → ('last_layer', 'fp16'); checks the selector's form."""
-    selector, _, precision = guard.strip().partition("=")
-    precision = precision or "fp32"
-    if precision not in PRECISIONS:
-        raise ValueError(f"guard {guard!r}: precision must be one of {PRECISIONS}, got {precision!r}")
-    if selector not in NAMED_GUARDS and not selector.startswith(("op:", "node:")):
-        raise ValueError(f"guard {guard!r} is not understood; use one of {NAMED_GUARDS}, 'op:<OpType>' or "
-                         f"'node:<node name>', optionally with '=fp16'")
-    return selector, precision
+    guard: Guard  # the guard that selected it
 
 
 def weighted_nodes_in_order(model) -> list:
-    """Conv/Gemm/MatMul nodes in the graph's (topological) order."""
+    """Conv/ConvTranspose/Gemm/MatMul nodes in the graph's (topological) order."""
     return [n for n in model.graph.node if n.op_type in WEIGHTED_OPS]
 
 
 def resolve_guards(model, guards) -> list[GuardedNode]:
-    """The nodes of `model` (onnx.ModelProto) selected by `guards`, in graph order, one entry per node (a later
-    guard naming the same node overrides its precision). Raises when a guard selects nothing, naming what exists."""
+    """The nodes of `model` (onnx.ModelProto) selected by `guards` (Guards or texts), in graph order, one entry per
+    node (a later guard naming the same node overrides its precision). A guard that selects nothing is refused
+    naming what exists — except `softmax` on a classifier exported without Softmax (logits out)."""
     chosen: dict[str, GuardedNode] = {}
     nodes = list(model.graph.node)
-    for guard in guards or []:
-        selector, precision = parse_guard(guard)
-        if selector == "first_layer":
-            matched = weighted_nodes_in_order(model)[:1]
-        elif selector == "last_layer":
-            matched = weighted_nodes_in_order(model)[-1:]
-        elif selector == "softmax":
-            matched = [n for n in nodes if n.op_type in ("Softmax", "LogSoftmax")]
-        elif selector.startswith("op:"):
-            matched = [n for n in nodes if n.op_type == selector[3:]]
-        else:
-            matched = [n for n in nodes if n.name == selector[5:]]
+    for guard in parse_guards(guards):
+        matched = guard.select(nodes)
         if not matched:
-            if selector.startswith("node:"):
-                names = [n.name for n in weighted_nodes_in_order(model)][:8]
-                raise ValueError(f"guard {guard!r}: no node named {selector[5:]!r}; weighted nodes are e.g. {names}")
-            if selector == "softmax":
-                # A classifier exported without Softmax (logits out) has nothing to guard: not an error.
+            if guard.kind == "softmax":
                 continue
+            if guard.kind == "node":
+                names = [n.name for n in weighted_nodes_in_order(model)][:8]
+                raise UserValueError(f"guard {str(guard)!r}: no node named {guard.target!r} in the graph",
+                                     f"name a node of the sanitized model; weighted nodes are e.g. {names}")
             ops = sorted({n.op_type for n in nodes})
-            raise ValueError(f"guard {guard!r} selects no node; the graph's op types are {ops}")
+            raise UserValueError(f"guard {str(guard)!r} selects no node", f"the graph's op types are {ops}")
         for node in matched:
-            chosen[node.name] = GuardedNode(node.name, node.op_type, precision, guard)
+            chosen[node.name] = GuardedNode(node.name, node.op_type, guard.precision, guard)
     order = {n.name: i for i, n in enumerate(nodes)}
     return sorted(chosen.values(), key=lambda g: order[g.name])

@@ -1,59 +1,123 @@
-"""ONNX → FP16 / mixed-precision graph, for the strongly typed networks trtlab builds on TensorRT 10 and 11 (and
-ONNX Runtime).
+"""The one float-precision converter: decide a precision per node (a plan), then rewrite the graph once.
 
-TensorRT 11 removed BuilderFlag.FP16 (deprecated since 10.12): a strongly typed network runs every layer in the type its tensors have
-in the graph, so an FP16 engine needs an FP16 graph (NVIDIA's migration guide points to ModelOpt AutoCast for
-this; trtlab does the same conversion itself, with its own guards). The rewrite reads like an
-onnx-graphsurgeon pass:
+TensorRT 11 builds only strongly typed networks (and trtlab builds strongly typed networks on 10.x too): every layer
+runs in the type its tensors have in the graph, so an FP16 engine needs an FP16 graph, and an FP16 guard inside an
+INT8 graph needs that node's tensors in FP16. NVIDIA's migration guide points to ModelOpt AutoCast for this; trtlab
+follows its split (`NodeClassifier` decides, `PrecisionConverter` rewrites):
 
-1. decide a precision per node: FP16, except nodes the guards keep FP32 and op types that must stay FP32
-   (QuantizeLinear/DequantizeLinear: before opset 19 their scales may only be float32);
-2. walk the graph in order, tracking the type each float tensor has in the new graph, and insert one ``Cast``
-   wherever a node needs its float input in the other type (shared per tensor and target type);
-3. convert float32 initializers read by FP16 nodes to float16 (a copy when FP32 nodes read them too), and the
-   float payload of ``Constant`` / ``ConstantOfShape`` / ``Cast(to=float)`` nodes inside FP16 regions;
-4. keep the graph boundary float32: inputs stay float32 (the first FP16 consumer gets a Cast) and FP16 graph
-   outputs get a final Cast back to float32, so every runner feeds and reads float32 exactly as before;
-5. check with ``onnx.checker`` and strict shape inference.
+1. **decide** (`plan_precisions`): one `PrecisionPlan` — node name → 'fp16' / 'fp32' and the rule that decided it.
+   Rules, first match wins: nodes with subgraphs stay FP32 (their bodies are not rewritten); Q/DQ stay FP32 before
+   opset 19 (their scales may only be float32 there); guards (trtlab.graph.guards) give their precision;
+   `keep_fp32_nodes` and `keep_op_types` keep FP32; every other node takes the plan's default precision
+   ('fp16' for FP16 variants, 'fp32' for today's INT8 float path, where only '=fp16' guards are FP16).
+2. **rewrite** (`convert_precisions`, trtlab.graph.precision_rewrite): one pass in graph order that tracks the
+   type each float tensor has and inserts a Cast only where a node needs the other type — shared per tensor and
+   target type, so adjacent nodes of one precision pass tensors directly and no Cast(FP16→FP32) → Cast(FP32→FP16)
+   pair is left; float32 initializers and Constant payloads of FP16 nodes become float16 (values beyond FP16's range
+   are clipped and counted); graph inputs and outputs stay float32 through boundary Casts; checked with
+   onnx.checker and strict shape inference.
+
+FP16 variants (`convert_to_fp16`), '=fp16' guards inside INT8 graphs (the quantizer) and TensorRT builds (which take
+the variant's ONNX) all go through these two steps. Issue 17's FP16 float path is a plan with default 'fp16' over an
+INT8 graph and Q/DQ in FP16 at opset ≥ 19 (`qdq_precision='fp16'`).
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
+from trtlab.core.errors import UserValueError
+from trtlab.graph.guards import GuardedNode, resolve_guards
+from trtlab.graph.onnx_utils import opset_of
 
-FP16_MAX = float(np.finfo(np.float16).max)  # 65504
-#: Op types kept FP32 unless a guard says '=fp16': Q/DQ scales are float32-only before opset 19, and the
-#: quantizer's scales are computed for float32 activations.
+#: Op types kept FP32 unless a guard says '=fp16': the quantizer's scales are computed for float32 activations.
 DEFAULT_FP32_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
-#: Float inputs that the ONNX spec requires in float32 whatever the data type (op → input indices).
-FLOAT32_ONLY_INPUTS = {"Resize": {2}, "Upsample": {1}}
+QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 #: Nodes with subgraphs are left as they are (their bodies are not rewritten) and kept FP32.
-_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan"})
+SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan"})
+#: Q/DQ take float16 scales from opset 19 on (float32 only before).
+FP16_QDQ_OPSET = 19
+PLAN_PRECISIONS = ("fp16", "fp32")
 
 
-def resolve_guard_nodes(model, guards) -> list:
-    """Guard strings → trtlab.graph.guards.GuardedNode list (the quantizer's resolver, so both agree on the nodes)."""
-    from trtlab.graph.guards import resolve_guards
+def resolve_guard_nodes(model, guards) -> list[GuardedNode]:
+    """trtlab.graph.guards.resolve_guards (kept under this name for importers of the old module)."""
+    return resolve_guards(model, guards)
 
-    return resolve_guards(model, list(guards or []))
+
+@dataclass
+class PrecisionPlan:
+    """The decision: every node's float precision and the rule that chose it (for reports and tests)."""
+
+    precisions: dict[str, str]  # node name → 'fp16' | 'fp32', every node of the graph, in graph order
+    reasons: dict[str, str]  # node name → the rule that decided ('default', 'guard node:X=fp16', ...)
+    default: str
+    guarded: list[GuardedNode] = field(default_factory=list)
+
+    def is_fp16(self, node_name: str) -> bool:
+        return self.precisions[node_name] == "fp16"
+
+    def names(self, precision: str) -> list[str]:
+        return [name for name, p in self.precisions.items() if p == precision]
+
+
+def plan_precisions(model, guards=(), default: str = "fp16", keep_fp32_nodes=(), keep_op_types=DEFAULT_FP32_OPS,
+                    qdq_precision: str = "fp32", guarded: list[GuardedNode] | None = None) -> PrecisionPlan:
+    """Decide each node's precision (see the module docstring for the rules and their order).
+
+    `guards`: Guards or guard texts, resolved on `model`; or `guarded`, guards already resolved (the quantizer
+    passes its plan's). `qdq_precision='fp16'` lets Q/DQ follow the plan at opset ≥ 19."""
+    from trtlab.graph.sanitize import check_node_names
+
+    if default not in PLAN_PRECISIONS or qdq_precision not in PLAN_PRECISIONS:
+        raise UserValueError(f"precision plan: default {default!r} / qdq_precision {qdq_precision!r} must be one of "
+                             f"{PLAN_PRECISIONS}", "pass 'fp16' or 'fp32'")
+    check_node_names(model, "precision conversion")
+    guarded = list(guarded) if guarded is not None else resolve_guards(model, guards)
+    by_guard = {g.name: g for g in guarded}
+    keep_fp32 = set(keep_fp32_nodes)
+    unknown = keep_fp32 - {n.name for n in model.graph.node}
+    if unknown:
+        raise UserValueError(f"keep_fp32_nodes names nodes the model does not have: {sorted(unknown)[:5]}",
+                             "name nodes of the sanitized model")
+    qdq_fp32 = opset_of(model) < FP16_QDQ_OPSET or qdq_precision == "fp32"
+    precisions, reasons = {}, {}
+    for node in model.graph.node:
+        precision, reason = _decide(node, by_guard, keep_fp32, frozenset(keep_op_types), qdq_fp32, default)
+        precisions[node.name], reasons[node.name] = precision, reason
+    return PrecisionPlan(precisions, reasons, default, guarded)
+
+
+def _decide(node, by_guard, keep_fp32, keep_op_types, qdq_fp32, default) -> tuple[str, str]:
+    """One node's (precision, rule)."""
+    if node.op_type in SUBGRAPH_OPS:
+        return "fp32", "subgraph op (body not rewritten)"
+    if node.op_type in QDQ_OPS and qdq_fp32:
+        return "fp32", f"Q/DQ scales float32 (opset < {FP16_QDQ_OPSET} or qdq_precision='fp32')"
+    if node.name in by_guard:
+        guard = by_guard[node.name]
+        return guard.precision, f"guard {guard.guard}"
+    if node.name in keep_fp32:
+        return "fp32", "keep_fp32_nodes"
+    if node.op_type in keep_op_types:
+        return "fp32", f"op type {node.op_type} kept FP32"
+    return default, "default"
 
 
 @dataclass
 class FP16Conversion:
-    """The converted model and what the rewrite did."""
+    """The rewritten model and what the rewrite did."""
 
     model: object  # onnx.ModelProto
-    fp16_nodes: int
-    fp32_nodes: list[str]
+    fp16_nodes: int  # float-handling nodes now computing in FP16
+    fp32_nodes: list[str]  # float-handling nodes kept FP32 (names)
     casts_inserted: int
     initializers_converted: int
-    overflowed_values: int
-    guards: list = field(default_factory=list)  # trtlab.graph.guards.GuardedNode
+    overflowed_values: int  # float32 values beyond FP16's range, clipped to ±65504
+    guards: list = field(default_factory=list)  # GuardedNode
     path: Path | None = None
+    plan: PrecisionPlan | None = None
 
     def summary(self) -> dict:
         return {
@@ -66,210 +130,65 @@ class FP16Conversion:
         }
 
 
-def convert_to_fp16(model, guards=(), keep_fp32_nodes=(), keep_op_types=DEFAULT_FP32_OPS,
-                    output_path: str | os.PathLike | None = None) -> FP16Conversion:
-    """Convert an ONNX model (ModelProto or path) to FP16 with FP32 kept where guards/`keep_fp32_nodes` say.
+def convert_precisions(model, plan: PrecisionPlan, output_path: str | os.PathLike | None = None,
+                       check: bool = True) -> FP16Conversion:
+    """Rewrite a copy of `model` (ModelProto or path) as `plan` decided; write it atomically to `output_path`."""
+    from trtlab.graph.precision_rewrite import rewrite
 
-    Graph inputs and outputs stay float32 (Cast nodes at the boundary). With `output_path` the result is
-    written atomically and `path` is set. Raises ValueError naming the node when something cannot be typed.
-    """
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    if isinstance(model, (str, os.PathLike)):
-        model = onnx.load(str(model))
-    else:
-        model = _copy_model(model)
-    graph = model.graph
-    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
-
-    guarded = resolve_guard_nodes(model, guards)
-    keep_fp32 = set(keep_fp32_nodes) | {g.name for g in guarded if g.precision == "fp32"}
-    force_fp16 = {g.name for g in guarded if g.precision == "fp16"}
-    unknown = set(keep_fp32_nodes) - {n.name for n in graph.node}
-    if unknown:
-        raise ValueError(f"keep_fp32_nodes names nodes the model does not have: {sorted(unknown)[:5]}")
-    unnamed = [i for i, n in enumerate(graph.node) if not n.name]
-    for i in unnamed:  # Casts and messages need node names; name anonymous nodes after their position
-        graph.node[i].name = f"trtlab_node_{i}"
-
-    float_tensors = _float32_tensors(model)
-    initializers = {init.name: init for init in graph.initializer}
-
-    def node_is_fp16(node) -> bool:
-        if node.name in force_fp16:
-            return True
-        if node.name in keep_fp32 or node.op_type in keep_op_types or node.op_type in _SUBGRAPH_OPS:
-            return False
-        return True
-
-    # Current type of every float tensor in the rewritten graph: graph inputs start float32.
-    tensor_type: dict[str, int] = {i.name: TensorProto.FLOAT for i in graph.input if i.name in float_tensors}
-    cast_cache: dict[tuple[str, int], str] = {}
-    fp16_initializer_names: dict[str, str] = {}
-    new_nodes = []
-    casts = 0
-    fp16_count = 0
-    fp32_names = []
-    overflow = 0
-    converted_inits = 0
-    init_consumers: dict[str, set] = {}
-    for node in graph.node:
-        only_fp32 = FLOAT32_ONLY_INPUTS.get(node.op_type, set())
-        for index, name in enumerate(node.input):
-            if name in initializers:
-                init_consumers.setdefault(name, set()).add(node_is_fp16(node) and index not in only_fp32)
-
-    def fp16_initializer(name: str) -> str:
-        nonlocal converted_inits, overflow
-        if name in fp16_initializer_names:
-            return fp16_initializer_names[name]
-        init = initializers[name]
-        values = numpy_helper.to_array(init)
-        overflow += int(np.count_nonzero(np.abs(values) > FP16_MAX))
-        half = np.clip(values, -FP16_MAX, FP16_MAX).astype(np.float16)
-        shared = init_consumers.get(name, set()) != {True}
-        new_name = f"{name}__fp16" if shared else name
-        new_init = numpy_helper.from_array(half, new_name)
-        if shared:
-            graph.initializer.append(new_init)
-        else:
-            init.CopyFrom(new_init)
-        converted_inits += 1
-        fp16_initializer_names[name] = new_name
-        tensor_type[new_name] = TensorProto.FLOAT16
-        return new_name
-
-    def cast_to(name: str, target: int) -> str:
-        nonlocal casts
-        key = (name, target)
-        if key not in cast_cache:
-            suffix = "fp16" if target == TensorProto.FLOAT16 else "fp32"
-            out = f"{name}__cast_{suffix}"
-            new_nodes.append(helper.make_node("Cast", [name], [out], to=target, name=f"{out}__node"))
-            tensor_type[out] = target
-            cast_cache[key] = out
-            casts += 1
-        return cast_cache[key]
-
-    for node in graph.node:
-        fp16 = node_is_fp16(node)
-        target = TensorProto.FLOAT16 if fp16 else TensorProto.FLOAT
-        touches_float = any(n in float_tensors for n in list(node.input) + list(node.output))
-        if touches_float or node.op_type in ("Constant", "ConstantOfShape", "Cast"):
-            if fp16:
-                fp16_count += 1
-            else:
-                fp32_names.append(node.name)
-        only_fp32 = FLOAT32_ONLY_INPUTS.get(node.op_type, set())
-        for index, name in enumerate(node.input):
-            if not name or name not in float_tensors:
-                continue
-            want = TensorProto.FLOAT if index in only_fp32 else target
-            if name in initializers and name not in tensor_type:
-                if want == TensorProto.FLOAT16:
-                    node.input[index] = fp16_initializer(name)
-                continue  # float32 initializer read as float32: nothing to do
-            have = tensor_type.get(name, TensorProto.FLOAT)
-            if have != want:
-                node.input[index] = cast_to(name, want)
-        if fp16:
-            _convert_node_payload(node)
-        for name in node.output:
-            if name in float_tensors:
-                tensor_type[name] = target
-        new_nodes.append(node)
-
-    # Graph outputs stay float32: rename an FP16 producer's output and cast back under the original name.
-    for output in graph.output:
-        if output.name in float_tensors and tensor_type.get(output.name) == TensorProto.FLOAT16:
-            inner = f"{output.name}__fp16"
-            for node in new_nodes:
-                for i, name in enumerate(node.input):
-                    if name == output.name:
-                        node.input[i] = inner
-                for i, name in enumerate(node.output):
-                    if name == output.name:
-                        node.output[i] = inner
-            new_nodes.append(helper.make_node("Cast", [inner], [output.name], to=TensorProto.FLOAT,
-                                              name=f"{output.name}__cast_fp32__node"))
-            casts += 1
-
-    # Drop float32 initializers nothing reads any more (fully replaced by their FP16 copies).
-    used = {name for node in new_nodes for name in node.input}
-    keep_inits = [init for init in graph.initializer if init.name in used or init.name in
-                  {i.name for i in graph.input}]
-    del graph.initializer[:]
-    graph.initializer.extend(keep_inits)
-    del graph.node[:]
-    graph.node.extend(new_nodes)
-    del graph.value_info[:]  # stale float32 annotations; shape inference recomputes them
-    model.metadata_props.append(onnx.StringStringEntryProto(
-        key="trtlab.graph.precision", value=json.dumps({"fp32_nodes": sorted(fp32_names), "guards": [
-            [g.name, g.precision] for g in guarded]})))
-    if opset < 13:
-        raise ValueError(f"the model uses opset {opset}; FP16 conversion needs opset >= 13 (re-export the model)")
-
-    onnx.checker.check_model(model)
-    model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
-    result = FP16Conversion(model, fp16_count, fp32_names, casts, converted_inits, overflow, guarded)
+    conversion = rewrite(_load_copy(model), plan, check=check)
     if output_path is not None:
+        import onnx
+
         from trtlab.core.workspace import atomic_path
 
         with atomic_path(output_path, suffix=".onnx") as tmp:
-            onnx.save(model, str(tmp))
-        result.path = Path(output_path)
-    return result
+            onnx.save(conversion.model, str(tmp))
+        conversion.path = Path(output_path)
+    return conversion
 
 
-def _copy_model(model):
+def convert_to_fp16(model, guards=(), keep_fp32_nodes=(), keep_op_types=DEFAULT_FP32_OPS,
+                    output_path: str | os.PathLike | None = None) -> FP16Conversion:
+    """An FP16 graph of `model` (ModelProto or path) with FP32 kept where guards / `keep_fp32_nodes` /
+    `keep_op_types` say; graph inputs and outputs stay float32. Plan + rewrite (module docstring)."""
+    model = _load_copy(model)
+    if opset_of(model) < 13:
+        raise UserValueError(f"the model uses opset {opset_of(model)}; FP16 conversion needs opset ≥ 13",
+                             "sanitize it first (trtlab.sanitize_model converts to opset 13) or re-export it")
+    plan = plan_precisions(model, guards, "fp16", keep_fp32_nodes, keep_op_types)
+    return convert_precisions(model, plan, output_path)
+
+
+def _load_copy(model):
     import onnx
 
+    if isinstance(model, (str, os.PathLike)):
+        return onnx.load(str(model))
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     return copy
 
 
-def _float32_tensors(model) -> set[str]:
-    """Names of every tensor that is float32 in the original graph (inputs, initializers, node outputs)."""
-    import onnx
+def cast_round_trips(model) -> list[tuple[str, str]]:
+    """(first Cast, second Cast) names of every back-to-back Cast pair that casts a tensor to one float type and
+    straight back (FP16→FP32→FP16 or FP32→FP16→FP32): what a plan with merged regions never leaves."""
     from onnx import TensorProto
 
-    inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
-    graph = inferred.graph
-    names = {i.name for i in graph.initializer if i.data_type == TensorProto.FLOAT}
-    for value in list(graph.input) + list(graph.output) + list(graph.value_info):
-        if value.type.tensor_type.elem_type == TensorProto.FLOAT:
-            names.add(value.name)
-    # Outputs shape inference could not type: take the node's float-in → float-out behaviour as the evidence.
-    known = {v.name for v in list(graph.input) + list(graph.output) + list(graph.value_info)}
-    known |= {i.name for i in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "Constant":
-            for attr in node.attribute:
-                if attr.name == "value" and attr.t.data_type == TensorProto.FLOAT:
-                    names.update(node.output)
-        for out in node.output:
-            if out not in known and any(i in names for i in node.input):
-                raise ValueError(f"node {node.name!r} ({node.op_type}): ONNX shape inference cannot type its output "
-                                 f"{out!r}; run trtlab's sanitize step (shape inference + constant folding) first")
-    return names
+    floats = (TensorProto.FLOAT, TensorProto.FLOAT16)
+    producers = {o: n for n in model.graph.node for o in n.output}
+    pairs = []
+    for node in model.graph.node:
+        first = producers.get(node.input[0]) if node.op_type == "Cast" and node.input else None
+        if first is None or first.op_type != "Cast":
+            continue
+        to_first, to_second = _cast_to(first), _cast_to(node)
+        if to_first in floats and to_second in floats and to_first != to_second:
+            pairs.append((first.name, node.name))
+    return pairs
 
 
-def _convert_node_payload(node) -> None:
-    """Float32 payloads carried by attributes of a node that now runs in FP16."""
-    from onnx import TensorProto, numpy_helper
-
-    for attr in node.attribute:
-        if node.op_type == "Cast" and attr.name == "to" and attr.i == TensorProto.FLOAT:
-            attr.i = TensorProto.FLOAT16
-        elif node.op_type in ("Constant", "ConstantOfShape") and attr.name == "value" \
-                and attr.t.data_type == TensorProto.FLOAT:
-            values = numpy_helper.to_array(attr.t)
-            attr.t.CopyFrom(numpy_helper.from_array(np.clip(values, -FP16_MAX, FP16_MAX).astype(np.float16),
-                                                    attr.t.name))
-        elif node.op_type == "Constant" and attr.name in ("value_float", "value_floats"):
-            raise ValueError(f"Constant node {node.name!r} uses {attr.name}; constant-fold the model first")
+def _cast_to(node) -> int:
+    return next((a.i for a in node.attribute if a.name == "to"), 0)
 
 
 def node_precision_table(model):

@@ -1,6 +1,11 @@
 """Sanitize an ONNX classifier before calibration and quantization: opset ≥ 13 (per-axis Q/DQ), constants folded
 (weights computed by ConstantOfShape & co. become initializers), BatchNormalization folded into Conv, shapes
-inferred. Uses ONNX Runtime's *basic* graph optimizations, which emit standard ONNX ops only."""
+inferred, every node named. Uses ONNX Runtime's *basic* graph optimizations, which emit standard ONNX ops only.
+
+Nodes are named here and only here (`name_nodes`): guards, the quantizer, the precision converter, layer debugging
+and TensorRT builds all read the sanitized graph (or a variant made from it), so a node name found by one resolves
+in every other. ModelOpt does the same in its `_preprocess_onnx` (name_onnx_nodes).
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,6 +14,43 @@ from trtlab.core.errors import UserValueError
 from trtlab.core.workspace import atomic_path, set_aside, sha256_file, workspace_dir
 
 MIN_OPSET = 13
+#: Part of the sanitized file's name: bumped when sanitizing changes what it writes (2: nodes named), so copies
+#: made by an older trtlab are not reused.
+SANITIZE_REVISION = 2
+
+
+def name_nodes(model) -> int:
+    """Name every unnamed node, and every node whose name an earlier node already has, `<OpType>_<position>` (its
+    index in the graph; `_<k>` appended in the rare case that name is taken). Named, unique nodes keep their
+    names. Returns how many nodes were (re)named. Idempotent: a named graph is left as it is."""
+    taken = {node.name for node in model.graph.node if node.name}
+    seen: set[str] = set()
+    renamed = 0
+    for index, node in enumerate(model.graph.node):
+        if node.name and node.name not in seen:
+            seen.add(node.name)
+            continue
+        name, k = f"{node.op_type}_{index}", 1
+        while name in taken or name in seen:
+            name, k = f"{node.op_type}_{index}_{k}", k + 1
+        node.name = name
+        taken.add(name)
+        seen.add(name)
+        renamed += 1
+    return renamed
+
+
+def check_node_names(model, what: str = "the model") -> None:
+    """Refuse a graph with unnamed or duplicate node names: guards and precision plans address nodes by name, and
+    names are given once, by sanitizing (`name_nodes`), so that every stage sees the same ones."""
+    seen: set[str] = set()
+    for index, node in enumerate(model.graph.node):
+        if not node.name or node.name in seen:
+            problem = "has no name" if not node.name else f"repeats the name {node.name!r}"
+            raise UserValueError(f"{what}: node {index} ({node.op_type}) {problem}; guards and precision plans "
+                                 f"address nodes by name", "pass the sanitized model (trtlab.sanitize_model names "
+                                 "every node once), or a variant built from it")
+        seen.add(node.name)
 
 
 def sanitize_model(model_path, workspace=None, force: bool = False) -> Path:
@@ -19,7 +61,7 @@ def sanitize_model(model_path, workspace=None, force: bool = False) -> Path:
 
     model_path = Path(model_path)
     sha = sha256_file(model_path)
-    target = workspace_dir(workspace) / "sanitized" / f"{model_path.stem}-{sha[:12]}.onnx"
+    target = workspace_dir(workspace) / "sanitized" / f"{model_path.stem}-{sha[:12]}-r{SANITIZE_REVISION}.onnx"
     if target.exists() and not force:
         from trtlab.graph.classifier import ModelInputError, inspect_classifier
 
@@ -46,6 +88,7 @@ def sanitize_model(model_path, workspace=None, force: bool = False) -> Path:
         unused = [i for i in folded.graph.input if i.name not in consumed]
         for graph_input in unused:
             folded.graph.input.remove(graph_input)
+        name_nodes(folded)  # after folding: ONNX Runtime keeps names but leaves unnamed nodes unnamed
         folded = onnx.shape_inference.infer_shapes(folded)
         onnx.checker.check_model(folded)
         onnx.save(folded, str(tmp))

@@ -5,17 +5,19 @@ line `TRT-<version>-<algorithm>`, then one `<tensor name>: <scale>` line per ten
 hex of its IEEE-754 float32 bits. TensorRT rejects a cache whose header names another algorithm (and, per user
 reports, another version). trtlab writes the scales it computed (scale = threshold / 127) in that format so the same
 file can be handed to a TensorRT 10 implicit build, and keeps the provenance that the format cannot hold in
-`<cache>.json`: model sha256, algorithm, preprocessing, image count, TensorRT version when known.
+`<cache>.json`: one sidecar schema, `CacheMetadata` (model sha256, algorithm, preprocessing, image count and ids hash,
+TensorRT version and calibration batch when known), for trtlab's caches and TensorRT's calibrator alike, checked by
+the one provenance check (trtlab.core.provenance) before a cache is reused.
 """
 from __future__ import annotations
 
-import json
 import math
 import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trtlab.core.errors import UserError
+from trtlab.core.provenance import check_provenance
 from trtlab.core.workspace import atomic_write_json, atomic_write_text, read_json_checked
 
 # An imported scale is plausible when its threshold (scale × 127) lies within this factor of the largest |x| the
@@ -41,14 +43,31 @@ class BadCalibrationCache(UserError, ValueError):
 
 @dataclass(frozen=True)
 class CacheMetadata:
+    """What a calibration cache was made for — the sidecar `<cache>.json` of trtlab's caches and of TensorRT's
+    calibrator. Reuse needs every field equal, except those in LENIENT_FIELDS when either side does not know them."""
+
     model_sha256: str
-    algorithm: str
+    algorithm: str  # trtlab's name: entropy, entropy-gtc, minmax, percentile
     preprocess: dict
     images: int
     percentile: float | None = None
     guards: tuple = ()
     tensorrt_version: str | None = None
     calibration_ids_hash: str | None = None
+    batch_size: int | None = None  # TensorRT's calibrator: its calibration batch
+
+    #: compared only when both the cache and this run know them (a cache made where TensorRT was absent, or a
+    #: sidecar written before the field existed)
+    LENIENT_FIELDS = ("tensorrt_version", "batch_size")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def check(self, stored: dict | None, path) -> None:
+        """StaleCacheError naming every field in which the sidecar `stored` differs from this metadata."""
+        check_provenance(stored, self.to_dict(), what=f"calibration cache {path}",
+                         fix="delete it or pass reuse_cache=False to recalibrate", lenient=self.LENIENT_FIELDS,
+                         error=StaleCacheError)
 
 
 def encode_scale(scale: float) -> str:
@@ -74,7 +93,7 @@ def write_calibration_cache(path, scales: dict[str, float], meta: CacheMetadata)
     header = f"TRT-{trt_version_number(meta.tensorrt_version)}-{TRT_ALGORITHM_NAMES[meta.algorithm]}"
     lines = [header] + [f"{name}: {encode_scale(scale)}" for name, scale in scales.items()]
     atomic_write_text(path, "\n".join(lines) + "\n")
-    atomic_write_json(path.with_name(path.name + ".json"), asdict(meta))
+    atomic_write_json(path.with_name(path.name + ".json"), meta.to_dict())
     return path
 
 
@@ -146,25 +165,10 @@ def load_if_valid(path, expected: CacheMetadata, observed_absmax: dict[str, floa
     if stored is None:  # damaged: set aside (and named) by read_json_checked
         raise StaleCacheError(f"calibration cache metadata {meta_path} was damaged and set aside",
                               "recalibrate (reuse_cache=False)")
-    wanted = json.loads(json.dumps(asdict(expected)))  # tuples → lists, as stored
-    differences = []
-    for field, value in wanted.items():
-        have = stored.get(field)
-        if field == "tensorrt_version" and (value is None or have is None):
-            continue
-        if have != value:
-            differences.append(f"{field}: cache has {_short(have)}, this run needs {_short(value)}")
-    if differences:
-        raise StaleCacheError(f"calibration cache {path} was made for something else: " + "; ".join(differences),
-                              "delete it or pass reuse_cache=False to recalibrate")
+    expected.check(stored, path)
     header, scales = read_calibration_cache(path)
     if not header.endswith(TRT_ALGORITHM_NAMES[expected.algorithm]):
         raise StaleCacheError(f"calibration cache {path} header {header!r} does not name {expected.algorithm}",
                               "use a cache made with that algorithm, or recalibrate")
     check_scales(path, scales, observed_absmax)
     return scales
-
-
-def _short(value) -> str:
-    text = str(value)
-    return text[:12] + "…" if len(text) > 16 and all(c in "0123456789abcdef" for c in text) else text

@@ -1,89 +1,32 @@
-"""Variants: a recipe (precision, algorithm, calibration set, guards) → a model file → stored results.
+"""Variants: a recipe (trtlab.quantization.recipe) → a model file in its own variant folder.
 
 Building a variant is deterministic and cached by the hash of everything that determines it (model sha256, recipe,
-calibration image ids, preprocessing). Calibration statistics are collected once per (model, calibration set,
-preprocessing) for the superset of tensors any guard set can quantize, so every algorithm and guard combination is
-derived from one pass over the calibration images.
+calibration image ids, preprocessing, scales' source, calibration and graph revisions): the folder
+`variants/<model>-<sha>/<label>-<key>/` holds `model.onnx` (the graph every backend runs — ONNX Runtime, and
+TensorRT, which builds from this file), `variant.json` (its identity, checked on reuse by the one provenance check)
+and, for INT8, `calibration.cache`. This is the one place FP16 and INT8 graphs are cached, under one rule.
+Calibration statistics are collected once per (model, calibration set, preprocessing) for the superset of tensors
+any guard set can quantize, so every algorithm and guard combination is derived from one pass over the images.
 """
 from __future__ import annotations
 
 import logging
-
-import dataclasses
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from trtlab.quantization.calibrate import (ALGORITHMS, CALIBRATION_REVISION, CalibrationStats, collect_statistics, compute_thresholds,
-                        scales_from_thresholds)
 from trtlab.core.errors import UserValueError
-from trtlab.graph.guards import parse_guard
+from trtlab.core.provenance import check_provenance
 from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, read_json_checked, sha256_file, workspace_dir
+from trtlab.quantization.recipe import (DEFAULT_CALIBRATION_IMAGES, PRECISIONS,  # noqa: F401  (re-exported)
+                                        CalibrationSizeError, Recipe, select_calibration_indices)
+from trtlab.quantization.statistics import CALIBRATION_REVISION, CalibrationStats, collect_statistics
+from trtlab.quantization.thresholds import compute_thresholds, scales_from_thresholds
 
 log = logging.getLogger(__name__)
 
-PRECISIONS = ("fp32", "fp16", "int8")
-# Calibration images when a recipe names no number: NVIDIA suggests about 500 for ImageNet classifiers; more costs
-# time and rarely moves a threshold.
-DEFAULT_CALIBRATION_IMAGES = 512
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """What a variant is. `calibration_images`/`calibration_batch`/`algorithm` apply to int8 only; fp16 converts
-    the graph to float16 (guards keep nodes in float32)."""
-
-    precision: str = "int8"
-    algorithm: str = "entropy"
-    percentile: float = 99.99
-    calibration_images: int | None = None  # None: the split's calibration images, at most DEFAULT_CALIBRATION_IMAGES
-    calibration_batch: int = 8
-    guards: tuple = ()
-    seed: int = 0
-
-    def __post_init__(self):
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
-        if self.precision == "int8" and self.algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
-        if (self.calibration_images is not None and self.calibration_images < 1) or self.calibration_batch < 1:
-            raise ValueError("calibration_images and calibration_batch must be ≥ 1")
-        object.__setattr__(self, "guards", tuple(self.guards))
-        for guard in self.guards:
-            parse_guard(guard)
-
-    @property
-    def name(self) -> str:
-        """Readable variant name, e.g. 'int8-entropy@64+first_layer+last_layer-fp16' (@ calibration images)."""
-        if self.precision == "fp32":
-            return "fp32"
-        if self.precision == "fp16":
-            return re.sub(r"[^A-Za-z0-9_.+=-]", "_", "fp16" + "".join(f"+{g}" for g in self.guards)).replace("=", "-")
-        algo = f"percentile{self.percentile:g}" if self.algorithm == "percentile" else self.algorithm
-        # Calibration size always; batch and seed when not the defaults (they rarely change, and rarely matter).
-        algo += f"@{self.calibration_images or 'auto'}" \
-            + (f"b{self.calibration_batch}" if self.calibration_batch != 8 else "") \
-            + (f"s{self.seed}" if self.seed else "")
-        name = f"int8-{algo}" + "".join(f"+{g}" for g in self.guards)
-        name = re.sub(r"[^A-Za-z0-9_.+=@-]", "_", name).replace("=", "-")
-        return name if len(name) <= 80 else f"int8-{algo}+{len(self.guards)}guards-{hash_json(self.guards, 8)}"
-
-    def to_dict(self) -> dict:
-        data = dataclasses.asdict(self)
-        data["guards"] = list(self.guards)
-        if self.precision == "fp32":
-            return {"precision": "fp32"}
-        if self.precision == "fp16":
-            return {"precision": "fp16", "guards": list(self.guards)}
-        if self.algorithm != "percentile":
-            data.pop("percentile")
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Recipe":
-        return cls(**{k: (tuple(v) if k == "guards" else v) for k, v in data.items()})
+#: Part of every variant's key and identity: bumped when the graph a recipe makes changes (2: nodes named once at
+#: sanitize; '=fp16' guards by the one precision converter, without Cast pairs), so old variant folders are rebuilt.
+VARIANT_REVISION = 2
 
 
 @dataclass
@@ -127,7 +70,7 @@ def variant_key(identity: dict) -> str:
 
 def stats_tensors(model) -> list[str]:
     """Every tensor any guard set may quantize: the unguarded plan's tensors plus both inputs of every Add."""
-    from trtlab.quantization.qdq import plan_quantization
+    from trtlab.quantization.placement import plan_quantization
 
     plan = plan_quantization(model, ())
     initializers = {i.name for i in model.graph.initializer}
@@ -171,49 +114,52 @@ def calibration_statistics(model_path, cache, indices, batch_size: int, workspac
     return stats
 
 
+# -- the variant folder: one cache rule for every graph a recipe makes ------------------------------------------------
+def variant_folder(model_path: Path, sha: str, recipe: Recipe, key: str, workspace=None) -> Path:
+    return workspace_dir(workspace) / "variants" / f"{model_path.stem}-{sha[:8]}" / f"{recipe.name}-{key}"
+
+
+def reusable_record(folder: Path, identity: dict) -> dict | None:
+    """The variant.json of `folder` when its model.onnx exists and it was made for `identity`; None when there is
+    nothing to reuse (absent, or damaged: set aside, named). A record made for another identity is refused naming
+    the field (the folder name is a hash of the identity, so only a hand-edited or copied folder gets there)."""
+    if not (folder / "model.onnx").exists():
+        return None
+    record = read_json_checked(folder / "variant.json")
+    if record is None or "identity" not in record:  # damaged, or written before identities were recorded
+        return None
+    check_provenance(record["identity"], identity, what=f"variant folder {folder}",
+                     fix="delete that folder or rebuild with force=True")
+    return record
+
+
+def write_model(model, path: Path) -> Path:
+    import onnx
+
+    with atomic_path(path, suffix=".onnx") as tmp:
+        onnx.save(model, str(tmp))
+    return path
+
+
 def build_fp16_variant(model_path: Path, recipe: Recipe, workspace=None, force: bool = False) -> BuiltVariant:
-    """The sanitized graph converted to float16 (inputs/outputs stay float32; guarded nodes stay float32) — what
-    TensorRT 11's strongly typed FP16 builds take, and an FP16 reference on ONNX Runtime."""
-    from trtlab.graph.precision import convert_to_fp16
+    """The sanitized graph converted to float16 (inputs/outputs stay float32; guarded nodes keep their precision)
+    — what TensorRT 11's strongly typed FP16 builds take, and an FP16 reference on ONNX Runtime."""
     from trtlab.graph.classifier import inspect_classifier
+    from trtlab.graph.precision import convert_to_fp16
     from trtlab.graph.sanitize import sanitize_model
 
     sha = inspect_classifier(model_path).sha256
-    key = hash_json({"model": sha, "recipe": recipe.to_dict()})
-    folder = workspace_dir(workspace) / "variants" / f"{model_path.stem}-{sha[:8]}" / f"{recipe.name}-{key}"
-    out_path = folder / "model.onnx"
-    if out_path.exists() and not force:
-        return BuiltVariant(recipe, out_path, folder, reused=True)
-    conversion = convert_to_fp16(sanitize_model(model_path, workspace), guards=recipe.guards, output_path=out_path)
-    atomic_write_json(folder / "variant.json", {"recipe": recipe.to_dict(), "model": str(model_path),
-                                                "model_sha256": sha, "conversion": conversion.summary()})
-    return BuiltVariant(recipe, out_path, folder, conversion.summary())
-
-
-class CalibrationSizeError(UserValueError):
-    """More calibration images were asked for than the calibration set has."""
-
-
-def select_calibration_indices(cache, calibration_indices, recipe: Recipe) -> tuple[Recipe, np.ndarray]:
-    """(recipe with its calibration size made explicit, the images it calibrates on): the decodable ones among
-    `calibration_indices`, the first `recipe.calibration_images` of them (the split already shuffled them,
-    seeded; None: all of them, at most DEFAULT_CALIBRATION_IMAGES). Asking for more than exist is refused with the
-    available number: a run record must state what was really used."""
-    indices = np.asarray(calibration_indices, np.int64)
-    valid = indices[np.isin(indices, cache.valid_indices)]
-    if len(valid) == 0:
-        raise CalibrationSizeError(f"no decodable calibration images in {cache.dataset.name!r}",
-                                   f"check the split and the decode cache failures ({cache.folder}/failures.json)")
-    if recipe.calibration_images is None:
-        recipe = dataclasses.replace(recipe, calibration_images=min(len(valid), DEFAULT_CALIBRATION_IMAGES))
-    if recipe.calibration_images > len(valid):
-        failed = len(indices) - len(valid)
-        raise CalibrationSizeError(
-            f"{recipe.name} asks for {recipe.calibration_images} calibration images, but the calibration set of "
-            f"{cache.dataset.name!r} has {len(valid)} decodable images"
-            + (f" ({failed} failed to decode)" if failed else ""),
-            f"use calibration_images ≤ {len(valid)}, or a split with a larger calibration set")
-    return recipe, valid[: recipe.calibration_images]
+    identity = {"model_sha256": sha, "recipe": recipe.to_dict(), "revision": VARIANT_REVISION}
+    folder = variant_folder(model_path, sha, recipe, hash_json(identity), workspace)
+    record = None if force else reusable_record(folder, identity)
+    if record is not None:
+        return BuiltVariant(recipe, folder / "model.onnx", folder, record.get("conversion", {}), reused=True)
+    conversion = convert_to_fp16(sanitize_model(model_path, workspace), guards=recipe.guards,
+                                 output_path=folder / "model.onnx")
+    atomic_write_json(folder / "variant.json", {"identity": identity, "recipe": recipe.to_dict(),
+                                                "model": str(model_path), "model_sha256": sha,
+                                                "conversion": conversion.summary()})
+    return BuiltVariant(recipe, folder / "model.onnx", folder, conversion.summary())
 
 
 def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=None, workspace=None,
@@ -225,13 +171,6 @@ def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=No
     cache is refused (StaleCacheError, naming the differing field) when made for another model, algorithm,
     preprocessing or image count.
     """
-    import onnx
-
-    from trtlab.quantization.calibration_cache import CacheMetadata, load_if_valid, write_calibration_cache
-    from trtlab.graph.classifier import inspect_classifier
-    from trtlab.quantization.qdq import check_quantized_model, insert_qdq, plan_quantization
-    from trtlab.graph.sanitize import sanitize_model
-
     model_path = Path(model_path)
     if recipe.precision == "fp32":
         return BuiltVariant(recipe, model_path, source_model=model_path)
@@ -240,64 +179,108 @@ def build_variant(model_path, recipe: Recipe, cache=None, calibration_indices=No
         built.source_model = model_path
         return built
     if cache is None or calibration_indices is None:
-        raise ValueError("an INT8 recipe needs a decode cache and calibration image indices")
-    recipe, calibration_indices = select_calibration_indices(cache, calibration_indices, recipe)
-    sha = inspect_classifier(model_path).sha256
-    ids = cache.dataset.image_ids()
-    calib_ids = [ids[i] for i in calibration_indices]
-    # The calibration code's revision is part of what a variant is: a changed algorithm never reuses old scales.
-    calibration = {"images": len(calib_ids), "ids_hash": hash_json(calib_ids), "batch": recipe.calibration_batch,
-                   "seed": recipe.seed, "revision": CALIBRATION_REVISION}
-    imported = bool(reuse_cache and calibration_cache_path and Path(calibration_cache_path).exists())
-    scales_source = ({"source": "imported-cache", "cache_sha256": sha256_file(calibration_cache_path)} if imported
-                     else {"source": "calibration"})
-    # The scales' source is part of the key: a variant built from an imported cache is never reused by a plain run.
-    key = hash_json({"model": sha, "recipe": recipe.to_dict(), "ids": calib_ids, "pre": cache.preprocess.to_dict(),
-                     "scales": scales_source, "calibrate": CALIBRATION_REVISION})
-    folder = workspace_dir(workspace) / "variants" / f"{model_path.stem}-{sha[:8]}" / f"{recipe.name}-{key}"
-    out_path = folder / "model.onnx"
-    described = dict(source_model=model_path, calibration=calibration, scales=scales_source)
-    built_info = read_json_checked(folder / "variant.json") if out_path.exists() and not force else None
-    if built_info is not None and "plan" in built_info:  # a damaged variant.json is set aside and rebuilt
-        if calibration_cache_path and not imported:  # the user asked for the cache there: give it, even on reuse
-            export_calibration_cache(folder / "calibration.cache", calibration_cache_path)
-        return BuiltVariant(recipe, out_path, folder, built_info["plan"], folder / "calibration.cache", reused=True,
-                            **described)
-    meta = CacheMetadata(model_sha256=sha, algorithm=recipe.algorithm, preprocess=cache.preprocess.to_dict(),
-                         images=len(calibration_indices),
-                         percentile=recipe.percentile if recipe.algorithm == "percentile" else None,
-                         calibration_ids_hash=hash_json(calib_ids), tensorrt_version=_tensorrt_version())
-    # Quantize the sanitized graph (constants and BatchNorm folded, opset ≥ 13): the weights TensorRT will see.
-    source = sanitize_model(model_path, workspace)
-    model = onnx.load(str(source))
-    plan = plan_quantization(model, recipe.guards)
-    if imported:
-        # Scales must be plausible for the tensor: checked against the observed ranges when this model's statistics
-        # for these images exist (an imported cache is used to skip calibrating, so none are collected for it).
-        observed = stored_statistics(statistics_path(source, cache, calibration_indices, workspace))
-        scales = load_if_valid(calibration_cache_path, meta, observed_absmax=None if observed is None else
+        raise UserValueError("an INT8 recipe needs a decode cache and calibration image indices",
+                             "pass cache= and calibration_indices= (e.g. split.calibration)")
+    job = _Int8Build(model_path, recipe, cache, calibration_indices, workspace, calibration_cache_path, reuse_cache)
+    return job.run(force, progress)
+
+
+class _Int8Build:
+    """One INT8 variant build: the images and identity first (so a reusable folder is found before any work), then
+    sanitized graph → placement → scales (calibrated, or imported from a checked cache) → Q/DQ → files."""
+
+    def __init__(self, model_path: Path, recipe: Recipe, cache, calibration_indices, workspace,
+                 calibration_cache_path, reuse_cache: bool):
+        from trtlab.graph.classifier import inspect_classifier
+
+        self.recipe, self.indices = select_calibration_indices(cache, calibration_indices, recipe)
+        self.model_path, self.cache, self.workspace = model_path, cache, workspace
+        self.cache_path = calibration_cache_path
+        self.sha = inspect_classifier(model_path).sha256
+        ids = cache.dataset.image_ids()
+        self.calib_ids = [ids[i] for i in self.indices]
+        # The calibration code's revision is part of what a variant is: a changed algorithm never reuses old scales.
+        self.calibration = {"images": len(self.calib_ids), "ids_hash": hash_json(self.calib_ids),
+                            "batch": self.recipe.calibration_batch, "seed": self.recipe.seed,
+                            "revision": CALIBRATION_REVISION}
+        self.imported = bool(reuse_cache and calibration_cache_path and Path(calibration_cache_path).exists())
+        self.scales_source = ({"source": "imported-cache", "cache_sha256": sha256_file(calibration_cache_path)}
+                              if self.imported else {"source": "calibration"})
+        # The scales' source is part of the key: a variant built from an imported cache is never reused by a plain run.
+        key = hash_json({"model": self.sha, "recipe": self.recipe.to_dict(), "ids": self.calib_ids,
+                         "pre": cache.preprocess.to_dict(), "scales": self.scales_source,
+                         "calibrate": CALIBRATION_REVISION, "revision": VARIANT_REVISION})
+        self.folder = variant_folder(model_path, self.sha, self.recipe, key, workspace)
+        self.identity = {"model_sha256": self.sha, "recipe": self.recipe.to_dict(),
+                         "calibration_ids_hash": self.calibration["ids_hash"], "preprocess": cache.preprocess.to_dict(),
+                         "scales": self.scales_source, "calibration_revision": CALIBRATION_REVISION,
+                         "revision": VARIANT_REVISION}
+
+    def built(self, plan: dict, cache_file: Path, reused: bool = False) -> BuiltVariant:
+        return BuiltVariant(self.recipe, self.folder / "model.onnx", self.folder, plan, cache_file, reused=reused,
+                            source_model=self.model_path, calibration=self.calibration, scales=self.scales_source)
+
+    def run(self, force: bool, progress: bool) -> BuiltVariant:
+        import onnx
+
+        from trtlab.graph.sanitize import sanitize_model
+        from trtlab.quantization.calibration_cache import write_calibration_cache
+        from trtlab.quantization.insertion import check_quantized_model, insert_qdq
+        from trtlab.quantization.placement import plan_quantization
+
+        record = None if force else reusable_record(self.folder, self.identity)
+        if record is not None:
+            if self.cache_path and not self.imported:  # the user asked for the cache there: give it, even on reuse
+                export_calibration_cache(self.folder / "calibration.cache", self.cache_path)
+            return self.built(record["plan"], self.folder / "calibration.cache", reused=True)
+        # Quantize the sanitized graph (constants and BatchNorm folded, opset ≥ 13, nodes named): what TensorRT sees.
+        source = sanitize_model(self.model_path, self.workspace)
+        model = onnx.load(str(source))
+        plan = plan_quantization(model, self.recipe.guards)
+        scales = self.imported_scales(source, progress) if self.imported else self.calibrated_scales(source, plan,
+                                                                                                     progress)
+        quantized = insert_qdq(model, plan, scales)
+        check_quantized_model(quantized)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        # The cache always lives with the variant; a requested path gets a copy (export_calibration_cache).
+        cache_file = write_calibration_cache(self.folder / "calibration.cache",
+                                             {t: scales[t] for t in plan.activations}, self.cache_metadata())
+        write_model(quantized, self.folder / "model.onnx")
+        atomic_write_json(self.folder / "variant.json", {
+            "identity": self.identity, "recipe": self.recipe.to_dict(), "model": str(self.model_path),
+            "model_sha256": self.sha, "calibration_ids": self.calib_ids, "calibration": self.calibration,
+            "scales": self.scales_source, "plan": plan.describe()})
+        if self.cache_path and not self.imported:
+            export_calibration_cache(cache_file, self.cache_path)
+        return self.built(plan.describe(), cache_file)
+
+    def cache_metadata(self):
+        from trtlab.quantization.calibration_cache import CacheMetadata
+
+        recipe = self.recipe
+        return CacheMetadata(model_sha256=self.sha, algorithm=recipe.algorithm,
+                             preprocess=self.cache.preprocess.to_dict(), images=len(self.indices),
+                             percentile=recipe.percentile if recipe.algorithm == "percentile" else None,
+                             calibration_ids_hash=self.calibration["ids_hash"], tensorrt_version=tensorrt_version())
+
+    def calibrated_scales(self, source: Path, plan, progress: bool) -> dict[str, float]:
+        stats = calibration_statistics(source, self.cache, self.indices, self.recipe.calibration_batch,
+                                       self.workspace, progress)
+        thresholds = compute_thresholds(stats, self.recipe.algorithm, self.recipe.percentile)
+        return scales_from_thresholds({t: thresholds[t] for t in plan.activations})
+
+    def imported_scales(self, source: Path, progress: bool) -> dict[str, float]:
+        """Scales from the user's cache, checked against what it was made for and, when this model's statistics for
+        these images exist, against the observed ranges (an imported cache is used to skip calibrating, so none are
+        collected for it)."""
+        from trtlab.quantization.calibration_cache import load_if_valid
+
+        observed = stored_statistics(statistics_path(source, self.cache, self.indices, self.workspace))
+        scales = load_if_valid(self.cache_path, self.cache_metadata(), observed_absmax=None if observed is None else
                                {name: h.absmax for name, h in observed.tensors.items()})
         if progress:
-            log.info(f"{recipe.name}: scales reused from {calibration_cache_path}")
-    else:
-        stats = calibration_statistics(source, cache, calibration_indices, recipe.calibration_batch, workspace,
-                                       progress)
-        thresholds = compute_thresholds(stats, recipe.algorithm, recipe.percentile)
-        scales = scales_from_thresholds({t: thresholds[t] for t in plan.activations})
-    quantized = insert_qdq(model, plan, scales)
-    check_quantized_model(quantized)
-    folder.mkdir(parents=True, exist_ok=True)
-    # The cache always lives with the variant; a requested path gets a copy (export_calibration_cache).
-    cache_file = write_calibration_cache(folder / "calibration.cache", {t: scales[t] for t in plan.activations}, meta)
-    with atomic_path(out_path, suffix=".onnx") as tmp:
-        onnx.save(quantized, str(tmp))
-    atomic_write_json(folder / "variant.json", {"recipe": recipe.to_dict(), "model": str(model_path),
-                                                "model_sha256": sha, "calibration_ids": calib_ids,
-                                                "calibration": calibration, "scales": scales_source,
-                                                "plan": plan.describe()})
-    if calibration_cache_path and not imported:
-        export_calibration_cache(cache_file, calibration_cache_path)
-    return BuiltVariant(recipe, out_path, folder, plan.describe(), cache_file, **described)
+            log.info(f"{self.recipe.name}: scales reused from {self.cache_path}")
+        return scales
 
 
 def export_calibration_cache(cache_file: Path, target) -> Path:
@@ -311,7 +294,7 @@ def export_calibration_cache(cache_file: Path, target) -> Path:
     return Path(target)
 
 
-def _tensorrt_version() -> str | None:
+def tensorrt_version() -> str | None:
     """TensorRT's version for the cache header, when TensorRT really imports here."""
     from trtlab.backends import tensorrt_available
 
@@ -320,3 +303,9 @@ def _tensorrt_version() -> str | None:
     import tensorrt
 
     return getattr(tensorrt, "__version__", None)
+
+
+__all__ = ["BuiltVariant", "Recipe", "CalibrationSizeError", "DEFAULT_CALIBRATION_IMAGES", "PRECISIONS",
+           "build_variant", "build_fp16_variant", "select_calibration_indices", "variant_identity", "variant_key",
+           "stats_tensors", "statistics_path", "stored_statistics", "calibration_statistics",
+           "export_calibration_cache", "VARIANT_REVISION"]

@@ -98,8 +98,8 @@ def check_guards(model_path, guards, workspace=None, flag: str = "--guards") -> 
     model = onnx.load(str(sanitized), load_external_data=False)
     try:
         return resolve_guards(model, list(guards))
-    except ValueError as exc:  # graph.guards raises a plain ValueError "guard 'x': reason; what exists"
-        reason = str(exc).split("; ")[0]
+    except UserValueError as exc:  # resolve_guards names the guard; here: which flag, and examples to copy
+        reason = exc.what
         name = Path(model_path).name
         named = ([n.name for n in weighted_nodes_in_order(model) if n.name]
                  or [n.name for n in model.graph.node if n.name])[:3]

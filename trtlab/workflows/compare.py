@@ -12,10 +12,9 @@ from trtlab.data.dataset import Dataset
 from trtlab.data.decode_cache import DecodeCache, build_decode_cache
 from trtlab.data.preprocess import get_preprocess
 from trtlab.evaluation.results import ResultsStore
-from trtlab.data.split import Split, make_split
+from trtlab.data.split import CalibrationSizeError, Split, saved_split  # noqa: F401  (saved_split: re-exported)
 from trtlab.evaluation.evaluate import evaluate_variant
 from trtlab.quantization.variants import BuiltVariant, Recipe, build_variant
-from trtlab.core.workspace import hash_json, read_checked, workspace_dir
 
 GUARD_CHOICES = ("first_layer", "last_layer", "softmax")
 
@@ -52,25 +51,6 @@ class ABResult:
         return head_to_head(results, first, second, reference, caches=caches)
 
 
-def saved_split(dataset: Dataset, calibration_images: int, seed: int = 0, workspace=None) -> Split:
-    """The split for (dataset, calibration size, seed), made once and saved in the workspace so every notebook
-    uses the same calibration and evaluation images."""
-    from trtlab.quantization.variants import CalibrationSizeError
-
-    if calibration_images > len(dataset) - 1:
-        raise CalibrationSizeError(
-            f"{calibration_images} calibration images asked for, but dataset {dataset.name!r} has {len(dataset)} "
-            f"images and evaluation needs at least one", f"use calibration_images ≤ {len(dataset) - 1}")
-    key = hash_json({"fp": dataset.fingerprint(), "n": calibration_images, "seed": seed}, 12)
-    path = workspace_dir(workspace) / "splits" / f"{dataset.name}-{key}.json"
-    saved = read_checked(path, Split.load)  # None when absent, or damaged (then set aside, named, and remade)
-    if saved is not None:
-        return saved
-    split = make_split(dataset, calibration_size=calibration_images, seed=seed)
-    split.save(path)
-    return split
-
-
 def default_calibration_pool(dataset: Dataset) -> int:
     """Calibration images of a split made for recipes that name no number: half the data, at most
     DEFAULT_CALIBRATION_IMAGES (the rest evaluates)."""
@@ -81,8 +61,6 @@ def default_calibration_pool(dataset: Dataset) -> int:
 
 def check_calibration_sizes(recipes, split: Split, dataset: Dataset) -> None:
     """Refuse, before any work, recipes that ask for more calibration images than the split holds."""
-    from trtlab.quantization.variants import CalibrationSizeError
-
     too_many = [r for r in recipes if r.precision == "int8" and (r.calibration_images or 0) > len(split.calibration)]
     if too_many:
         raise CalibrationSizeError(
@@ -104,10 +82,11 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: 
     recipes = [r if isinstance(r, Recipe) else Recipe(**r) for r in recipes]
     if not any(r.precision == "fp32" for r in recipes):
         recipes = [Recipe(precision="fp32")] + recipes
-    from trtlab.workflows.checks import check_labels
+    from trtlab.workflows.checks import check_guards, check_labels
 
     info = inspect_classifier(model_path)  # a wrong model fails here, before any image is decoded
     check_labels(dataset, info)  # labels outside the model's classes too
+    check_guards(model_path, [g for r in recipes if r.precision != "fp32" for g in r.guards], workspace, "guards")
     spec = get_preprocess(preprocess)
     if split is None:
         wanted = calibration_images or max((r.calibration_images or 0 for r in recipes if r.precision == "int8"),

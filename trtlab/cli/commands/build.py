@@ -1,26 +1,31 @@
-"""`python -m trtlab build`: TensorRT engines of an ONNX classifier (needs TensorRT)."""
+"""`python -m trtlab build`: TensorRT engines of an ONNX classifier's variants (needs TensorRT).
+
+The engines are built from the variants trtlab makes (fp32, fp16, int8 Q/DQ — the recipes of `calibrate`), named by
+the variant's label and identity key; `int8-implicit` adds TensorRT 10's own calibrator on the same images."""
 from __future__ import annotations
 
 import logging
 
-from trtlab.backends.tensorrt.calibrator import ALGORITHMS as TRT_CALIBRATORS
-from trtlab.backends.tensorrt.engine import PRECISIONS
+from trtlab.backends.tensorrt.options import PRECISIONS
 from trtlab.cli.args import (ArgGroup, CalibrationArgs, Command, GuardArgs, Items, ModelDataArgs, WorkspaceArgs,
                              given, positive)
 from trtlab.core.errors import UserError, UserValueError
 
 log = logging.getLogger(__name__)
 IMPLICIT = "int8-implicit"
+#: TensorRT 10's own calibrators (IInt8EntropyCalibrator2, IInt8MinMaxCalibrator); percentile is trtlab's only.
+TRT_CALIBRATORS = ("entropy", "minmax")
 
 
 class EngineArgs(ArgGroup):
     """engines: precisions, batch profile and builder settings"""
 
+    renamed = {"--int8-model": ("--precision int8", "the INT8 engine is built from trtlab's own Q/DQ variant of "
+                                                    "--model (calibrated with --algorithms on --data)")}
+
     def add_options(self, group):
         group.add_argument("--precision", action=Items, metavar="PRECISION", default=None,
                            help=f"{', '.join(PRECISIONS)}; repeat or comma-separate (default: fp32,fp16)")
-        group.add_argument("--int8-model", metavar="MODEL.onnx", default=None,
-                           help="Q/DQ ONNX for --precision int8 (default: newest in the workspace)")
         for name, default in (("min", 1), ("opt", 32), ("max", 64)):
             group.add_argument(f"--{name}-batch", type=int, metavar="N", default=default,
                                help=f"{name} batch of the optimization profile (default: {default})")
@@ -40,8 +45,8 @@ class EngineArgs(ArgGroup):
         for precision in args.precision:
             if precision not in PRECISIONS:
                 raise UserValueError(f"--precision {precision!r} is not an engine precision",
-                                     f"use {', '.join(PRECISIONS)} (int8: a Q/DQ model; int8-implicit: TensorRT "
-                                     f"10's calibrator)")
+                                     f"use {', '.join(PRECISIONS)} (int8: trtlab's Q/DQ variant; int8-implicit: "
+                                     f"TensorRT 10's calibrator)")
         batches = [positive(f"--{n}-batch", getattr(args, f"{n}_batch"), optional=False) for n in ("min", "opt", "max")]
         if not batches[0] <= batches[1] <= batches[2]:
             raise UserValueError(f"--min-batch {batches[0]} --opt-batch {batches[1]} --max-batch {batches[2]} are not "
@@ -58,70 +63,73 @@ class EngineArgs(ArgGroup):
 
 
 def _check_calibration_options(args) -> None:
-    """TensorRT's calibrator options matter only with --precision int8-implicit: refused, not ignored, without."""
-    if IMPLICIT in args.precision:
-        return
-    named = [flag for flag, on in (("--data", given(args, "data")), ("--preset", args.preset_given),
-                                   ("--algorithms/--calibration-images/--calibration-batch", args.calibration_given))
-             if on]
-    if named:
-        raise UserValueError(f"TensorRT's calibrator options ({', '.join(named)}) are used by --precision "
-                             f"{IMPLICIT} only", f"add --precision {IMPLICIT} (TensorRT 10), or drop them")
+    """Calibration options matter only for int8 / int8-implicit engines: refused, not ignored, without them; and
+    TensorRT's own calibrators are entropy and minmax only."""
+    calibrated = {"int8", IMPLICIT} & set(args.precision)
+    if not calibrated:
+        named = [flag for flag, on in (("--data", given(args, "data")), ("--preset", args.preset_given),
+                                       ("--algorithms/--calibration-images/--calibration-batch",
+                                        args.calibration_given)) if on]
+        if named:
+            raise UserValueError(f"calibration options ({', '.join(named)}) are used by --precision int8 and "
+                                 f"{IMPLICIT} only", "add --precision int8 (or int8-implicit on TensorRT 10), or "
+                                                     "drop them")
+    if IMPLICIT in args.precision and args.algorithms[0] not in TRT_CALIBRATORS:
+        raise UserValueError(f"--algorithms {args.algorithms[0]} has no TensorRT calibrator",
+                             f"TensorRT 10's calibrators are {', '.join(TRT_CALIBRATORS)}; percentile is trtlab's "
+                             f"(--precision int8)")
 
 
-COMMAND = Command("build", "build TensorRT 10/11 engines of an ONNX classifier (and optionally inspect and "
-                  "benchmark them)",
-                  [ModelDataArgs(labels=False, data_default="the demo photos",
-                                 data_help="calibration images for --precision int8-implicit"),
-                   CalibrationArgs(choices=tuple(TRT_CALIBRATORS), default=("entropy",), many=False, percentile=False,
-                                   images_default=512, what="TensorRT's calibrators (int8-implicit)"),
+COMMAND = Command("build", "build TensorRT 10/11 engines of an ONNX classifier's variants (and optionally inspect "
+                  "and benchmark them)",
+                  [ModelDataArgs(labels=False, data_default="the workspace's prepared data, else the demo photos",
+                                 data_help="images INT8 variants calibrate on"),
+                   CalibrationArgs(default=("entropy",), many=False, percentile=True,
+                                   what="the INT8 calibration (int8: trtlab's; int8-implicit: TensorRT's)"),
                    GuardArgs(), WorkspaceArgs(), EngineArgs()],
                   check_failed="TensorRT could not parse the model or build an engine")
 main = COMMAND.main
 
 
 def run(args) -> int:
-    from trtlab.backends.tensorrt.engine import (EngineBuildError, EngineCompatibilityError, ImplicitInt8Unsupported,
-                                                 OnnxParseError, TensorRTUnavailable, build_engines, import_tensorrt)
+    from trtlab.backends.tensorrt.loader import (EngineBuildError, EngineCompatibilityError, OnnxParseError,
+                                                 TensorRTUnavailable, import_tensorrt)
     from trtlab.data.demo import export_demo_model
+    from trtlab.quantization.recipe import Recipe
     from trtlab.workflows import checks
+    from trtlab.workflows.engines import build_engines
 
     _check_calibration_options(args)
     checks.check_demo_preset(args.model, args.preset, args.preset_given)
     try:  # the backend asked for is checked first, as check_inputs does: without TensorRT nothing can be built
         import_tensorrt()
     except TensorRTUnavailable as exc:
-        raise UserError(f"build needs TensorRT: {str(exc).split('; ')[0]}",
+        raise UserError(f"build needs TensorRT: {exc.what.split('; ')[0]}",
                         "run `python -m trtlab doctor` (or notebook 00_env_setup) to find and load it; without "
                         "TensorRT, `python -m trtlab eval` and `calibrate` run on ONNX Runtime") from exc
-    implicit = IMPLICIT in args.precision
-    workspace = checks.check_workspace(args.workspace, args.data if implicit else None)
+    workspace = checks.check_workspace(args.workspace, args.data)
     model = args.model or export_demo_model(workspace=workspace)
     info = checks.check_model(model)
     checks.check_guards(model, args.guards, workspace)
-    calibration = None
-    if implicit:
-        from trtlab.data.decode_cache import build_decode_cache
-        from trtlab.data.demo import demo_dataset
-
-        dataset = checks.check_dataset(args.data) if args.data is not None else demo_dataset()
-        checks.check_sizes(info, calibration_images=args.calibration_images, calibration_batch=args.calibration_batch)
-        calibration = build_decode_cache(dataset, args.preset, args.workspace)
-    options = dict(min_batch=args.min_batch, opt_batch=args.opt_batch, max_batch=args.max_batch,
-                   workspace_mb=args.workspace_mb, guards=args.guards, weakly_typed=args.weakly_typed)
-    if implicit:
-        options.update(calibrator=args.algorithms[0], calibration_images=args.calibration_images,
-                       calibration_batch=args.calibration_batch)
+    checks.check_sizes(info, calibration_images=args.calibration_images, calibration_batch=args.calibration_batch)
+    data = checks.check_dataset(args.data) if given(args, "data") else None  # None: prepared data, else the demo
+    recipes = [Recipe(precision=p, guards=args.guards if p != "fp32" else ()) for p in args.precision
+               if p in ("fp32", "fp16")]
+    if "int8" in args.precision:
+        recipes.append(Recipe(precision="int8", algorithm=args.algorithms[0], percentile=args.percentile,
+                              calibration_images=args.calibration_images, calibration_batch=args.calibration_batch,
+                              guards=args.guards))
+    implicit = (args.algorithms[0],) if IMPLICIT in args.precision else ()
     try:
-        engines = build_engines(model, args.precision, args.int8_model, "trt", args.workspace, calibration,
-                                timing_cache=not args.no_timing_cache, force=args.force, verbose=args.verbosity > 0,
-                                **options)
-    except ImplicitInt8Unsupported as exc:
-        raise UserError(str(exc).split(". Use ")[0], "quantize with `python -m trtlab calibrate`, then build its "
-                        "Q/DQ model with --precision int8") from exc
+        engines = build_engines(model, recipes, data, "trt", workspace, args.preset, tensorrt_calibrators=implicit,
+                                calibration_images=args.calibration_images, calibration_batch=args.calibration_batch,
+                                weakly_typed=args.weakly_typed, force=args.force,
+                                timing_cache=not args.no_timing_cache, verbose=args.verbosity > 0,
+                                min_batch=args.min_batch, opt_batch=args.opt_batch, max_batch=args.max_batch,
+                                workspace_mb=args.workspace_mb)
     except UserError:
         raise
-    except (OnnxParseError, EngineBuildError, EngineCompatibilityError, ValueError) as exc:
+    except (OnnxParseError, EngineBuildError, EngineCompatibilityError) as exc:
         log.error(f"build failed: {exc}")
         return 1
     for name, path in engines.variants.items():
@@ -129,8 +137,5 @@ def run(args) -> int:
     if args.inspect:
         print(engines.inspection().to_string())
     if args.bench:
-        table = engines.benchmark(args.bench)
-        print(table.to_string())
-        if "ratio" in table.attrs:
-            print(table.attrs["ratio"].to_string())
+        print(engines.benchmark(args.bench).to_string())
     return 0

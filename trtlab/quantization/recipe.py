@@ -1,0 +1,111 @@
+"""What a variant is: a `Recipe` (precision, calibration algorithm and images, guards), checked when it is made.
+
+Every impossible value — a precision or algorithm trtlab does not have, a percentile outside (0, 100], a calibration
+size or batch below 1, a guard that is not understood — is refused at construction as one `UserValueError` line
+(`error: <what> — <fix>` on the CLI, the same line in the widgets). Guards are parsed once here (texts accepted) and
+held as `Guard` values (trtlab.graph.guards); nothing downstream re-parses guard strings.
+"""
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from trtlab.core.errors import UserValueError
+from trtlab.core.workspace import hash_json
+from trtlab.data.split import (DEFAULT_CALIBRATION_IMAGES, CalibrationSizeError,  # noqa: F401  (re-exported)
+                               select_calibration_images)
+from trtlab.graph.guards import parse_guards
+from trtlab.quantization.thresholds import ALGORITHMS
+
+PRECISIONS = ("fp32", "fp16", "int8")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a variant is. `algorithm`, `percentile`, `calibration_images`, `calibration_batch` and `seed` apply to
+    int8 only; fp16 converts the graph to float16 (guards keep their nodes in their precision)."""
+
+    precision: str = "int8"
+    algorithm: str = "entropy"
+    percentile: float = 99.99
+    calibration_images: int | None = None  # None: the split's calibration images, at most DEFAULT_CALIBRATION_IMAGES
+    calibration_batch: int = 8
+    guards: tuple = ()  # Guard values (texts are parsed on construction)
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise UserValueError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}",
+                                 f"use one of {', '.join(PRECISIONS)}")
+        if self.precision == "int8" and self.algorithm not in ALGORITHMS:
+            raise UserValueError(f"calibration algorithm {self.algorithm!r} is not one of {', '.join(ALGORITHMS)}",
+                                 "use entropy (TensorRT's EntropyCalibration2), minmax, entropy-gtc or percentile")
+        if not isinstance(self.percentile, numbers.Real) or isinstance(self.percentile, bool) \
+                or not 0 < float(self.percentile) <= 100:
+            raise UserValueError(f"percentile {self.percentile!r} is outside (0, 100]",
+                                 "use e.g. 99.99 (the share of |x| values the threshold keeps, in %)")
+        if self.calibration_images is not None:
+            _check_count("calibration_images", self.calibration_images)
+        _check_count("calibration_batch", self.calibration_batch)
+        if not isinstance(self.seed, numbers.Integral) or isinstance(self.seed, bool):
+            raise UserValueError(f"seed {self.seed!r} is not a whole number", "use e.g. seed=0")
+        object.__setattr__(self, "guards", parse_guards(self.guards))
+
+    @property
+    def name(self) -> str:
+        """Readable variant label, e.g. 'int8-entropy@64+first_layer+last_layer-fp16' (@ calibration images; a node
+        guard shows its node's name, e.g. '+Conv_12-fp16')."""
+        guards = "".join(f"+{g.label}" for g in self.guards)
+        if self.precision == "fp32":
+            return "fp32"
+        if self.precision == "fp16":
+            return "fp16" + guards
+        algo = f"percentile{self.percentile:g}" if self.algorithm == "percentile" else self.algorithm
+        # Calibration size always; batch and seed when not the defaults (they rarely change, and rarely matter).
+        algo += f"@{self.calibration_images or 'auto'}" \
+            + (f"b{self.calibration_batch}" if self.calibration_batch != 8 else "") \
+            + (f"s{self.seed}" if self.seed else "")
+        name = re.sub(r"[^A-Za-z0-9_.+=@-]", "_", f"int8-{algo}") + guards
+        return name if len(name) <= 80 else f"int8-{algo}+{len(self.guards)}guards-{hash_json(self.guard_texts, 8)}"
+
+    @property
+    def guard_texts(self) -> list[str]:
+        """The guards as their canonical texts (what is stored and hashed)."""
+        return [str(g) for g in self.guards]
+
+    def to_dict(self) -> dict:
+        if self.precision == "fp32":
+            return {"precision": "fp32"}
+        if self.precision == "fp16":
+            return {"precision": "fp16", "guards": self.guard_texts}
+        data = dataclasses.asdict(self)
+        data["guards"] = self.guard_texts
+        if self.algorithm != "percentile":
+            data.pop("percentile")
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Recipe":
+        return cls(**{k: (tuple(v) if k == "guards" else v) for k, v in data.items()})
+
+
+def _check_count(field: str, value) -> None:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+        raise UserValueError(f"{field} {value!r} must be a whole number ≥ 1", f"use e.g. {field}=8")
+
+
+def select_calibration_indices(cache, calibration_indices, recipe: Recipe) -> tuple[Recipe, np.ndarray]:
+    """(recipe with its calibration size made explicit, the images it calibrates on), by the one calibration-image
+    rule (trtlab.data.split.select_calibration_images): the first `recipe.calibration_images` decodable images of
+    the split's calibration set (None: all, at most DEFAULT_CALIBRATION_IMAGES)."""
+    try:
+        indices = select_calibration_images(cache, calibration_indices, recipe.calibration_images)
+    except CalibrationSizeError as exc:
+        raise CalibrationSizeError(f"{recipe.name}: {exc.what}", exc.fix) from None
+    if recipe.calibration_images is None:
+        recipe = dataclasses.replace(recipe, calibration_images=len(indices))
+    return recipe, indices

@@ -1,0 +1,242 @@
+"""Thresholds from activation statistics: the calibration algorithms, named as TensorRT names them.
+
+Entropy (default, `entropy`) = NVIDIA's published reference for TensorRT's entropy calibration: the histogram
+calibrator of pytorch-quantization (TensorRT repo, tools/pytorch-quantization/pytorch_quantization/calib/
+histogram.py), identical in ModelOpt (modelopt/torch/quantization/calib/histogram.py, `_compute_amax_entropy`,
+checked against nvidia-modelopt 0.47.0), whose documentation says it matches TensorRT's entropy calibration:
+- bins = the histogram of |x| with the zero bin replaced by its neighbour (bins[0] = bins[1]); total = sum(bins);
+- for every candidate i = start_bin (128) … len(bins), stride 1: P = bins[0:i] with the outlier mass sum(bins[i:])
+  added to bin i-1; Q = bins[0:i] merged into 128 levels, bin j in level floor(j·128/i) (np.linspace(0, i, 129) +
+  np.digitize), each level's sum spread evenly over its non-empty bins, empty bins stay empty; divergence =
+  scipy.stats.entropy(P, Q) = KL(P‖Q) after normalising both;
+- the LAST candidate of least divergence wins (ties go to the larger threshold); amax = bin_edges[i] = i · width,
+  the left edge of bin i (the right edge of the last bin kept).
+Two places where the published code computes something it cannot mean, and what trtlab does instead:
+  a candidate whose empty last bin receives the outliers has P>0 where Q=0, divergence = inf in the reference too
+  (never chosen); a candidate with no mass at all below it (every bin < i empty, only possible when the first 128+
+  bins are empty) makes the reference divide 0/0 and numpy's argmin then *prefers* that NaN, giving amax = the left
+  edge of the first non-empty bin — trtlab treats those candidates as inadmissible instead.
+The search is vectorised over all candidates at once (prefix sums; a closed form of the same divergence), and the
+candidates within rounding distance of the minimum are re-evaluated with the reference's own per-bin arithmetic, so
+ties are broken exactly as the reference breaks them.
+
+`entropy-gtc` = trtlab's earlier variant, from "8-bit Inference with TensorRT" (Migacz, GTC 2017) and NVIDIA's
+MLPerf calibration notes; it differs in three steps: the zero bin is discarded (set to 0) rather than copied from
+its neighbour; levels are i // 128 consecutive bins (the last level takes the remainder) rather than a linspace
+split; the FIRST candidate of least divergence wins and threshold = (i + 0.5) · width (clipped to max |x|). Bins
+with P>0 and Q=0 get Q=1e-10 there.
+Percentile: the |x| value below which `percentile` % of the histogram mass lies (linear within a bin).
+MinMax: the exact running max |x|.
+Scale = threshold / 127 (symmetric, zero point 0) for all of them.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import time
+
+import numpy as np
+
+from trtlab.core.errors import UserValueError
+from trtlab.quantization.statistics import HISTOGRAM_BINS, CalibrationStats, TensorHistogram
+
+log = logging.getLogger(__name__)
+
+ALGORITHMS = ("minmax", "entropy", "entropy-gtc", "percentile")
+ENTROPY_START_BIN = 128
+ENTROPY_LEVELS = 128
+
+
+def threshold_minmax(hist: TensorHistogram) -> float:
+    return float(hist.absmax)
+
+
+def threshold_percentile(hist: TensorHistogram, percentile: float = 99.99) -> float:
+    if not 0 < percentile <= 100:
+        raise UserValueError(f"percentile {percentile} is outside (0, 100]", "use e.g. 99.99 (the share of |x| "
+                             "values the threshold keeps, in %)")
+    total = hist.counts.sum()
+    if total == 0 or hist.range == 0:
+        return float(hist.absmax)
+    cumulative = np.cumsum(hist.counts)
+    target = total * percentile / 100.0
+    k = int(np.searchsorted(cumulative, target, side="left"))
+    k = min(k, hist.bins - 1)
+    before = cumulative[k - 1] if k else 0
+    inside = hist.counts[k]
+    fraction = (target - before) / inside if inside else 1.0
+    return float(min((k + fraction) * hist.bin_width, hist.absmax))
+
+
+# -- entropy: one vectorised search, two variants ---------------------------------------------------------------------
+def _level_edges(candidates: np.ndarray, levels: int, split: str) -> np.ndarray:
+    """edges[c, k] = first bin of level k for candidate i = candidates[c]; edges[c, levels] = i.
+
+    'linspace' (reference): bin j is in level floor(j·levels/i), so level k starts at ceil(k·i/levels) — exact in
+    integers, and equal to np.digitize(range(i), np.linspace(0, i, levels + 1)) - 1 since i/levels is a dyadic
+    fraction for levels = 128 (linspace's points are then exact).
+    'floor' (GTC): levels of i // levels bins, the last one takes the remainder."""
+    k = np.arange(levels + 1, dtype=np.int64)
+    i = candidates.astype(np.int64)[:, None]
+    if split == "linspace":
+        edges = (k * i + levels - 1) // levels
+    else:
+        edges = k * (i // levels)
+        edges[:, -1] = i[:, 0]
+    return edges
+
+
+@functools.lru_cache(maxsize=4)
+def _search_plan(capacity: int, start_bin: int, stride: int, levels: int, split: str):
+    """What depends only on the bin count: the candidates up to `capacity` bins and, for each (candidate, level),
+    the level's segment as an index into a (length, first bin) table. Levels of different candidates share segments
+    (at most ~16 lengths × 2048 first bins for 2048 bins, against 1921 × 128 levels), so per tensor only the table
+    needs logarithms. A histogram of n ≤ capacity bins uses the first rows (candidates ≤ n), so grown histograms of
+    different sizes share one plan."""
+    candidates = np.arange(start_bin, capacity + 1, stride, dtype=np.int64)
+    edges = _level_edges(candidates, levels, split)
+    lengths = np.diff(edges, axis=1)
+    longest = int(lengths.max())
+    dtype = np.int32 if (longest + 1) * (capacity + 1) < 2**31 else np.int64
+    segment = (lengths * (capacity + 1) + edges[:, :-1]).astype(dtype)
+    return candidates, segment, longest
+
+
+def _divergences(b: np.ndarray, start_bin: int, stride: int, levels: int, split: str, q_floor: float):
+    """(candidates, KL(P‖Q) of every candidate) at once, by a closed form over prefix sums (`_divergence_exact` is
+    the plain per-bin arithmetic). With p_j = P_j/T and q_j = Q_j/C (T = total mass, C = mass below i = the sum of
+    Q), every non-empty bin j < i of level k has Q_j = S_k/N_k (level sum / non-empty bins), so
+        Σ_j p_j log(p_j/q_j) = [Σ_j b_j log b_j − Σ_k S_k log(S_k/N_k)] / T + (C/T) log(C/T),
+    corrected for the last bin, which also carries the outlier mass t = T − C. inf: P>0 where Q=0 (no floor);
+    nan: no mass below i (Q undefined)."""
+    nbins = len(b)
+    capacity = max(HISTOGRAM_BINS, 1 << (nbins - 1).bit_length())  # the next power of two: few distinct plans
+    candidates, segment, longest = _search_plan(capacity, start_bin, stride, levels, split)
+    rows = int(np.searchsorted(candidates, nbins, side="right"))
+    candidates, segment = candidates[:rows], segment[:rows]
+    longest = int(segment.max()) // (capacity + 1)  # the longest level among the candidates kept
+    T = float(b.sum())
+    cum = np.concatenate([[0.0], np.cumsum(b)])
+    nonzero = np.concatenate([[0], np.cumsum(b > 0)])
+    xlogx = np.zeros_like(b)
+    np.log(b, out=xlogx, where=b > 0)
+    xlogx *= b
+    cum_xlogx = np.concatenate([[0.0], np.cumsum(xlogx)])
+    # table[length, first bin] of every segment: its sum S, its non-empty bins N, S log(S/N); the columns past
+    # nbins are never referenced by the rows kept, they only keep the plan's indexing
+    first = np.minimum(np.arange(capacity + 1), nbins)
+    ends = np.minimum(first[None, :] + np.arange(longest + 1)[:, None], nbins)
+    S = cum[ends] - cum[first]
+    N = nonzero[ends] - nonzero[first]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spread = np.where(N > 0, S / np.maximum(N, 1), 0.0).ravel()  # Q of a non-empty bin of the segment
+        term = np.where(S > 0, S * np.log(np.where(S > 0, S / np.maximum(N, 1), 1.0)), 0.0).ravel()
+        level_term = np.take(term, segment).sum(axis=1)
+        C = cum[candidates]
+        kl = (cum_xlogx[candidates] - level_term) / T + (C / T) * np.log(C / T)
+        # last bin j = i-1 (in the last level): replace b log(b·…) by (b+t) log((b+t)·…)
+        last = b[candidates - 1]
+        tail = T - C
+        log_q = np.log(spread[segment[:, -1]]) - np.log(C)  # log of the normalised Q of the last bin (if non-empty)
+        has_tail = tail > 0
+        keep = last > 0
+        old = np.where(keep, (last / T) * (np.log(np.where(keep, last, 1.0) / T) - log_q), 0.0)
+        new = ((last + tail) / T) * (np.log((last + tail) / T) - np.where(keep, log_q, np.log(q_floor or 1.0)))
+        kl = np.where(has_tail, kl - old + new, kl)
+        if not q_floor:
+            kl = np.where(has_tail & ~keep, np.inf, kl)
+        kl = np.where(C > 0, kl, np.nan)
+    return candidates, kl
+
+
+def _divergence_exact(b: np.ndarray, i: int, levels: int, split: str, q_floor: float) -> float:
+    """One candidate's divergence with the reference's own arithmetic (same arrays, same sums, same order), used to
+    break near-ties exactly as the reference does."""
+    edges = _level_edges(np.array([i]), levels, split)[0]
+    level = np.repeat(np.arange(levels), np.diff(edges))
+    head = b[:i]
+    filled = head != 0
+    sums = np.bincount(level[filled], weights=head[filled], minlength=levels)
+    count = np.bincount(level[filled], minlength=levels)
+    q = np.zeros(i)
+    q[filled] = sums[level[filled]] / count[level[filled]]
+    p = head.copy()
+    p[-1] += b[i:].sum()
+    if q.sum() == 0:
+        return math.nan
+    p = p / p.sum()
+    q = q / q.sum()
+    if q_floor:
+        q = np.maximum(q, q_floor)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0) / q), 0.0)
+    return float(np.sum(terms))
+
+
+def _entropy_search(counts: np.ndarray, start_bin: int, stride: int, levels: int, variant: str):
+    """(candidates, divergences, chosen candidate) for the reference ('nvidia') or the 'gtc' variant."""
+    b = counts.astype(np.float64)
+    if variant == "nvidia":
+        b[0] = b[1]
+        split, q_floor, last = "linspace", 0.0, True
+    else:
+        b[0] = 0.0
+        split, q_floor, last = "floor", 1e-10, False
+    if len(b) < start_bin:
+        raise ValueError(f"histogram of {len(b)} bins is smaller than start_bin={start_bin}")
+    if b.sum() == 0:
+        candidates = np.arange(start_bin, len(b) + 1, stride, dtype=np.int64)
+        return candidates, np.full(len(candidates), np.nan), None
+    candidates, kl = _divergences(b, start_bin, stride, levels, split, q_floor)
+    admissible = np.isfinite(kl)
+    if not admissible.any():
+        return candidates, kl, None
+    best = kl[admissible].min()
+    # Candidates within rounding distance of the minimum: re-evaluate exactly, then pick as the reference picks.
+    near = np.flatnonzero(admissible & (kl <= best + 1e-9 + 1e-6 * abs(best)))
+    exact = np.array([_divergence_exact(b, int(candidates[c]), levels, split, q_floor) for c in near])
+    exact_best = exact.min()
+    pick = near[np.flatnonzero(exact == exact_best)[-1 if last else 0]]
+    return candidates, kl, int(candidates[pick])
+
+
+def threshold_entropy(hist: TensorHistogram, start_bin: int = ENTROPY_START_BIN, stride: int = 1,
+                      levels: int = ENTROPY_LEVELS) -> float:
+    """NVIDIA's published reference (pytorch-quantization / ModelOpt `_compute_amax_entropy`): the left edge of the
+    bin of least KL divergence, last among ties (see the module docstring)."""
+    if hist.range == 0:
+        return float(hist.absmax)
+    _, _, i = _entropy_search(hist.counts, start_bin, stride, levels, "nvidia")
+    return float(hist.absmax) if i is None else float(i * hist.bin_width)
+
+
+def threshold_entropy_gtc(hist: TensorHistogram, start_bin: int = ENTROPY_START_BIN,
+                          levels: int = ENTROPY_LEVELS) -> float:
+    """trtlab's earlier GTC-2017-style variant (see the module docstring): (i* + 0.5) · width, first among ties."""
+    if hist.range == 0:
+        return float(hist.absmax)
+    _, _, i = _entropy_search(hist.counts, start_bin, 1, levels, "gtc")
+    if i is None:
+        return float(hist.absmax)
+    return float(min((i + 0.5) * hist.bin_width, max(hist.absmax, hist.bin_width)))
+
+
+def compute_thresholds(stats: CalibrationStats, algorithm: str, percentile: float = 99.99) -> dict[str, float]:
+    if algorithm not in ALGORITHMS:
+        raise UserValueError(f"unknown calibration algorithm {algorithm!r}", f"choose one of {', '.join(ALGORITHMS)}")
+    if algorithm == "minmax":
+        return {name: threshold_minmax(h) for name, h in stats.tensors.items()}
+    if algorithm == "percentile":
+        return {name: threshold_percentile(h, percentile) for name, h in stats.tensors.items()}
+    method = threshold_entropy if algorithm == "entropy" else threshold_entropy_gtc
+    started = time.perf_counter()
+    thresholds = {name: method(h) for name, h in stats.tensors.items()}
+    log.info("%s search over %d tensors: %.3f s", algorithm, len(thresholds), time.perf_counter() - started)
+    return thresholds
+
+
+def scales_from_thresholds(thresholds: dict[str, float]) -> dict[str, float]:
+    """Scale = threshold / 127; an all-zero tensor gets a tiny positive scale (Q/DQ needs scale > 0)."""
+    return {name: (t / 127.0 if t > 0 else 1e-8) for name, t in thresholds.items()}
+
