@@ -132,7 +132,9 @@ def plot_flips_gallery(flip_table, thumbnails: Thumbnails, max_images: int = GAL
     title = fit(f"Top-1 flips: {variant}" + ("" if in_caption == variant else " (“variant” below)")
                 + f" vs {reference} ({len(flip_table)} of {compared} images changed"
                 + (f", first {len(shown)} shown)" if len(shown) < len(flip_table) else ")"), width - 0.3, 11)
-    captions = [_flip_caption(row, reference, in_caption, width / columns - 0.15) for row in shown.itertuples()]
+    found = [thumbnails.get(row.image_id) for row in shown.itertuples()]
+    captions = [_flip_caption(row, reference, in_caption, width / columns - 0.15)
+                + ("" if present else "\n(image file not found)") for row, (_, present) in zip(shown.itertuples(), found)]
     lines = max((c.count("\n") + 1 for c in captions), default=0)
     fig = _figure(width, ((THUMB_INCHES - 0.1) * rows + rows * lines * CAPTION_POINTS * 1.25 / 72 + 0.5
                           if len(shown) else 1.6) + 0.2 * title.count("\n"))
@@ -144,14 +146,18 @@ def plot_flips_gallery(flip_table, thumbnails: Thumbnails, max_images: int = GAL
         return fig
     axes = np.atleast_1d(fig.subplots(rows, columns)).ravel()
     colours = {"broken": LOSS_COLOUR, "fixed": GAIN_COLOUR}
-    for ax, row, caption in zip(axes, shown.itertuples(), captions):
-        image, found = thumbnails.get(row.image_id)
+    for ax, row, caption, (image, _) in zip(axes, shown.itertuples(), captions, found):
         ax.imshow(image)
-        ax.set_title(caption + ("" if found else "\n(image file not found)"), fontsize=CAPTION_POINTS,
-                     color=colours.get(row.outcome, "black"))
+        ax.set_title(caption, fontsize=CAPTION_POINTS, color=colours.get(row.outcome, "black"))
         ax.axis("off")
     for ax in axes[len(shown):]:
         ax.axis("off")
+    # Constrained layout places multi-line axes titles under a wrapped suptitle only on its second pass: run the
+    # first here, so the one render a notebook makes is already laid out.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    fig.draw_without_rendering()
     return fig
 
 
