@@ -207,3 +207,25 @@ def test_tables_show_intervals_in_one_column_and_03_ends_with_the_verdict(kaggle
     assert [c.source for c in compared] == ["dash.compare()", "dash.compare('minmax', 'percentile')"]
     second = "".join(o["data"].get("text/markdown", "") for o in compared[1].outputs if "data" in o)
     assert re.search(r"Head to head: int8-minmax@\d+ vs int8-percentile99\.99@\d+", second), second[:400]
+
+
+def test_output_checks_catch_info_on_stderr_and_raw_floats():
+    """The checks the Kaggle run applies, on hand-made outputs: a warning (with the source line Python quotes)
+    passes; an info line, a progress bar or a traceback on stderr does not; a pandas-default float is caught."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    warning = ("[trtlab] warning: int8-minmax@6: 2 of 8 sample images disagree\n"
+               "/x/site-packages/torch/onnx/utils.py:12: UserWarning: constant folding\n  warnings.warn(\n")
+    clean = new_notebook(cells=[new_code_cell("job = run()", outputs=[
+        new_output("stream", name="stderr", text=warning),
+        new_output("display_data", data={"text/html": "<td>90.0 % (69.9–97.2)</td>", "text/plain": "x"})])])
+    assert stderr_problems(clean) == [] and unformatted_floats(clean) == []
+    noisy = new_notebook(cells=[new_code_cell("job.table", outputs=[
+        new_output("stream", name="stderr", text="[trtlab] workspace: /kaggle/working/trtlab-runs\n"),
+        new_output("stream", name="stderr", text="calibrate:  40%|####      | 4/10\n"),
+        new_output("execute_result", data={"text/plain": "top1    0.909091"}, execution_count=1)])])
+    assert [p.split(": ", 1)[1] for p in stderr_problems(noisy)] == [
+        "'[trtlab] workspace: /kaggle/working/trtlab-runs'", "'calibrate:  40%|####      | 4/10'"]
+    assert unformatted_floats(noisy) == [("job.table", "text/plain", "0.909091")]
+    nbformat.validate(noisy)
