@@ -11,12 +11,14 @@ import dataclasses
 import html.parser
 import math
 import os
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from trtlab.evaluation import metrics, significance
+from trtlab.views import formatting
 from trtlab.evaluation.results import ResultsStore, VariantResult, top5_from_logits
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -267,14 +269,14 @@ def test_figures_render_with_expected_titles_and_axes(hand_store):
     assert dash.figure_names() == ["summary"] + [f"{kind}-{v}" for v in ("fp16", "int8-a") for kind in (
         "class_drift", "class_scatter", "drift_histogram", "flips", "confusions")]
     summary = dash.make_figure("summary")
-    assert [ax.get_title() for ax in summary.axes[:2]] == ["Accuracy on 7 labelled images (95% Wilson CI)",
-                                                           "Consistency with fp32"]
-    assert [t.get_text() for t in summary.axes[0].get_xticklabels()] == ["fp32", "fp16", "int8-a"]
+    assert [ax.get_title() for ax in summary.axes[:3]] == ["Accuracy on 7 labelled images (95 % CI)",
+                                                           "Agreement with fp32 (95 % CI)", "Logit cosine with fp32"]
+    assert [t.get_text() for t in summary.axes[0].get_yticklabels()] == ["fp32", "fp16", "int8-a"]
 
     drift = dash.make_figure("class_drift-int8-a")
     ax = drift.axes[0]
     assert ax.get_title() == "Per-class top-1 change: int8-a vs fp32"
-    assert ax.get_xlabel() == "Δ top-1 accuracy vs fp32 (percentage points)"
+    assert ax.get_xlabel() == "Δ top-1 accuracy vs fp32 (percentage points)\n2 classes lose, 1 gain, 1 unchanged"
     assert _texts(drift) == ["tench (n=2)", "great white shark (n=2)", "goldfish (n=2)"]
     assert [round(p.get_width()) for p in ax.patches] == [-50, -50, 50]
 
@@ -291,7 +293,7 @@ def test_figures_render_with_expected_titles_and_axes(hand_store):
     assert gallery._suptitle.get_text() == "Top-1 flips: int8-a vs fp32 (4 of 8 images changed)"
     titles = [ax.get_title() for ax in gallery.axes if ax.get_title()]
     assert len(titles) == 4
-    assert titles[0].startswith("fp32: tench 63%\nint8-a: goldfish 63%\ntrue: tench")
+    assert titles[0] == "true: tench\nfp32: tench 63%\nint8-a: goldfish 63%"
     assert "(image file not found)" in titles[3]  # the missing file gets the placeholder
     assert [ax.title.get_color() for ax in gallery.axes[:3]] == ["#c0392b", "#c0392b", "#27ae60"]
 
@@ -341,18 +343,23 @@ def test_html_report_is_self_contained_and_atomic(hand_store, tmp_path):
     audit = _HtmlAudit()
     audit.feed(path.read_text(encoding="utf-8"))
     assert not audit.external and "script" not in audit.tags and "link" not in audit.tags
-    assert len(audit.images) == len(dash.figure_names())
+    assert len(audit.images) == len(dash.figure_names()) + 1  # + the head-to-head's side-by-side drift
     assert all(data[:8] == b"\x89PNG\r\n\x1a\n" for data in audit.images)
     text = path.read_text(encoding="utf-8")
     assert "great white shark" in text
     assert [h for level, h in audit.headings if level == "h2"] == [
         "Variants", "Is the difference real? (McNemar's test on paired top-1 correctness)", "Overview",
-        "fp16 vs fp32", "int8-a vs fp32"]
+        "Head to head: fp16 vs int8-a", "fp16 vs fp32", "int8-a vs fp32"]
     assert [h for level, h in audit.headings if level == "h3"] == ["Runs"] + [
+        "Accuracy and agreement", "Is the difference real? McNemar's test between fp16 and int8-a",
+        "Classes each loses", "Calibration thresholds that differ most"] + [
         "Per-class accuracy drift", "Flips (1 images changed top-1)", "Confusions introduced",
         "Per-class accuracy drift", "Flips (4 images changed top-1)", "Confusions introduced"]
-    # Variants, runs, McNemar; fp16: drift rows, flips (it introduces no confusion); int8-a: drift, flips, confusions.
-    assert text.count("<table") == 8
+    # Variants, runs, McNemar; head to head: accuracy, McNemar, drift side by side; fp16: drift rows, flips (it
+    # introduces no confusion); int8-a: drift, flips, confusions.
+    assert text.count("<table") == 11
+    assert "fp16 and int8-a differ on 2 of 7 labelled images" in text
+    assert not formatting.UNFORMATTED_FLOAT.search(re.sub(r"data:image/png;base64,[^\"]+", "", text))
     assert [p.name for p in path.parent.iterdir()] == ["dash.html"]  # no temp files left behind
     pngs = dash.save_pngs(tmp_path / "pngs")
     assert sorted(p.stem for p in pngs) == sorted(dash.figure_names())
@@ -365,7 +372,7 @@ def test_dashboard_states_what_it_cannot_show(hand_store, unlabelled_store, tmp_
     assert any("None of the 8 images is labelled" in note for note in dash.notes)
     assert dash.figure_names() == ["summary", "flips-fp16", "confusions-fp16", "flips-int8-a", "confusions-int8-a"]
     assert dash.make_figure("summary").axes[0].get_title() == "Accuracy (needs labels)"
-    assert "needs labels" in dashboard.format_significance(dash.significance)["significant (5%)"].tolist()
+    assert "needs labels" in dashboard.format_significance(dash.significance)["real difference? (5 %)"].tolist()
     assert "per-class drift" not in dash.variant_tables("int8-a")
 
     labelled = dashboard.build_dashboard(hand_store)
@@ -374,10 +381,10 @@ def test_dashboard_states_what_it_cannot_show(hand_store, unlabelled_store, tmp_
         f"Results store {hand_store.folder}; reference **fp32**; variants: fp32, fp16, int8-a.",
         "7 of 8 images are labelled: accuracy, significance and per-class drift use those; agreement, cosine and "
         "flips use all 8.",
-        "fp16 vs fp32: +14.29 points top-1 on 7 labelled images; 1 image(s) only fp16 gets right, 0 only fp32; "
-        "McNemar exact binomial p = 1 → not distinguishable from chance at the 5% level",
-        "int8-a vs fp32: -14.29 points top-1 on 7 labelled images; 1 image(s) only int8-a gets right, 2 only fp32; "
-        "McNemar exact binomial p = 1 → not distinguishable from chance at the 5% level"]
+        "fp16 vs fp32: +14.3 pts top-1 on 7 labelled images; only fp32 right on 0, only fp16 on 1 (McNemar exact "
+        "p = 1.00): not a real difference at the 5 % level.",
+        "int8-a vs fp32: -14.3 pts top-1 on 7 labelled images; only fp32 right on 2, only int8-a on 1 (McNemar exact "
+        "p = 1.00): not a real difference at the 5 % level."]
 
     single = dashboard.build_dashboard(hand_store, variants=["fp32"])
     assert single.compared == [] and single.figure_names() == ["summary"] and len(single.significance) == 0
@@ -424,9 +431,13 @@ def test_notebook_display_order_and_what_it_says_when_empty(hand_store, monkeypa
 
     shown.clear()
     dash.show_variant("int8-a")  # its figures are already drawn by show(): tables only
-    assert _describe(shown) == ["markdown: **int8-a vs fp32: per-class drift** (4 rows)", "DataFrame",
-                                "markdown: **int8-a vs fp32: flips** (4 rows)", "DataFrame",
-                                "markdown: **int8-a vs fp32: introduced confusions** (2 rows)", "DataFrame"]
+    assert _describe(shown) == ["markdown: **int8-a vs fp32: per-class drift** (4 classes, 3 changed)",
+                                "html", "markdown: **int8-a vs fp32: flips** (4 rows)", "html",
+                                "markdown: **int8-a vs fp32: introduced confusions** (2 rows)", "html"]
+    tables = [obj.data for obj in shown if type(obj).__name__ == "HTML"]
+    assert "<th>fp32 top-1</th>" in tables[0] and "<td>-50.0 pts</td>" in tables[0]
+    assert "<td>broken by int8-a</td>" in tables[1] and "<td>tench (63 %)</td>" in tables[1]
+    assert "<th>int8-a predicts</th>" in tables[2]
     shown.clear()
     dash.show_variant("int8-a", figures=True)
     assert _describe(shown)[6:] == ["image"] * 5
@@ -482,8 +493,13 @@ def test_widget_callbacks_without_a_browser(hand_store):
     assert list(controls.dashboard.results) == ["fp16", "int8-a"] and controls.dashboard.reference == "fp16"
     assert controls.dashboard.table.loc["int8-a", "top1_agreement_vs_fp16"] == pytest.approx(0.625)
     controls.export_button.click()
-    assert controls.exported == controls.dashboard.report_dir() / "dashboard.html" and controls.exported.is_file()
-    assert controls.status.value == f"HTML report written: <code>{controls.exported}</code>"
+    # A partial selection never replaces the full dashboard: its file is named by the selection, and says so.
+    assert controls.exported == controls.dashboard.report_dir() / "dashboard-fp16+int8-a.html"
+    assert controls.exported.is_file() and not (controls.exported.parent / "dashboard.html").exists()
+    assert controls.status.value == (
+        f"HTML report written: <code>{controls.exported}</code> — 2 of 3 stored variants (fp16, int8-a), reference "
+        f"fp16: a partial dashboard, so dashboard.html (every variant) was left as it was.")
+    assert all(w.style.description_width == "initial" for w in (controls.variants, controls.reference))
     # Reuses the dashboard it showed rather than rebuilding it ...
     shown = controls.dashboard
     assert controls.export() == controls.exported and controls.dashboard is shown
@@ -492,7 +508,12 @@ def test_widget_callbacks_without_a_browser(hand_store):
     controls.reference.value = "fp32"
     controls.export()
     assert controls.dashboard is not shown and list(controls.dashboard.results) == ["fp32", "int8-a"]
+    assert controls.exported.name == "dashboard-fp32+int8-a.html"
     assert "int8-a vs fp32" in controls.exported.read_text(encoding="utf-8")
+    # Every variant against the default reference: the full dashboard.
+    controls.variants.value = ("fp32", "fp16", "int8-a")
+    assert controls.export().name == "dashboard.html"
+    assert controls.status.value.endswith("— every stored variant, reference fp32.")
 
 
 def test_cli_writes_report(hand_store, tmp_path, capsys):
@@ -584,7 +605,7 @@ def test_real_results_flips_and_significance(real_store, demo_cache, session_wor
     assert thumbs.missing == []
     gallery = dash.make_figure("flips-weights-7bit")
     monkeypatch.undo()
-    shown = "" if len(changed) <= 24 else ", first 24 shown"
+    shown = "" if len(changed) <= 20 else ", first 20 shown"
     assert gallery._suptitle.get_text() == (f"Top-1 flips: weights-7bit vs fp32 ({len(changed)} of {len(reference)} "
                                             f"images changed{shown})")
     assert len(reference) == 26

@@ -210,7 +210,7 @@ def test_tables_for_people_have_no_raw_floats(clean):
     from trtlab.debug.tables import cosine, db, pct, search_steps_table
 
     assert (pct(0.98949102), pct(1.0), pct(float("nan")), db(float("inf")), db(1.234, signed=True), cosine(0.98949102)) \
-        == ("98.9%", "100.0%", "—", "exact", "+1.2", "0.98949")
+        == ("98.9 %", "100.0 %", "—", "exact", "+1.2", "0.9895")
     steps = pd.DataFrame([{"step": 0, "phase": "add", "guarded": "(recipe guards only)", "block": "", "guards": 0,
                            "top1_agreement": 0.9, "cosine_mean": 0.98949102901, "sqnr_db": 17.4567,
                            "int8_layers": 50},
@@ -218,7 +218,7 @@ def test_tables_for_people_have_no_raw_floats(clean):
                            "guards": 1, "top1_agreement": 1.0, "cosine_mean": 0.99912345, "sqnr_db": 21.04,
                            "int8_layers": 49}])
     table = search_steps_table(steps)
-    assert list(table["top-1 agreement"]) == ["90.0%", "100.0%"] and list(table["logit SQNR (dB)"]) == ["17.5", "21.0"]
+    assert list(table["top-1 agreement"]) == ["90.0 %", "100.0 %"] and list(table["logit SQNR (dB)"]) == ["17.5", "21.0"]
     assert not any(isinstance(v, float) for v in table.to_numpy().ravel())
 
 

@@ -1,18 +1,29 @@
 """Every notebook, executed headless in order 00 → 05 as a Kaggle user runs them: fresh kernels whose working
 directory is an emulated /kaggle/working, with a photo dataset attached read-only under /kaggle/input
-($TRTLAB_KAGGLE_ROOT points trtlab at the emulated /kaggle; no $TRTLAB_WORKSPACE, so the Kaggle default applies)."""
+($TRTLAB_KAGGLE_ROOT points trtlab at the emulated /kaggle; no $TRTLAB_WORKSPACE, so the Kaggle default applies).
+
+The notebooks are executed once (the module's fixture) and every check reads those outputs (issue 20): no errors,
+nothing on stderr but real warnings, no unformatted float (0.909091) in any table, verdict or note displayed,
+figures as images, 03 ending with the minmax-vs-entropy verdict, and every notebook saying what to open next.
+TRTLAB_KEEP_NOTEBOOKS=<folder> keeps the executed notebooks for reading."""
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import stat
 from pathlib import Path
 
 import pytest
 
+from trtlab.views.formatting import UNFORMATTED_FLOAT
+
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+SHOWN = ("text/html", "text/plain", "text/markdown")  # what a notebook renders of a table, a verdict or a note
+# stderr lines that are real warnings: trtlab's own, and Python's `file:line: SomeWarning: message`
+WARNING_LINE = re.compile(r"^\[trtlab\] warning: |^\S.*:\d+: \w*Warning: ")
 
 
 def test_notebooks_are_committed_without_outputs():
@@ -82,6 +93,9 @@ def kaggle_run(tmp_path_factory, demo_data):
             NotebookClient(nb, timeout=900, kernel_name="python3",
                            resources={"metadata": {"path": str(working)}}).execute()
             executed[path.stem] = nb
+            if os.environ.get("TRTLAB_KEEP_NOTEBOOKS"):
+                Path(os.environ["TRTLAB_KEEP_NOTEBOOKS"]).mkdir(parents=True, exist_ok=True)
+                nbformat.write(nb, str(Path(os.environ["TRTLAB_KEEP_NOTEBOOKS"]) / path.name))
     finally:
         for key, value in saved.items():
             if value is None:
@@ -97,6 +111,45 @@ def _outputs(nb):
     return [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
 
 
+def displayed(nb):
+    """(cell source, mime type, text) of every rich output: tables, verdicts, notes — not streams or images."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for output in cell.outputs:
+            for mime in SHOWN:
+                if mime in output.get("data", {}):
+                    yield cell.source, mime, output["data"][mime]
+
+
+def stderr_problems(nb) -> list[str]:
+    """stderr lines that are not a real warning (a Python warning's second line, the source it quotes, counts as
+    part of it): JupyterLab paints stderr pink, so an info line, a progress bar or a traceback there reads as an
+    error."""
+    problems = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for output in cell.outputs:
+            if output.output_type != "stream" or output.name != "stderr":
+                continue
+            after_warning = False
+            for line in output.text.splitlines():
+                if WARNING_LINE.search(line):
+                    after_warning = True
+                elif not (after_warning and line.startswith("  ")) and line.strip():
+                    problems.append(f"{cell.source.splitlines()[0]!r}: {line[:160]!r}")
+                    after_warning = False
+    return problems
+
+
+def unformatted_floats(nb) -> list[tuple[str, str, str]]:
+    """(cell's last line, mime, the float) for every float printed with 5 or more decimals in what a notebook
+    displays (embedded images aside): the mark of an unformatted DataFrame."""
+    return [(source.splitlines()[-1], mime, match.group(0)) for source, mime, text in displayed(nb)
+            for match in [UNFORMATTED_FLOAT.search(re.sub(r"base64,[A-Za-z0-9+/=]+", "", text))] if match]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("stem", [p.stem for p in NOTEBOOKS])
 def test_notebook_runs_on_kaggle_in_order(stem, kaggle_run):
@@ -104,6 +157,11 @@ def test_notebook_runs_on_kaggle_in_order(stem, kaggle_run):
     outputs = _outputs(nb)
     errors = [f"{o.ename}: {o.evalue}" for o in outputs if o.output_type == "error"]
     assert not errors, errors
+    assert stderr_problems(nb) == [], f"{stem} writes to stderr what is not a warning"
+    assert unformatted_floats(nb) == [], f"unformatted floats in what {stem} displays"
+    last = nb.cells[-1]  # every notebook ends by saying what to open next
+    assert last.cell_type == "markdown" and "Next" in last.source and re.search(r"\b0[0-5]_[a-z]", last.source), \
+        last.source
     if stem[:2] in ("03", "04", "05"):
         # Figures must render in the notebook, not as '<Figure size ...>' text.
         assert any("image/png" in o.get("data", {}) for o in outputs), f"{stem} shows no figure"
@@ -125,3 +183,49 @@ def test_kaggle_run_writes_only_its_workspace_and_never_the_inputs(kaggle_run):
     prep = (working / "trtlab-runs" / "imagenet" / "prep.json").read_text()
     assert '"standin": false' in prep and "my-photos" in prep
     assert (working / "trtlab-runs" / "trtlab.log").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_tables_show_intervals_in_one_column_and_03_ends_with_the_verdict(kaggle_run):
+    executed = kaggle_run["notebooks"]
+    quick = {source: text for source, mime, text in displayed(executed["00_quickstart"]) if mime == "text/html"}
+    assert "<th>top-1 (95 % CI)</th>" in quick["job.table"] and "90.0 % (69.9–97.2)" in quick["job.table"]
+    assert "top1_low" not in quick["job.table"]
+    ab = executed["03_calibration_ab"]
+    last = [c for c in ab.cells if c.cell_type == "code"][-1]
+    assert last.source == "result.verdict()"
+    text = "".join(o["data"].get("text/markdown", "") + o["data"].get("text/html", "") for o in last.outputs
+                   if "data" in o)
+    pair = re.search(r"Head to head: (int8-minmax@\d+) vs (int8-entropy@\d+)", text)
+    assert pair, text[:400]
+    minmax, entropy = pair.groups()
+    assert re.search(rf"{minmax} and {entropy} (differ on \d+ of \d+|are right on exactly)", text)
+    assert f"<th>only {minmax}</th>" in text and "threshold</th>" in text
+    assert any(o.get("data", {}).get("image/png") for o in last.outputs)  # the side-by-side drift
+    dash = executed["04_accuracy_dashboard"]
+    compared = [c for c in dash.cells if c.cell_type == "code" and c.source.startswith("dash.compare(")]
+    assert [c.source for c in compared] == ["dash.compare()", "dash.compare('minmax', 'percentile')"]
+    second = "".join(o["data"].get("text/markdown", "") for o in compared[1].outputs if "data" in o)
+    assert re.search(r"Head to head: int8-minmax@\d+ vs int8-percentile99\.99@\d+", second), second[:400]
+
+
+def test_output_checks_catch_info_on_stderr_and_raw_floats():
+    """The checks the Kaggle run applies, on hand-made outputs: a warning (with the source line Python quotes)
+    passes; an info line, a progress bar or a traceback on stderr does not; a pandas-default float is caught."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    warning = ("[trtlab] warning: int8-minmax@6: 2 of 8 sample images disagree\n"
+               "/x/site-packages/torch/onnx/utils.py:12: UserWarning: constant folding\n  warnings.warn(\n")
+    clean = new_notebook(cells=[new_code_cell("job = run()", outputs=[
+        new_output("stream", name="stderr", text=warning),
+        new_output("display_data", data={"text/html": "<td>90.0 % (69.9–97.2)</td>", "text/plain": "x"})])])
+    assert stderr_problems(clean) == [] and unformatted_floats(clean) == []
+    noisy = new_notebook(cells=[new_code_cell("job.table", outputs=[
+        new_output("stream", name="stderr", text="[trtlab] workspace: /kaggle/working/trtlab-runs\n"),
+        new_output("stream", name="stderr", text="calibrate:  40%|####      | 4/10\n"),
+        new_output("execute_result", data={"text/plain": "top1    0.909091"}, execution_count=1)])])
+    assert [p.split(": ", 1)[1] for p in stderr_problems(noisy)] == [
+        "'[trtlab] workspace: /kaggle/working/trtlab-runs'", "'calibrate:  40%|####      | 4/10'"]
+    assert unformatted_floats(noisy) == [("job.table", "text/plain", "0.909091")]
+    nbformat.validate(noisy)

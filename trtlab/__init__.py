@@ -18,7 +18,9 @@ _EXPORTS = {
     "inspect_classifier": "graph.classifier",
     "make_runner": "backends", "available_backends": "backends",
     "ResultsStore": "evaluation.results", "VariantResult": "evaluation.results",
-    "accuracy": "evaluation.metrics", "agreement": "evaluation.metrics", "per_class_accuracy": "evaluation.metrics", "variant_table": "evaluation.metrics",
+    "accuracy": "evaluation.metrics", "agreement": "evaluation.metrics", "variant_table": "evaluation.metrics",
+    # tables and answers for people (views): formatted, each keeping its numbers in `.raw`
+    "per_class_accuracy": "views.tables", "head_to_head": "views.verdict",
     "mcnemar": "evaluation.significance", "compare_accuracy": "evaluation.significance",
     "pairwise_significance": "evaluation.significance",
     "evaluate": "evaluation.evaluate",

@@ -1,14 +1,17 @@
 """The debugger's tables as people read them: readable headers, percentages with one decimal, decibels with one,
-cosines with five (as the variant tables show them), block names beside node names. The analyses keep their raw
+cosines and percentages written by views.formatting (as the variant tables, the dashboard and report.md write them),
+block names beside node names. The analyses keep their raw
 tables (`.table`, `.steps`) for code; these are what notebooks and the CLI print."""
 from __future__ import annotations
 
 import math
 import os
 
+from trtlab.views.formatting import cosine, percent
+
 
 def pct(value, digits: int = 1) -> str:
-    return "—" if value is None or not math.isfinite(value) else f"{100 * value:.{digits}f}%"
+    return percent(value, digits)
 
 
 def db(value, signed: bool = False) -> str:
@@ -18,10 +21,6 @@ def db(value, signed: bool = False) -> str:
         return "exact" if value > 0 else "−∞"
     value = 0.0 if abs(value) < 0.05 else value  # no "-0.0"
     return f"{value:+.1f}" if signed else f"{value:.1f}"
-
-
-def cosine(value) -> str:
-    return "—" if value is None or not math.isfinite(value) else f"{value:.5f}"
 
 
 def general(value) -> str:

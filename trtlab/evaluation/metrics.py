@@ -108,9 +108,13 @@ def compact_variant_table(full, results: dict[str, VariantResult]):
     """consistency_table → the short A/B table (agreement columns named without the reference suffix)."""
     reference = full.attrs["reference"]
     table = full.rename(columns={f"top1_agreement_vs_{reference}": "top1_agreement",
-                                 f"top5_overlap_vs_{reference}": "top5_overlap"})
+                                 f"top1_agreement_low_vs_{reference}": "top1_agreement_low",
+                                 f"top1_agreement_high_vs_{reference}": "top1_agreement_high",
+                                 f"top5_overlap_vs_{reference}": "top5_overlap",
+                                 "delta_top1_vs_reference": "delta_top1", "mcnemar_p_vs_reference": "mcnemar_p"})
     table = table[["images", "labelled", "top1", "top1_low", "top1_high", "top5", "top5_low", "top5_high",
-                   "top1_agreement", "top5_overlap", "cosine_mean", "cosine_worst"]].copy()
+                   "top1_agreement", "top1_agreement_low", "top1_agreement_high", "top5_overlap", "cosine_mean",
+                   "cosine_worst", "delta_top1", "mcnemar_p"]].copy()
     table.insert(1, "backend", [results[name].record.get("backend", {}).get("backend") for name in table.index])
     table.attrs["reference"] = reference
     return table
@@ -263,6 +267,8 @@ def consistency_table(results: dict[str, VariantResult], reference: str | None =
             row[f"top1_agreement_vs_{other}"] = agree["top1_agreement"]
             row[f"top5_overlap_vs_{other}"] = agree["top5_overlap"]
         agree = agreement(result, results[reference])
+        row[f"top1_agreement_low_vs_{reference}"] = agree.get("top1_agreement_low", math.nan)
+        row[f"top1_agreement_high_vs_{reference}"] = agree.get("top1_agreement_high", math.nan)
         row["cosine_mean"] = agree["cosine_mean"]
         row["cosine_p1"] = agree.get("cosine_p1", math.nan)
         row["cosine_worst"] = agree["cosine_worst"]

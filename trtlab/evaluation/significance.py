@@ -128,3 +128,27 @@ def pairwise_significance(results: dict[str, VariantResult], alpha: float = 0.05
         row.pop("table")
         rows.append(row)
     return pd.DataFrame(rows, columns=SIGNIFICANCE_COLUMNS)
+
+
+def compare_agreement(first: VariantResult, second: VariantResult, reference: VariantResult, alpha: float = 0.05,
+                      method: str = "auto") -> dict:
+    """Does `first` or `second` agree more often with `reference`'s top-1? McNemar's test on the paired outcome
+    "top-1 equals the reference's" over the images all three hold — the comparison that needs no labels.
+    b = images only `first` agrees on, c = only `second`."""
+    images = set(first.image_ids) & set(second.image_ids)
+    shared = [k for k, image_id in enumerate(reference.image_ids) if image_id in images]
+    order = [reference.image_ids[k] for k in shared]
+    truth = reference.top1[shared]
+
+    def agrees(result: VariantResult) -> np.ndarray:
+        position = {image_id: k for k, image_id in enumerate(result.image_ids)}
+        return result.top1[[position[i] for i in order]] == truth
+
+    a, s = agrees(first), agrees(second)
+    b, c = int(np.sum(a & ~s)), int(np.sum(~a & s))
+    test = mcnemar(b=b, c=c, method=method)
+    return {"first": first.variant, "second": second.variant, "reference": reference.variant, "images": len(order),
+            "first_agreement": float(a.mean()) if len(order) else math.nan,
+            "second_agreement": float(s.mean()) if len(order) else math.nan,
+            "both": int(np.sum(a & s)), "neither": int(np.sum(~a & ~s)), **test,
+            "significant": bool(test["pvalue"] < alpha) if len(order) else None}

@@ -1,77 +1,96 @@
 """Reports from the results store: a table (CSV + Markdown) and a PNG. Reads stored results only."""
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
-from trtlab.evaluation.metrics import compact_variant_table, consistency_table
-from trtlab.views.figures import draw_variant_summary
-from trtlab.evaluation.results import ResultsStore
 from trtlab.core.workspace import atomic_path, atomic_write_text
+from trtlab.evaluation.metrics import consistency_table
+from trtlab.evaluation.results import ResultsStore
+from trtlab.evaluation.stores import fp16_variant
+from trtlab.views.figures import _figure, _short, draw_variant_summary, fit, summary_height
+from trtlab.views.formatting import Table
+from trtlab.views.tables import variant_view
+
+PHOTOS = 16  # photos in the report's grid
+PHOTO_COLUMNS = 8
+PHOTO_ROW_INCHES = 1.95  # a 1.55-inch photo and its caption
+
+
+def report_tables(results, reference=None) -> tuple[object, Table]:
+    """(consistency_table, its Table for people whose `.raw` is the compact A/B table) of stored results."""
+    reference = reference or ("fp32" if "fp32" in results else next(iter(results)))
+    full = consistency_table(results, reference, compare_with=(reference, fp16_variant(results) or "fp16"))
+    return full, variant_view(full, results)
 
 
 def plot_summary(store: ResultsStore, variants=None, reference=None, decode_cache=None):
-    """Figure: accuracy with 95% intervals and agreement/cosine per variant (the dashboard's summary panels); with
-    a decode cache, also the photos with their stored top-1 predictions of the reference variant."""
-    # A Figure made without pyplot: no global figure state, and the notebook's backend is left alone.
-    from matplotlib.figure import Figure
-
-    from trtlab.data.classes import class_name
-
+    """Figure: accuracy with 95 % intervals, agreement and logit cosine per variant (the dashboard's summary
+    panels); with a decode cache, also the reference variant's top-1 predictions on the first photos, captioned
+    with whose predictions they are. Returns (figure, Table)."""
     results = store.load_all(variants)
-    full = consistency_table(results, reference or next(iter(results)), compare_with=())
-    table = compact_variant_table(full, results)
-    ref = table.attrs["reference"]
+    full, table = report_tables(results, reference)
+    ref = full.attrs["reference"]
     show_photos = decode_cache is not None
-    fig = Figure(figsize=(13, 9.5 if show_photos else 4.6), constrained_layout=True)
-    grid = fig.add_gridspec(3 if show_photos else 1, 8, height_ratios=[1.3, 1, 1] if show_photos else None)
-    draw_variant_summary(fig.add_subplot(grid[0, :4]), fig.add_subplot(grid[0, 4:]), full, ref)
-    if show_photos:
-        reference_result = results[ref]
-        ids = decode_cache.dataset.image_ids()
-        position = {image_id: i for i, image_id in enumerate(ids)}
-        count = min(16, len(reference_result))
-        for k in range(count):
-            ax = fig.add_subplot(grid[1 + k // 8, k % 8])
-            ax.imshow(decode_cache.crops[position[reference_result.image_ids[k]]])
-            label = int(reference_result.labels[k])
-            predicted = int(reference_result.top1[k])
-            ok = label < 0 or predicted == label
-            ax.set_title(f"{class_name(predicted)[:16]}\n{reference_result.top5_probs[k, 0]:.0%}"
-                         + ("" if label < 0 else f" (true: {class_name(label)[:12]})" if not ok else ""),
-                         fontsize=7, color="black" if ok else "red")
-            ax.axis("off")
+    top_height = summary_height(len(full), list(full.index))
+    photo_rows = -(-min(PHOTOS, len(results[ref])) // PHOTO_COLUMNS) if show_photos else 0
+    fig = _figure(13.0, top_height + 0.5 + (PHOTO_ROW_INCHES * photo_rows + 0.5 if photo_rows else 0))
     experiment = store.experiment
-    fig.suptitle("trtlab report — " + (experiment.short() if experiment else store.folder.name), fontsize=11)
+    fig.suptitle(fit("trtlab report — " + (experiment.short() if experiment else store.folder.name), 12.5, 11),
+                 fontsize=11)
+    if photo_rows:
+        top, bottom = fig.subfigures(2, 1, height_ratios=[top_height, PHOTO_ROW_INCHES * photo_rows + 0.5])
+    else:
+        top, bottom = fig, None
+    draw_variant_summary(top.subplots(1, 3, sharey=True), full, ref, top)
+    if bottom is not None:
+        _draw_photos(bottom, results[ref], decode_cache, photo_rows)
     return fig, table
 
 
+def _draw_photos(subfig, result, decode_cache, rows: int) -> None:
+    """The reference's top-1 prediction and confidence on the first photos; wrong ones in red with the truth."""
+    from trtlab.data.classes import class_name
+
+    count = min(PHOTOS, len(result))
+    subfig.suptitle(f"{result.variant}'s top-1 predictions on the first {count} evaluation photos (with confidence; "
+                    f"red = wrong, the true class below)", fontsize=10)
+    position = {image_id: i for i, image_id in enumerate(decode_cache.dataset.image_ids())}
+    axes = subfig.subplots(rows, PHOTO_COLUMNS, squeeze=False).ravel()
+    for k, ax in enumerate(axes):
+        ax.axis("off")
+        if k >= count:
+            continue
+        ax.imshow(decode_cache.crops[position[result.image_ids[k]]])
+        label, predicted = int(result.labels[k]), int(result.top1[k])
+        ok = label < 0 or predicted == label
+        # 1.6-inch photos: a class name gets up to two lines (≈ 24 characters each at 7.5 points)
+        title = f"{_two_lines(class_name(predicted))} {result.top5_probs[k, 0]:.0%}"
+        if not ok:
+            title += f"\ntrue: {_two_lines(class_name(label), 18)}"
+        ax.set_title(title, fontsize=7.5, color="black" if ok else "#c0392b")
+
+
+def _two_lines(name: str, first: int = 24) -> str:
+    lines = fit(name, first * 7.5 * 0.62 / 72, 7.5).split("\n")
+    return "\n".join(lines[:1] + [_short(" ".join(lines[1:]), 24)] if len(lines) > 1 else lines)
+
+
 def write_report(store: ResultsStore, out_dir, variants=None, reference=None, decode_cache=None) -> dict:
-    """Write report.png, report.csv and report.md into out_dir (atomically); returns their paths."""
+    """Write report.png, report.csv and report.md into out_dir (atomically); returns their paths, the numeric
+    table ("table", the compact A/B table) and its formatted view ("view", a Table)."""
     out_dir = Path(out_dir)
-    fig, table = plot_summary(store, variants, reference, decode_cache)
+    fig, view = plot_summary(store, variants, reference, decode_cache)
     png = out_dir / "report.png"
     with atomic_path(png, suffix=".png") as tmp:
         fig.savefig(tmp, dpi=110, format="png")
     csv = out_dir / "report.csv"
-    atomic_write_text(csv, table.to_csv(float_format="%.6g"))
+    atomic_write_text(csv, view.raw.to_csv(float_format="%.6g"))  # for code: the numbers, unformatted
     md = out_dir / "report.md"
-    atomic_write_text(md, render_markdown(table, store))
-    return {"png": png, "csv": csv, "md": md, "table": table}
+    atomic_write_text(md, render_markdown(view, store))
+    return {"png": png, "csv": csv, "md": md, "table": view.raw, "view": view}
 
 
-def _pct(value) -> str:
-    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.2f}%"
-
-
-def render_markdown(table, store: ResultsStore) -> str:
-    lines = [f"# trtlab report — {store.folder.name}", "", f"Experiment: {store.describe()}.", "",
-             f"Reference for agreement: **{table.attrs['reference']}**", "",
-             "| variant | backend | images | top-1 (95% CI) | top-5 | top-1 agreement | top-5 overlap | cosine mean / worst |",
-             "|---|---|---|---|---|---|---|---|"]
-    for name, row in table.iterrows():
-        acc = (f"{_pct(row.top1)} ({_pct(row.top1_low)}–{_pct(row.top1_high)})" if row.labelled else "unlabelled")
-        lines.append(f"| {name} | {row.backend} | {row.images} | {acc} | {_pct(row.top5) if row.labelled else '—'} | "
-                     f"{_pct(row.top1_agreement)} | {_pct(row.top5_overlap)} | "
-                     f"{row.cosine_mean:.4f} / {row.cosine_worst:.4f} |")
-    return "\n".join(lines) + "\n"
+def render_markdown(view: Table, store: ResultsStore) -> str:
+    reference = view.raw.attrs["reference"]
+    return "\n".join([f"# trtlab report — {store.folder.name}", "", f"Experiment: {store.describe()}.", "",
+                      f"Reference for agreement: **{reference}**", "", view.markdown(), ""])

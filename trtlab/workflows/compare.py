@@ -21,19 +21,34 @@ GUARD_CHOICES = ("first_layer", "last_layer", "softmax")
 
 @dataclass
 class ABResult:
-    table: object  # pandas DataFrame, one row per variant (index: the stored labels)
+    table: object  # views.formatting.Table: the variant table for people (index: the stored labels); `.raw` = data
     store: ResultsStore
     cache: DecodeCache
     split: Split
     variants: dict[str, BuiltVariant] = field(default_factory=dict)  # stored label → built variant
 
+    @property
+    def data(self):
+        """The numeric variant table (pandas DataFrame) that `table` shows formatted: for code."""
+        return self.table.raw
+
     def plot(self):
-        """The summary figure (accuracy with intervals; consistency with FP32), displayable in any notebook."""
+        """The summary figure (accuracy with intervals; agreement and cosine with FP32), displayable anywhere."""
         from trtlab.views.figures import FigureView
         from trtlab.views.report import plot_summary
 
         fig, _ = plot_summary(self.store, list(self.table.index), reference="fp32")
         return FigureView(fig)
+
+    def verdict(self, first: str | None = None, second: str | None = None, reference: str = "fp32"):
+        """Head to head of two variants compared here (default: minmax vs entropy when both ran, else the best two
+        INT8 variants): accuracy and agreement with intervals, McNemar between the two, the classes each loses, the
+        calibration thresholds that differ most, and one sentence saying whether the difference is real."""
+        from trtlab.views.verdict import head_to_head
+
+        results = self.store.load_all(list(self.table.index))
+        caches = {name: built.calibration_cache for name, built in self.variants.items() if built.calibration_cache}
+        return head_to_head(results, first, second, reference, caches=caches)
 
 
 def default_calibration_pool(dataset: Dataset) -> int:
@@ -61,8 +76,8 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: 
     evaluation images, and return the comparison table (read back from the results store of this model and
     these evaluation images)."""
     from trtlab.evaluation.identity import Experiment
-    from trtlab.evaluation.metrics import variant_table
     from trtlab.graph.classifier import inspect_classifier
+    from trtlab.views.report import report_tables
 
     recipes = [r if isinstance(r, Recipe) else Recipe(**r) for r in recipes]
     if not any(r.precision == "fp32" for r in recipes):
@@ -88,7 +103,7 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: 
         result = evaluate_variant(variant, cache, split.evaluation, store, backend=backend, batch_size=batch_size,
                                   progress=progress, force=force, split=split, experiment=experiment)
         built[result.variant] = variant  # recipes that named no calibration size now name the one used
-    table = variant_table(store.load_all(list(built)), reference="fp32")
+    _, table = report_tables(store.load_all(list(built)), reference="fp32")
     return ABResult(table, store, cache, split, built)
 
 
@@ -113,23 +128,26 @@ def recipes_from_selection(algorithms, calibration_images: int, calibration_batc
 
 def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, split: Split | None = None,
                max_calibration_images: int | None = None):
-    """ipywidgets panel: algorithms, calibration size, batch size, guards, Run → A/B table + plot."""
+    """ipywidgets panel: algorithms, calibration size, batch size, guards, Run → A/B table, plot and the
+    head-to-head verdict of the chosen algorithms."""
     import ipywidgets as w
     from IPython.display import display
 
+    # Labels at their full width ('calibration images', not 'calib ima…'): ipywidgets' default cuts them at ~80 px.
+    full = {"style": {"description_width": "initial"}}
     # The slider offers only what exists: the split's calibration images (or, without a split, all but one image).
     available = len(split.calibration) if split is not None else max(1, len(dataset) - 1)
     limit = min(max_calibration_images or available, available)
-    algorithms = w.SelectMultiple(options=list(ALGORITHMS), value=("minmax", "entropy"),
-                                  description="algorithms")
-    size = w.IntSlider(value=min(64, limit), min=1, max=limit, description="calib images",
-                       tooltip=f"at most {limit}: the calibration images that exist")
-    batch = w.Dropdown(options=[1, 4, 8, 16, 32], value=8, description="calib batch")
-    percentile = w.FloatText(value=99.99, description="percentile")
-    guard_boxes = [w.Checkbox(value=False, description=g) for g in GUARD_CHOICES]
-    nodes = w.Text(value="", description="node guards", placeholder="node names, comma separated")
-    precision = w.ToggleButtons(options=["fp32", "fp16"], value="fp32", description="guarded in")
-    with_fp16 = w.Checkbox(value=True, description="also an FP16 variant")
+    algorithms = w.SelectMultiple(options=list(ALGORITHMS), value=("minmax", "entropy"), rows=len(ALGORITHMS),
+                                  description="algorithms", **full)
+    size = w.IntSlider(value=min(64, limit), min=1, max=limit, description="calibration images",
+                       tooltip=f"at most {limit}: the calibration images that exist", **full)
+    batch = w.Dropdown(options=[1, 4, 8, 16, 32], value=8, description="calibration batch", **full)
+    percentile = w.FloatText(value=99.99, description="percentile (for percentile)", **full)
+    guard_boxes = [w.Checkbox(value=False, description=g, indent=False, **full) for g in GUARD_CHOICES]
+    nodes = w.Text(value="", description="node guards", placeholder="node names, comma separated", **full)
+    precision = w.ToggleButtons(options=["fp32", "fp16"], value="fp32", description="guarded layers run in", **full)
+    with_fp16 = w.Checkbox(value=True, description="also an FP16 variant", indent=False, **full)
     run = w.Button(description="Run A/B", button_style="primary")
     out = w.Output()
 
@@ -147,11 +165,26 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
             panel.last_result = result
             display(result.table)
             display(result.plot())  # a FigureView: rendered as PNG in JupyterLab and in executed notebooks
+            show_verdict(result)
         return result
 
     run.on_click(on_run)
-    panel = w.VBox([w.HBox([algorithms, w.VBox([size, batch, percentile])]), w.HBox(guard_boxes),
+    panel = w.VBox([w.HBox([algorithms, w.VBox([size, batch, percentile])]),
+                    w.HBox([w.Label("guards:")] + guard_boxes),
                     w.HBox([nodes, precision]), with_fp16, run, out])
     panel.run_callback = on_run  # lets tests and scripts press "Run" without a browser
     panel.last_result = None
     return panel
+
+
+def show_verdict(result: ABResult) -> None:
+    """The head-to-head of the A/B run's chosen algorithms, or what it needs."""
+    from IPython.display import Markdown, display
+
+    from trtlab.views.verdict import PairError
+
+    try:
+        display(result.verdict())
+    except PairError:
+        display(Markdown("Choose two calibration algorithms (e.g. minmax and entropy) to get a head-to-head verdict "
+                         "between them."))

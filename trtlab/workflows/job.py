@@ -21,7 +21,21 @@ class JobResult:
 
     @property
     def table(self):
+        """The variant table for people (percentages with intervals, readable headers); it keeps the numbers:
+        `job.table.loc["fp32", "top1"]` is a float, `job.data` the numeric DataFrame."""
+        return self.report.get("view")
+
+    @property
+    def data(self):
+        """The numeric variant table (pandas DataFrame): what `table` shows, unformatted, for code."""
         return self.report.get("table")
+
+    def verdict(self, first: str | None = None, second: str | None = None, reference: str = "fp32"):
+        """Head to head of two of the job's variants (default: minmax vs entropy when both ran): see
+        ABResult.verdict."""
+        from trtlab.views.verdict import head_to_head
+
+        return head_to_head(self.store.load_all(self.variants), first, second, reference)
 
 
 def run_job(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, backend: str = "auto",
@@ -73,14 +87,17 @@ def run_demo(workspace=None, model: str = "efficientnet-lite0", progress: bool =
 
 
 def print_summary(job: JobResult) -> None:
-    table = job.table
+    """The report as text: the variant table, a line per variant, where the report files are."""
+    from trtlab.views.formatting import cosine, percent, percent_ci
+
+    table = job.data
     print()
-    print(job.report["md"].read_text())
+    print(job.table.text())
+    print()
     if "fp32" in table.index and table.loc["fp32", "labelled"]:
         row = table.loc["fp32"]
-        print(f"FP32 top-1 on {int(row.labelled)} labelled photos: {100 * row.top1:.1f}% "
-              f"(95% CI {100 * row.top1_low:.1f}–{100 * row.top1_high:.1f}%)")
+        print(f"FP32 top-1 on {int(row.labelled)} labelled photos: {percent_ci(row.top1, row.top1_low, row.top1_high)}")
     for name, row in table.drop(index="fp32", errors="ignore").iterrows():
-        print(f"{name}: top-1 {100 * row.top1:.1f}%, top-1 agreement with fp32 {100 * row.top1_agreement:.1f}%, "
-              f"mean logit cosine {row.cosine_mean:.4f}")
+        print(f"{name}: top-1 {percent(row.top1)}, top-1 agreement with fp32 {percent(row.top1_agreement)}, "
+              f"mean logit cosine {cosine(row.cosine_mean)}")
     print(f"report: {job.report['png']}  {job.report['md']}  {job.report['csv']}")

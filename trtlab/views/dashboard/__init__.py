@@ -15,7 +15,8 @@ from trtlab.views.dashboard.controls import DashboardControls, controls
 from trtlab.views.dashboard.figures import (plot_class_drift, plot_class_scatter, plot_confusions, plot_drift_histogram,
                                             plot_flips_gallery)
 from trtlab.views.dashboard.html_report import render_html
-from trtlab.views.dashboard.tables import format_significance, format_variant_table
+from trtlab.views.dashboard.tables import (confusion_rows, drift_rows, flip_rows, format_significance,
+                                           format_variant_table)
 from trtlab.views.dashboard.thumbnails import Thumbnails
 
 # Store discovery lives in trtlab.evaluation.stores; these names stay reachable here for callers written against
@@ -24,6 +25,6 @@ from trtlab.evaluation.stores import (fp16_variant, find_result_stores, load_res
                                       resolve_selection)
 
 __all__ = ["DEFAULT_FOCUS", "GALLERY_DPI", "Dashboard", "DashboardControls", "Thumbnails", "build_dashboard",
-           "controls", "find_result_stores", "format_significance", "format_variant_table", "fp16_variant",
+           "confusion_rows", "controls", "drift_rows", "flip_rows", "find_result_stores", "format_significance", "format_variant_table", "fp16_variant",
            "load_results", "open_store", "plot_class_drift", "plot_class_scatter", "plot_confusions",
            "plot_drift_histogram", "plot_flips_gallery", "render_html", "resolve_selection"]

@@ -14,12 +14,15 @@ from trtlab.views.dashboard.figures import (plot_class_drift, plot_class_scatter
                                             plot_flips_gallery)
 from trtlab.views.dashboard import notebook
 from trtlab.views.dashboard.html_report import render_html
-from trtlab.views.dashboard.tables import format_significance, format_variant_table
 from trtlab.views.dashboard.thumbnails import Thumbnails
 from trtlab.views.figures import FIGURE_DPI, figure_png, plot_variant_summary, stamp
+from trtlab.views.formatting import Table
+from trtlab.views.tables import significance_view, variant_view
+from trtlab.views.verdict import PairError, default_pair, head_to_head, int8_algorithm, resolve_variant
 
-GALLERY_DPI = 72  # galleries are photos, which compress poorly as PNG; a lower dpi keeps the HTML report small
-DEFAULT_FOCUS = 2  # per-variant figures by default: every compared variant up to this many, else the least agreeing
+GALLERY_DPI = 80  # galleries are photos, which compress poorly as PNG; a lower dpi keeps the HTML report small
+DEFAULT_FOCUS = 2  # per-variant figures by default: every compared variant up to this many, else minmax and entropy
+# (the head-to-head pair) when both are stored, else the least agreeing
 
 
 @dataclass
@@ -109,11 +112,37 @@ class Dashboard:
             self.png(name)
         return {name: self._pngs[name] for name in names}
 
+    def table_view(self) -> Table:
+        """The variant table for people (with its caption); `.raw` is `self.table`."""
+        return variant_view(self.table, self.results)
+
+    def significance_view(self) -> Table:
+        """The McNemar table for people; `.raw` is `self.significance`."""
+        return significance_view(self.significance)
+
     def display_table(self):
-        return format_variant_table(self.table)
+        """The variant table as text (a DataFrame of strings)."""
+        return self.table_view().shown
 
     def display_significance(self):
-        return format_significance(self.significance)
+        return self.significance_view().shown
+
+    def compare(self, first: str | None = None, second: str | None = None):
+        """Head to head of two stored variants (labels, or algorithm names: 'minmax' is the best variant
+        calibrated with minmax) against the reference (default: minmax vs entropy when both are here, else the best
+        two INT8 variants): accuracy and agreement with intervals, McNemar between the two, the
+        classes each loses side by side, the calibration thresholds that differ most, and whether the difference
+        is real. Displays itself in a notebook; `.sentence`, `.summary`, `.drift`, `.scales` hold the parts."""
+        return head_to_head(self.results, first, second, self.reference)
+
+    def head_to_head_pair(self) -> tuple[str, str] | None:
+        """The pair the HTML report compares head to head: the focus when it is two variants, else the default."""
+        if len(self.focus) == 2:
+            return self.focus[0], self.focus[1]
+        try:
+            return default_pair(self.results, self.reference)
+        except PairError:
+            return None
 
     def show_significance(self) -> None:
         """Display the pairwise McNemar table in a notebook, or say why there is none."""
@@ -167,9 +196,27 @@ class Dashboard:
                 workspace = None  # results attached read-only (e.g. /kaggle/input): report into the workspace
         return workspace_dir(workspace) / "reports" / self.store.folder.name
 
+    def html_name(self) -> str:
+        """`dashboard.html` for every stored variant against the default reference; otherwise a name that says
+        the selection, so a partial dashboard never replaces the full one."""
+        stored = self.store.variants()
+        _, default_reference = resolve_selection(stored)
+        if sorted(self.results) == sorted(stored) and self.reference == default_reference:
+            return "dashboard.html"
+        import re
+
+        from trtlab.core.workspace import hash_json
+
+        names = [self.reference] + [n for n in self.results if n != self.reference]
+        label = "+".join(names)
+        if len(label) > 80:
+            label = f"{self.reference}+{len(names) - 1}-variants-{hash_json(sorted(names), 6)}"
+        return "dashboard-" + re.sub(r"[^A-Za-z0-9_.+@-]", "_", label) + ".html"
+
     def write_html(self, path=None) -> Path:
-        """One self-contained HTML file (figures inlined as base64 PNG), written atomically; returns its path."""
-        path = Path(path) if path else self.report_dir() / "dashboard.html"
+        """One self-contained HTML file (figures inlined as base64 PNG), written atomically; returns its path.
+        Default: html_name() in the report folder."""
+        path = Path(path) if path else self.report_dir() / self.html_name()
         atomic_write_text(path, render_html(self))
         return path
 
@@ -204,17 +251,35 @@ def build_dashboard(store=None, variants=None, reference=None, decode_cache=None
         dash.flips[variant] = flips(results[variant], ref)
         dash.confusions[variant] = introduced_confusions(results[variant], ref)
     if focus is None:
-        focus = dash.compared if len(dash.compared) <= DEFAULT_FOCUS else dash.least_agreeing(DEFAULT_FOCUS)
+        focus = dash.compared if len(dash.compared) <= DEFAULT_FOCUS else _default_focus(dash)
+    else:  # labels, or algorithm names ('minmax') for the best variant calibrated with each
+        focus = [_resolved(results, name, reference) for name in focus]
     unknown = [name for name in focus if name not in dash.compared]
     if unknown:
         raise KeyError(f"focus variant(s) {', '.join(map(repr, unknown))} are not compared here; choose from "
                        f"{', '.join(dash.compared) or 'none'}")
     dash.focus = list(focus)
-    dash.notes = _notes(dash, stored_count=len(available))
+    dash.notes = _notes(dash, stored_count=len(available), alpha=alpha)
     return dash
 
 
-def _notes(dash: Dashboard, stored_count: int) -> list[str]:
+def _resolved(results, name: str, reference: str) -> str:
+    try:
+        return resolve_variant(results, name, reference)
+    except PairError:
+        return name  # reported with the other unknown focus names
+
+
+def _default_focus(dash: Dashboard) -> list[str]:
+    """minmax and entropy (the head-to-head the workbench exists for) when both are compared; else the two that
+    agree least with the reference."""
+    algorithms = {int8_algorithm(dash.results[name]) for name in dash.compared}
+    if {"minmax", "entropy"} <= algorithms:
+        return list(default_pair(dash.results, dash.reference))
+    return dash.least_agreeing(DEFAULT_FOCUS)
+
+
+def _notes(dash: Dashboard, stored_count: int, alpha: float = 0.05) -> list[str]:
     """What the dashboard shows and what it cannot: experiment, store, labels, image counts, verdicts, focus."""
     store, reference, ref = dash.store, dash.reference, dash.results[dash.reference]
     labelled = int((ref.labels >= 0).sum())
@@ -245,8 +310,21 @@ def _notes(dash: Dashboard, stored_count: int) -> list[str]:
                          f"{common} they share.")
     for row in dash.significance.itertuples():
         if row.labelled and row.first == reference:  # every other pair is in the significance table
-            notes.append(row.verdict)
+            notes.append(_against_reference(row, alpha))
     if len(dash.focus) < len(dash.compared):
-        notes.append(f"Per-variant figures for {', '.join(dash.focus)} (the least agreeing with {reference}); "
-                     f"`dash.show_variant(name)` or `focus=[...]` for the others.")
+        why = "minmax and entropy" if {int8_algorithm(dash.results[n]) for n in dash.focus} == {"minmax", "entropy"} \
+            else f"the least agreeing with {reference}"
+        notes.append(f"Per-variant figures for {', '.join(dash.focus)} ({why}); `dash.show_variant(name)` or "
+                     f"`focus=[...]` for the others, `dash.compare(a, b)` for any two side by side.")
     return notes
+
+
+def _against_reference(row, alpha: float) -> str:
+    """One McNemar row (reference first) as a sentence that names who gets which images right."""
+    from trtlab.views.formatting import points, pvalue
+
+    verdict = "a real difference" if row.significant else "not a real difference"
+    return (f"{row.second} vs {row.first}: {points(row.delta_top1)} top-1 on {row.labelled} labelled images; "
+            f"only {row.first} right on {row.b}, only {row.second} on {row.c} (McNemar "
+            f"{'exact' if row.method == 'exact' else 'χ²'} p = {pvalue(row.pvalue)}): {verdict} at the {100 * alpha:g} % "
+            f"level.")

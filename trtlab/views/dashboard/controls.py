@@ -21,11 +21,17 @@ class DashboardControls:
         if not available:
             raise FileNotFoundError(f"no stored results in {self.store.folder}; evaluate a variant first")
         _, default_reference = resolve_selection(available)
+        full = {"style": {"description_width": "initial"}}  # labels at full width, never cut to "refer…"
+        longest = max(len(name) for name in available)
         self.variants = widgets.SelectMultiple(options=available, value=tuple(available), description="variants",
-                                               rows=min(8, len(available)))
-        self.reference = widgets.Dropdown(options=available, value=default_reference, description="reference")
+                                               rows=min(10, len(available)), **full,
+                                               layout=widgets.Layout(width=f"{min(60, longest + 14)}ch"))
+        self.reference = widgets.Dropdown(options=available, value=default_reference, description="reference",
+                                          **full, layout=widgets.Layout(width=f"{min(60, longest + 14)}ch"))
         self.show_button = widgets.Button(description="Show", button_style="primary")
-        self.export_button = widgets.Button(description="Export HTML")
+        self.export_button = widgets.Button(description="Export HTML",
+                                            tooltip="writes dashboard.html for every variant, or a file named by "
+                                                    "the selection")
         self.status = widgets.HTML()
         self.output = widgets.Output()
         self.show_button.on_click(lambda _: self.update())
@@ -64,7 +70,8 @@ class DashboardControls:
         except (KeyError, ValueError, FileNotFoundError) as exc:
             self.status.value = f"<b style='color:#c0392b'>{html.escape(str(exc))}</b>"
             return None
-        self.status.value = f"HTML report written: <code>{html.escape(str(self.exported))}</code>"
+        self.status.value = f"HTML report written: <code>{html.escape(str(self.exported))}</code> — " \
+                            + html.escape(describe_selection(dash))
         return self.exported
 
     def _current(self) -> bool:
@@ -77,6 +84,16 @@ class DashboardControls:
         from IPython.display import display
 
         display(self.widget)
+
+
+def describe_selection(dash: Dashboard) -> str:
+    """What an exported dashboard holds, and where the full one is when this one is partial."""
+    stored = dash.store.variants()
+    shown = f"{len(dash.results)} of {len(stored)} stored variants ({', '.join(dash.results)}), reference " \
+            f"{dash.reference}"
+    if dash.html_name() == "dashboard.html":
+        return f"every stored variant, reference {dash.reference}."
+    return f"{shown}: a partial dashboard, so dashboard.html (every variant) was left as it was."
 
 
 def controls(store=None, decode_cache=None, image_root=None, workspace=None) -> DashboardControls:

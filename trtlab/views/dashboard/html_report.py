@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trtlab.views.dashboard.tables import drift_rows, flip_rows, format_significance
+from trtlab.views.dashboard.tables import confusion_rows, drift_rows, flip_rows
 
 if TYPE_CHECKING:
     from trtlab.views.dashboard.build import Dashboard
@@ -41,14 +41,14 @@ def render_html(dash: Dashboard) -> str:
              f"<p class='meta'>written {_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')} from "
              f"stored results; nothing was re-run.</p>",
              "<ul class='notes'>" + "".join(f"<li>{html.escape(note).replace('**', '')}</li>" for note in dash.notes)
-             + "</ul>", "<h2>Variants</h2>", _table_html(dash.display_table())]
+             + "</ul>", "<h2>Variants</h2>", dash.table_view().html()]
     parts += _runs_section(dash) + _significance_section(dash)
     parts += ["<h2>Overview</h2>", _img(pngs["summary"], "summary")]
+    parts += _head_to_head_section(dash)
     rest = [v for v in dash.compared if v not in dash.focus]
     if rest:
-        parts.append(f"<p class='meta'>Per-variant sections below: {html.escape(', '.join(dash.focus))} (least "
-                     f"agreeing with {html.escape(dash.reference)}); not drawn: {html.escape(', '.join(rest))} — "
-                     f"export with focus=[...] (CLI: --focus) to see them.</p>")
+        parts.append(f"<p class='meta'>Per-variant sections below: {html.escape(', '.join(dash.focus))}; not drawn: "
+                     f"{html.escape(', '.join(rest))} — export with focus=[...] (CLI: --focus) to see them.</p>")
     for variant in dash.focus:
         parts += _variant_section(dash, variant, pngs)
     parts.append("</body></html>")
@@ -76,9 +76,22 @@ def _significance_section(dash: Dashboard) -> list[str]:
     parts = ["<h2>Is the difference real? (McNemar's test on paired top-1 correctness)</h2>"]
     if not len(dash.significance):
         return parts + ["<p>Needs two variants.</p>"]
-    return parts + [_table_html(format_significance(dash.significance), index=False),
-                    "<p class='meta'>Exact two-sided binomial test when the two disagree on ≤ 25 labelled images, "
-                    "chi-square with continuity correction above.</p>"]
+    return parts + [dash.significance_view().html()]
+
+
+def _head_to_head_section(dash: Dashboard) -> list[str]:
+    """The two variants the dashboard focuses on (or minmax vs entropy), side by side, with the verdict."""
+    from trtlab.views.figures import figure_png, stamp
+
+    pair = dash.head_to_head_pair()
+    if pair is None:
+        return []
+    h2h = dash.compare(*pair)
+    figure = h2h.figure()
+    experiment = dash.store.experiment
+    stamp(figure, experiment.short() if experiment else "")
+    return [f"<h2>Head to head: {html.escape(pair[0])} vs {html.escape(pair[1])}</h2>",
+            h2h.html(figure_png(figure) if h2h.accuracy_test["labelled"] else None)]
 
 
 def _variant_section(dash: Dashboard, variant: str, pngs: dict[str, bytes]) -> list[str]:
@@ -97,5 +110,5 @@ def _variant_section(dash: Dashboard, variant: str, pngs: dict[str, bytes]) -> l
     confusions = dash.confusions[variant]
     parts += ["<h3>Confusions introduced</h3>", _img(pngs[f"confusions-{variant}"], "confusions")]
     if len(confusions):
-        parts.append(_table_html(confusions.head(20), index=False))
+        parts.append(_table_html(confusion_rows(confusions), index=False))
     return parts

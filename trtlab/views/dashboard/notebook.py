@@ -13,9 +13,9 @@ def show(dash: Dashboard) -> None:
     from IPython.display import HTML, Image, Markdown, display
 
     display(Markdown("\n".join(f"- {note}" for note in dash.notes)))
-    display(HTML(dash.display_table().to_html(escape=True)))
+    display(HTML(dash.table_view().html()))
     if len(dash.significance):
-        display(HTML(dash.display_significance().to_html(escape=True, index=False)))
+        display(HTML(dash.significance_view().html()))
     for name, data in dash.pngs().items():
         if name.endswith(tuple(f"-{v}" for v in dash.focus)) and name.startswith(("class_drift-", "flips-")) \
                 and (name.startswith("class_drift-") or not dash.labelled):
@@ -33,25 +33,36 @@ def show_significance(dash: Dashboard) -> None:
         display(Markdown("No labelled images: accuracy differences (and their significance) cannot be measured; "
                          "see agreement and cosine in the variant table."))
     else:
-        display(HTML(dash.display_significance().to_html(escape=True, index=False)))
+        display(HTML(dash.significance_view().html()))
 
 
 def show_variant(dash: Dashboard, variant: str | None = None, figures: bool | None = None) -> None:
     """One compared variant's tables (and figures, by default when show() did not draw them), or why there are
     none."""
-    from IPython.display import Image, Markdown, display
+    from IPython.display import HTML, Image, Markdown, display
+
+    from trtlab.views.dashboard.tables import variant_table_views
 
     if not dash.compared:
         display(Markdown(f"Only **{dash.reference}** is selected: evaluate or select a second variant to see "
                          f"its per-class drift, flips and introduced confusions."))
         return
     variant = variant or dash.most_changed()
-    for title, table in dash.variant_tables(variant).items():
-        display(Markdown(f"**{variant} vs {dash.reference}: {title}** ({len(table)} rows)"))
-        if len(table):
-            display(table.head(25))
     if variant not in dash.compared:
         raise KeyError(f"{variant!r} is not compared here; choose from {', '.join(dash.compared)}")
+    for title, table in variant_table_views(dash.variant_tables(variant)).items():
+        count = _count(title, len(table.raw), len(table.shown), int((table.raw["delta"] != 0).sum())
+                       if title == "per-class drift" else 0)
+        display(Markdown(f"**{variant} vs {dash.reference}: {title}** ({count})"))
+        if len(table.shown):
+            display(HTML(table.html()))
     if figures if figures is not None else variant not in dash.focus:
         for name in dash.variant_figure_names(variant):
             display(Image(data=dash.png(name), format="png"))
+
+
+def _count(title: str, rows: int, shown: int, changed: int) -> str:
+    if title == "per-class drift":
+        return f"{rows} classes, {changed} changed" + (f", the {shown} that change most shown" if shown < changed
+                                                       else "")
+    return f"{rows} row{'s' if rows != 1 else ''}" + (f", first {shown} shown" if shown < rows else "")

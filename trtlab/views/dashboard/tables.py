@@ -1,87 +1,75 @@
-"""The dashboard's tables for people: percentages with intervals, p-values, signed differences, as text."""
+"""The dashboard's tables for people (views/formatting.py rules): the variant and McNemar tables (views/tables.py)
+and one compared variant's per-class drift, flips and introduced confusions."""
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
+from trtlab.views.formatting import Table, percent, points
+from trtlab.views.tables import significance_view, variant_view
 
 
-def _pct(value, digits: int = 2) -> str:
-    return "—" if value is None or not np.isfinite(value) else f"{100 * value:.{digits}f}%"
-
-
-def _interval(row, metric: str) -> str:
-    if not row["labelled"] or not np.isfinite(row[metric]):
-        return "—"
-    return f"{_pct(row[metric])} ({_pct(row[f'{metric}_low'], 1)}–{_pct(row[f'{metric}_high'], 1)})"
-
-
-def format_variant_table(table):
-    """The variant table with percentages, intervals and p-values as text, one row per variant."""
-    import pandas as pd
-
-    reference = table.attrs["reference"]
-    rows = []
-    for name, row in table.iterrows():
-        out = {"images": int(row["images"]), "labelled": int(row["labelled"]),
-               "top-1 (95% CI)": _interval(row, "top1"), "top-5 (95% CI)": _interval(row, "top5"),
-               f"Δ top-1 vs {reference}": "—" if name == reference or not np.isfinite(row["delta_top1_vs_reference"])
-               else f"{100 * row['delta_top1_vs_reference']:+.2f} pts",
-               f"McNemar p vs {reference}": "—" if not np.isfinite(row["mcnemar_p_vs_reference"])
-               else f"{row['mcnemar_p_vs_reference']:.3g}"}
-        for other in table.attrs["compared_with"]:
-            out[f"top-1 agreement vs {other}"] = _pct(row[f"top1_agreement_vs_{other}"])
-            out[f"top-5 overlap vs {other}"] = _pct(row[f"top5_overlap_vs_{other}"])
-        out[f"logit cosine vs {reference}: mean"] = f"{row['cosine_mean']:.5f}"
-        out["1st percentile"] = f"{row['cosine_p1']:.5f}"
-        rows.append(out)
-    return pd.DataFrame(rows, index=pd.Index(list(table.index), name="variant"))
+def format_variant_table(table, results=None):
+    """consistency_table → the variant table as text (a DataFrame of strings, one row per variant)."""
+    return variant_view(table, results).shown
 
 
 def format_significance(significance):
-    """The pairwise McNemar table (pairwise_significance) as text, one row per pair."""
-    import pandas as pd
-
-    rows = []
-    for row in significance.itertuples():
-        if not row.labelled:
-            rows.append({"pair": f"{row.second} vs {row.first}", "labelled": 0, "top-1": "—", "Δ top-1": "—",
-                         "only second right / only first right": "—", "test": "—", "p": "—",
-                         "significant (5%)": "needs labels"})
-            continue
-        rows.append({
-            "pair": f"{row.second} vs {row.first}", "labelled": int(row.labelled),
-            "top-1": f"{_pct(row.second_top1)} vs {_pct(row.first_top1)}",
-            "Δ top-1": f"{100 * row.delta_top1:+.2f} pts",
-            "only second right / only first right": f"{row.c} / {row.b}",
-            "test": "exact binomial" if row.method == "exact" else "χ² (continuity-corrected)",
-            "p": f"{row.pvalue:.3g}", "significant (5%)": "yes" if row.significant else "no"})
-    return pd.DataFrame(rows)
+    """pairwise_significance → the McNemar table as text (a DataFrame of strings, one row per pair)."""
+    return significance_view(significance).shown
 
 
 def flip_rows(flip_table, limit: int = 60):
-    """The first `limit` flips: image name, label, both top-1 predictions with confidence, outcome."""
+    """The first `limit` flips: image name, label, both top-1 predictions with confidence, outcome; the columns
+    name the reference and the variant."""
     import pandas as pd
 
+    reference, variant = flip_table.attrs.get("reference", "reference"), flip_table.attrs.get("variant", "variant")
     shown = flip_table.head(limit)
     return pd.DataFrame({
         "image": [Path(i).name for i in shown["image_id"]],
         "label": [name if label >= 0 else "—" for label, name in zip(shown["label"], shown["label_name"])],
-        "reference top-1": [f"{n} ({c:.0%})" for n, c in zip(shown["reference_name"], shown["reference_confidence"])],
-        "variant top-1": [f"{n} ({c:.0%})" for n, c in zip(shown["variant_name"], shown["variant_confidence"])],
-        "outcome": shown["outcome"],
+        f"{reference} top-1": [f"{n} ({percent(c, 0)})" for n, c in zip(shown["reference_name"],
+                                                                        shown["reference_confidence"])],
+        f"{variant} top-1": [f"{n} ({percent(c, 0)})" for n, c in zip(shown["variant_name"],
+                                                                      shown["variant_confidence"])],
+        "outcome": [_OUTCOME.get(o, o).format(variant=variant) for o in shown["outcome"]],
     })
+
+
+_OUTCOME = {"broken": "broken by {variant}", "fixed": "fixed by {variant}"}
 
 
 def drift_rows(drift, top: int = 10):
     """The `top` classes that lose most, then the `top` that gain most, with both accuracies and the change."""
     import pandas as pd
 
+    reference, variant = drift.attrs.get("reference", "reference"), drift.attrs.get("variant", "variant")
     changed = pd.concat([drift[drift["delta"] < 0].head(top),
                          drift[drift["delta"] > 0].sort_values("delta", ascending=False, kind="stable").head(top)])
     return pd.DataFrame({
-        "class": changed["class"], "name": changed["name"], "images": changed["images"],
-        "reference": [_pct(v, 1) for v in changed["reference_accuracy"]],
-        "variant": [_pct(v, 1) for v in changed["variant_accuracy"]],
-        "Δ": [f"{100 * v:+.1f} pts" for v in changed["delta"]],
+        "class": changed["name"], "images": changed["images"],
+        f"{reference} top-1": [percent(v) for v in changed["reference_accuracy"]],
+        f"{variant} top-1": [percent(v) for v in changed["variant_accuracy"]],
+        "Δ": [points(v) for v in changed["delta"]],
     })
+
+
+def confusion_rows(confusions, top: int = 20):
+    """The confusions a variant introduces: true → predicted class, how often each variant makes it."""
+    import pandas as pd
+
+    reference, variant = confusions.attrs.get("reference", "reference"), confusions.attrs.get("variant", "variant")
+    shown = confusions.head(top)
+    truth = "true class" if confusions.attrs.get("basis", "labels") == "labels" else f"{reference} top-1"
+    return pd.DataFrame({
+        truth: list(shown["true_name"]), f"{variant} predicts": list(shown["predicted_name"]),
+        f"images ({reference})": shown["reference_count"].astype(int).to_numpy(),
+        f"images ({variant})": shown["variant_count"].astype(int).to_numpy(),
+        "introduced": shown["introduced"].astype(int).to_numpy(),
+    })
+
+
+def variant_table_views(tables: dict) -> dict[str, Table]:
+    """Dashboard.variant_tables() (raw) → the same tables for people, each keeping its raw frame."""
+    makers = {"per-class drift": drift_rows, "flips": flip_rows, "introduced confusions": confusion_rows}
+    return {title: Table(makers[title](frame), frame) for title, frame in tables.items()}

@@ -1,0 +1,128 @@
+"""The tables people read, made once for notebooks, the HTML dashboard, report.md and the CLI: the variant table
+and the McNemar table (formatted by views/formatting.py; the numbers stay in `Table.raw`)."""
+from __future__ import annotations
+
+import numpy as np
+
+from trtlab.views.formatting import CI, MISSING, Table, cosine, percent, percent_ci, points, pvalue
+
+
+def _labelled(row) -> bool:
+    return bool(row.get("labelled", 0)) and np.isfinite(row.get("top1", np.nan))
+
+
+def _shared(values) -> object | None:
+    """The one value every row has, else None."""
+    values = list(values)
+    return values[0] if values and all(v == values[0] for v in values) else None
+
+
+def variant_view(full, results=None) -> Table:
+    """consistency_table → the variant table for people: accuracy with intervals, Δ top-1 with McNemar's p,
+    agreement with the reference (with interval) and with FP16/FP32 when stored, top-5 overlap, logit cosine. What
+    every row shares (image count, backend) goes into the caption instead of a column.
+
+    `raw` is `compact_variant_table(full, results)` when `results` is given (the A/B table code reads), else `full`.
+    """
+    import pandas as pd
+
+    from trtlab.evaluation.metrics import compact_variant_table
+
+    reference = full.attrs["reference"]
+    others = [o for o in full.attrs.get("compared_with", [reference]) if o != reference]
+    any_labelled = bool(len(full)) and bool(full["labelled"].max())
+    backends = {name: (results[name].record.get("backend") or {}).get("backend", MISSING) for name in full.index} \
+        if results else {}
+    images, labelled, backend = _shared(full["images"]), _shared(full["labelled"]), _shared(backends.values())
+    rows = []
+    for name, row in full.iterrows():
+        out = {}
+        if images is None:
+            out["images"] = int(row["images"])
+        if labelled is None:
+            out["labelled"] = int(row["labelled"])
+        if backends and backend is None:
+            out["backend"] = backends[name]
+        if any_labelled:
+            ok = _labelled(row)
+            out[f"top-1 ({CI})"] = percent_ci(row["top1"], row["top1_low"], row["top1_high"]) if ok else MISSING
+            out[f"top-5 ({CI})"] = percent_ci(row["top5"], row["top5_low"], row["top5_high"]) if ok else MISSING
+            out[f"Δ top-1 vs {reference} (McNemar p)"] = (
+                MISSING if name == reference or not ok or not np.isfinite(row["delta_top1_vs_reference"])
+                else f"{points(row['delta_top1_vs_reference'])} (p = {pvalue(row['mcnemar_p_vs_reference'])})")
+        out[f"top-1 agreement with {reference} ({CI})"] = percent_ci(
+            row[f"top1_agreement_vs_{reference}"], row.get(f"top1_agreement_low_vs_{reference}"),
+            row.get(f"top1_agreement_high_vs_{reference}"))
+        for other in others:
+            out[f"top-1 agreement with {other}"] = percent(row[f"top1_agreement_vs_{other}"])
+        out[f"top-5 overlap with {reference}"] = percent(row[f"top5_overlap_vs_{reference}"])
+        out[f"logit cosine with {reference}: mean / worst"] = f"{cosine(row['cosine_mean'])} / " \
+                                                               f"{cosine(row['cosine_worst'])}"
+        rows.append(out)
+    shown = pd.DataFrame(rows, index=pd.Index([str(n) for n in full.index], name="variant"))
+    caption = []
+    if images is not None:
+        caption.append(f"{int(images)} images" + ("" if labelled is None else " (all labelled)" if labelled == images
+                                                  else " (none labelled: agreement and cosine only)" if not labelled
+                                                  else f" ({int(labelled)} labelled)"))
+    if backend is not None and backends:
+        caption.append(f"backend {backend}")
+    caption.append(f"intervals: 95 % Wilson; agreement, overlap and cosine against {reference}")
+    raw = compact_variant_table(full, results) if results else full
+    return Table(shown, raw, caption="; ".join(caption) + ".")
+
+
+def significance_view(significance) -> Table:
+    """pairwise_significance → the McNemar table for people. Rows read "A vs B" in the order of the columns:
+    against one reference (every row's first), the variant is the row and the columns are `only <reference> right`
+    / `only variant right`; for arbitrary pairs, columns A and B name the variants and `only A right` / `only B
+    right` count the images only that one gets right."""
+    import pandas as pd
+
+    firsts = set(significance["first"]) if len(significance) else set()
+    against_one = len(firsts) == 1
+    reference = next(iter(firsts)) if against_one else None
+    rows = []
+    for row in significance.itertuples():
+        if against_one:
+            out = {"variant": row.second}
+            names, only = (reference, "variant"), (f"only {reference} right", "only variant right")
+        else:
+            out = {"A": row.first, "B": row.second}
+            names, only = ("A", "B"), ("only A right", "only B right")
+        out["labelled images"] = int(row.labelled)
+        if not row.labelled:
+            out.update({f"top-1: {names[0]} → {names[1]}": MISSING, only[0]: MISSING, only[1]: MISSING,
+                        "McNemar p": MISSING, "real difference? (5 %)": "needs labels"})
+        else:
+            out.update({f"top-1: {names[0]} → {names[1]}": f"{percent(row.first_top1)} → {percent(row.second_top1)} "
+                                                            f"({points(row.delta_top1)})",
+                        only[0]: int(row.b), only[1]: int(row.c),
+                        "McNemar p": f"{pvalue(row.pvalue)} ({'exact' if row.method == 'exact' else 'χ²'})",
+                        "real difference? (5 %)": "yes" if row.significant else "no"})
+        rows.append(out)
+    key = "variant" if against_one else None
+    shown = pd.DataFrame(rows)
+    if key and len(shown):
+        shown = shown.set_index(key)
+    caption = ("McNemar's test on the images exactly one of the two gets right: exact binomial up to 25 such images, "
+               "χ² with continuity correction above.")
+    return Table(shown, significance, caption=caption)
+
+
+def per_class_accuracy(result) -> Table:
+    """Per-class top-1 of one stored variant on its labelled images, worst first, each with its 95 % interval;
+    `.raw` is evaluation.metrics.per_class_accuracy (sorted by class)."""
+    import pandas as pd
+
+    from trtlab.evaluation.metrics import per_class_accuracy as numbers, wilson_interval
+
+    raw = numbers(result)
+    order = raw.sort_values(["accuracy", "images", "class"], ascending=[True, False, True], kind="stable")
+    shown = pd.DataFrame({
+        "images": order["images"].to_numpy(), "correct": order["correct"].to_numpy(),
+        f"top-1 ({CI})": [percent_ci(c / n, *wilson_interval(int(c), int(n))) for c, n in
+                          zip(order["correct"], order["images"])],
+    }, index=pd.Index(list(order["name"]), name="class"))
+    return Table(shown, raw, caption=f"{result.variant} on {int(raw['images'].sum())} labelled images of "
+                                     f"{len(raw)} classes, worst first; intervals: 95 % Wilson.")

@@ -1,0 +1,396 @@
+"""Head to head: the question the workbench exists for — which of two variants (typically INT8 minmax vs entropy)
+to keep, and whether the difference between them is real.
+
+`head_to_head(results, a, b)` reads stored results (and the variants' calibration caches) only: both variants'
+accuracy and agreement with the reference with 95 % intervals, McNemar's test between the two (not each against
+the reference), the classes each loses against the reference side by side, the tensors whose calibration
+thresholds differ most, and one sentence saying whether the difference is real. Notebook 03's `result.verdict()`,
+the A/B widget and the dashboard's `dash.compare()` all show a `HeadToHead`.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from trtlab.evaluation.metrics import accuracy, agreement, consistency_table, per_class_drift
+from trtlab.evaluation.results import VariantResult
+from trtlab.evaluation.significance import compare_accuracy, compare_agreement
+from trtlab.views.formatting import MISSING, Table, number, percent, points, pvalue, ratio
+from trtlab.views.tables import variant_view
+
+ALPHA = 0.05
+MANY_IMAGES = 10_000  # below this, "not a real difference" comes with "evaluate on more images"
+SCALE_ROWS = 10
+DRIFT_ROWS = 15
+
+
+class PairError(ValueError):
+    """A head-to-head that cannot be made (names not stored, fewer than two variants)."""
+
+
+# -- which two ------------------------------------------------------------------------------------------------------
+def int8_algorithm(result: VariantResult) -> str | None:
+    """'minmax', 'entropy', 'percentile', ... for an INT8 variant (from its recipe, else its label); None otherwise."""
+    recipe = result.record.get("recipe") or {}
+    if recipe.get("precision") == "int8":
+        return recipe.get("algorithm") or "int8"
+    match = re.match(r"int8-([a-z]+)", result.variant)
+    return match.group(1) if match else None
+
+
+def _rank_key(result: VariantResult, reference: VariantResult):
+    """Best first: top-1 accuracy, then agreement with the reference, then mean logit cosine."""
+    top1 = accuracy(result)["top1"]
+    agree = agreement(result, reference)
+    return (-(top1 if math.isfinite(top1) else -1), -agree["top1_agreement"], -agree["cosine_mean"])
+
+
+def default_pair(results: dict[str, VariantResult], reference: str) -> tuple[str, str]:
+    """minmax vs entropy when both are stored (the best of each, preferring a pair calibrated alike: same images
+    and guards); else the best two INT8 variants; else the best two variants other than the reference."""
+    ref = results[reference]
+    others = [name for name in results if name != reference]
+    ranked = sorted(others, key=lambda name: _rank_key(results[name], ref))
+    algorithms = {name: int8_algorithm(results[name]) for name in ranked}
+    minmax = [n for n in ranked if algorithms[n] == "minmax"]
+    entropy = [n for n in ranked if algorithms[n] == "entropy"]
+    if minmax and entropy:
+        alike = [(m, e) for m in minmax for e in entropy if _calibrated_alike(results[m], results[e])]
+        return alike[0] if alike else (minmax[0], entropy[0])
+    int8 = [n for n in ranked if algorithms[n]]
+    pool = int8 if len(int8) >= 2 else ranked
+    if len(pool) < 2:
+        raise PairError(f"a head-to-head needs two variants besides the reference {reference!r}; stored: "
+                        f"{', '.join(results)}; evaluate another (e.g. Recipe(algorithm='minmax') and 'entropy')")
+    return pool[0], pool[1]
+
+
+def resolve_variant(results: dict[str, VariantResult], name: str | None, reference: str) -> str | None:
+    """A stored label, or an algorithm name ('minmax', 'entropy', 'percentile') for the best INT8 variant
+    calibrated with it — so notebooks need not spell calibration sizes ('int8-minmax@512')."""
+    if name is None or name in results:
+        return name
+    ref = results[reference]
+    matching = sorted((n for n in results if n != reference and int8_algorithm(results[n]) == name),
+                      key=lambda n: _rank_key(results[n], ref))
+    if not matching:
+        raise PairError(f"{name!r} is neither a stored variant nor the algorithm of one; stored: {', '.join(results)}")
+    return matching[0]
+
+
+def _calibrated_alike(a: VariantResult, b: VariantResult) -> bool:
+    ra, rb = a.record.get("recipe") or {}, b.record.get("recipe") or {}
+    keys = ("calibration_images", "calibration_batch", "guards", "seed")
+    return all(ra.get(k) == rb.get(k) for k in keys)
+
+
+# -- the result -----------------------------------------------------------------------------------------------------
+@dataclass
+class HeadToHead:
+    """Two variants side by side against a reference. Numbers in `summary` (consistency_table rows), `accuracy_test`
+    and `agreement_test` (McNemar, first vs second), `drift` (per-class accuracy of both, side by side) and
+    `scales` (calibration thresholds); `sentence` says whether the difference is real."""
+
+    first: str
+    second: str
+    reference: str
+    summary: object
+    accuracy_test: dict
+    agreement_test: dict
+    drift: object
+    scales: object | None = None
+    scale_notes: list = field(default_factory=list)
+    sentence: str = ""
+
+    # -- tables for people --------------------------------------------------------------------------------------
+    def summary_table(self) -> Table:
+        return variant_view(self.summary)
+
+    def test_table(self) -> Table:
+        """McNemar between the two, on correctness (labelled images) and on agreement with the reference: the
+        columns name the variants, so the counts read the right way round."""
+        import pandas as pd
+
+        a, b = self.first, self.second
+        rows, index = [], []
+        for label, test, total in (("top-1 right", self.accuracy_test, self.accuracy_test["labelled"]),
+                                   (f"top-1 agrees with {self.reference}", self.agreement_test,
+                                    self.agreement_test["images"])):
+            if not total:
+                continue
+            index.append(f"{label} ({total} {'labelled ' if test is self.accuracy_test else ''}images)")
+            rows.append({f"only {a}": test["b"], f"only {b}": test["c"],
+                         "McNemar p": f"{pvalue(test['pvalue'])} ({'exact' if test['method'] == 'exact' else 'χ²'})",
+                         "real difference? (5 %)": "yes" if test["significant"] else "no"})
+        shown = pd.DataFrame(rows, index=pd.Index(index, name="outcome"))
+        return Table(shown, shown, caption=f"Counts: images where only that variant is right (or agrees with "
+                                           f"{self.reference}); McNemar's test between {a} and {b}.")
+
+    def drift_table(self) -> Table:
+        """Classes either variant changes against the reference: both accuracies side by side, worst first."""
+        import pandas as pd
+
+        changed = self.drift[(self.drift["delta_first"] != 0) | (self.drift["delta_second"] != 0)].head(DRIFT_ROWS)
+        shown = pd.DataFrame({
+            "images": changed["images"].astype(int).to_numpy(),
+            self.reference: [percent(v) for v in changed["reference_accuracy"]],
+            self.first: [_with_delta(v, d) for v, d in zip(changed["first_accuracy"], changed["delta_first"])],
+            self.second: [_with_delta(v, d) for v, d in zip(changed["second_accuracy"], changed["delta_second"])],
+        }, index=pd.Index(list(changed["name"]), name="class"))
+        more = int(((self.drift["delta_first"] != 0) | (self.drift["delta_second"] != 0)).sum()) - len(changed)
+        return Table(shown, self.drift, caption=f"Per-class top-1 accuracy against {self.reference}"
+                     + (f"; {more} more changed classes not shown." if more > 0 else "."))
+
+    def scale_table(self) -> Table | None:
+        if self.scales is None:
+            return None
+        import pandas as pd
+
+        shown = pd.DataFrame({
+            f"{self.first} threshold": [number(v) for v in self.scales["first_threshold"]],
+            f"{self.second} threshold": [number(v) for v in self.scales["second_threshold"]],
+            f"{self.first} / {self.second}": [ratio(v) for v in self.scales["ratio"]],
+        }, index=pd.Index(list(self.scales["tensor"]), name="tensor"))
+        return Table(shown, self.scales, caption=" ".join(self.scale_notes))
+
+    def losses(self) -> str:
+        """Which classes each variant loses against the reference, in one line."""
+        parts = []
+        for name, column in ((self.first, "delta_first"), (self.second, "delta_second")):
+            lost = self.drift[self.drift[column] < 0].sort_values(column, kind="stable")
+            listed = ", ".join(lost["name"].head(5)) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
+            parts.append(f"{name} loses {len(lost)} class{'es' if len(lost) != 1 else ''}"
+                         + (f" ({listed})" if len(lost) else ""))
+        return "; ".join(parts) + f" against {self.reference}."
+
+    def figure(self):
+        return plot_drift_side_by_side(self)
+
+    # -- display --------------------------------------------------------------------------------------------------
+    def _sections(self):
+        """(heading, Table | text | figure) in display order."""
+        sections = [(None, self.sentence), ("Accuracy and agreement", self.summary_table()),
+                    (f"Is the difference real? McNemar's test between {self.first} and {self.second}",
+                     self.test_table())]
+        if self.accuracy_test["labelled"]:
+            sections += [("Classes each loses", self.losses()), (None, self.drift_table()), (None, "figure")]
+        table = self.scale_table()
+        sections.append(("Calibration thresholds that differ most", table if table is not None
+                         else " ".join(self.scale_notes)))
+        return sections
+
+    def _ipython_display_(self):
+        from IPython.display import HTML, Image, Markdown, display
+
+        from trtlab.views.figures import figure_png
+
+        display(Markdown(f"### Head to head: {self.first} vs {self.second} (reference {self.reference})"))
+        for heading, part in self._sections():
+            if heading:
+                display(Markdown(f"**{heading}**"))
+            if part == "figure":
+                display(Image(data=figure_png(self.figure()), format="png"))
+            elif isinstance(part, Table):
+                display(HTML(part.html()))
+            else:
+                display(Markdown(part))
+
+    def html(self, figure_png_bytes: bytes | None = None) -> str:
+        """The head-to-head as an HTML fragment (the dashboard's section)."""
+        import base64
+        import html as _html
+
+        from trtlab.views.figures import figure_png
+
+        parts = [f"<p><b>{_html.escape(self.sentence)}</b></p>"]
+        for heading, part in self._sections()[1:]:
+            if heading:
+                parts.append(f"<h3>{_html.escape(heading)}</h3>")
+            if part == "figure":
+                data = figure_png_bytes or figure_png(self.figure())
+                parts.append(f'<img alt="per-class drift side by side" src="data:image/png;base64,'
+                             f'{base64.b64encode(data).decode("ascii")}">')
+            elif isinstance(part, Table):
+                parts.append(part.html())
+            else:
+                parts.append(f"<p>{_html.escape(part)}</p>")
+        return "\n".join(parts)
+
+    def text(self) -> str:
+        lines = [f"Head to head: {self.first} vs {self.second} (reference {self.reference})", self.sentence, ""]
+        for heading, part in self._sections()[1:]:
+            if part == "figure":
+                continue
+            if heading:
+                lines.append(f"{heading}:")
+            lines += [part.text() if isinstance(part, Table) else part, ""]
+        return "\n".join(lines).rstrip() + "\n"
+
+    def __repr__(self) -> str:
+        return self.text()
+
+
+def _with_delta(value, delta) -> str:
+    return percent(value) + ("" if not delta else f" ({points(delta, 0)})")
+
+
+# -- computing it ---------------------------------------------------------------------------------------------------
+def head_to_head(results: dict[str, VariantResult], first: str | None = None, second: str | None = None,
+                 reference: str | None = None, caches: dict | None = None, alpha: float = ALPHA) -> HeadToHead:
+    """The head-to-head of `first` and `second` (default: default_pair) against `reference` (default fp32). Each
+    is a stored label or an algorithm name ('minmax': the best variant calibrated with minmax).
+
+    caches: {variant: calibration cache path} where known (A/B results know theirs); otherwise each INT8 variant's
+    cache is looked up beside the model its run record names."""
+    reference = reference or ("fp32" if "fp32" in results else next(iter(results)))
+    if reference not in results:
+        raise PairError(f"reference {reference!r} is not stored here; stored: {', '.join(results)}")
+    first, second = (resolve_variant(results, name, reference) for name in (first, second))
+    if first is None or second is None:
+        if first is None and second is None:
+            first, second = default_pair(results, reference)
+        else:
+            given = first or second
+            rest = {n: r for n, r in results.items() if n != given}
+            partner = [n for n in default_pair(rest, reference) if n != given] if len(rest) > 2 else \
+                [n for n in rest if n != reference]
+            if not partner:
+                raise PairError(f"no second variant to compare {given!r} with; stored: {', '.join(results)}")
+            first, second = given, partner[0]
+    if first == second:
+        raise PairError(f"compare two different variants (both are {first!r})")
+    ref, a, b = results[reference], results[first], results[second]
+    summary = consistency_table({reference: ref, first: a, second: b}, reference, compare_with=(), alpha=alpha)
+    acc_test = compare_accuracy(a, b, alpha)
+    acc_test.pop("table")
+    agree_test = compare_agreement(a, b, ref, alpha)
+    drift = _drift_side_by_side(a, b, ref)
+    caches = dict(caches or {})
+    for name in (first, second):
+        caches.setdefault(name, calibration_cache_of(results[name]))
+    scales, notes = scale_differences(first, caches.get(first), second, caches.get(second))
+    out = HeadToHead(first, second, reference, summary, acc_test, agree_test, drift, scales, notes)
+    out.sentence = verdict_sentence(out, alpha)
+    return out
+
+
+def _drift_side_by_side(a: VariantResult, b: VariantResult, ref: VariantResult):
+    """One row per labelled class: images, reference accuracy, both variants' accuracies and changes; worst first."""
+    first, second = per_class_drift(a, ref), per_class_drift(b, ref)
+    columns = ["class", "name", "images", "reference_accuracy"]
+    merged = first[columns + ["variant_accuracy", "delta"]].rename(
+        columns={"variant_accuracy": "first_accuracy", "delta": "delta_first"}).merge(
+        second[["class", "variant_accuracy", "delta"]].rename(
+            columns={"variant_accuracy": "second_accuracy", "delta": "delta_second"}), on="class", how="outer")
+    merged["worst"] = merged[["delta_first", "delta_second"]].min(axis=1)
+    merged = merged.sort_values(["worst", "images", "class"], ascending=[True, False, True], kind="stable")
+    return merged.drop(columns="worst").reset_index(drop=True)
+
+
+def calibration_cache_of(result: VariantResult) -> Path | None:
+    """The calibration cache written beside an INT8 variant's model (its run record names the model)."""
+    model = result.record.get("model")
+    if not model or int8_algorithm(result) is None:
+        return None
+    path = Path(str(model)).parent / "calibration.cache"
+    return path if path.is_file() else None
+
+
+def scale_differences(first: str, first_cache, second: str, second_cache, top: int = SCALE_ROWS):
+    """(DataFrame of the `top` tensors whose thresholds differ most — tensor, both thresholds (= scale × 127),
+    ratio — or None, notes saying what was compared or why nothing was)."""
+    import pandas as pd
+
+    from trtlab.quantization.calibration_cache import BadCalibrationCache, read_calibration_cache
+
+    lacking = [name for name, cache in ((first, first_cache), (second, second_cache)) if not cache]
+    if lacking:
+        return None, [f"No calibration cache for {' and '.join(lacking)} (not an INT8 variant calibrated by trtlab, "
+                      f"or its files were moved): thresholds not compared."]
+    try:
+        _, a = read_calibration_cache(first_cache)
+        _, b = read_calibration_cache(second_cache)
+    except (BadCalibrationCache, OSError) as exc:
+        return None, [f"Calibration caches not compared: {exc}"]
+    common = [t for t in a if t in b]
+    if not common:
+        return None, [f"The calibration caches of {first} and {second} share no tensor name (different graphs or "
+                      f"guards): thresholds not compared."]
+    frame = pd.DataFrame({"tensor": common, "first_threshold": [a[t] * 127.0 for t in common],
+                          "second_threshold": [b[t] * 127.0 for t in common]})
+    frame["ratio"] = frame["first_threshold"] / frame["second_threshold"]
+    spread = np.abs(np.log(frame["ratio"].to_numpy(float)))
+    differ = int((spread > math.log(1.1)).sum())
+    frame = frame.assign(spread=spread).sort_values("spread", ascending=False, kind="stable").head(top)
+    median = float(np.median([a[t] / b[t] for t in common]))
+    notes = [f"{differ} of {len(common)} activation tensors have thresholds more than 10 % apart (median "
+             f"{first} / {second}: {ratio(median)}); threshold = scale × 127, TensorRT's per-tensor symmetric INT8."]
+    return frame.drop(columns="spread").reset_index(drop=True), notes
+
+
+def verdict_sentence(h: HeadToHead, alpha: float = ALPHA) -> str:
+    """One sentence: do the two differ for real? On correctness when labelled, else on agreement with the
+    reference."""
+    a, b = h.first, h.second
+    labelled = bool(h.accuracy_test["labelled"])
+    test = h.accuracy_test if labelled else h.agreement_test
+    n = test["labelled"] if labelled else test["images"]
+    more = " — evaluate on more images (notebook 01)" if n < MANY_IMAGES else ""
+    if test["discordant"] == 0:
+        if labelled:
+            both = int(round(test["first_top1"] * n))
+            return (f"{a} and {b} are right on exactly the same {both} of {n} labelled images: no difference at "
+                    f"this sample size{more}.")
+        return (f"No labels: {a} and {b} agree with {h.reference} on exactly the same {test['both']} of {n} images: "
+                f"no difference at this sample size{more}.")
+    shown = pvalue(test["pvalue"])
+    p = f"p {shown}" if shown.startswith("<") else f"p = {shown}"
+    if labelled:
+        head = (f"{a} and {b} differ on {test['discordant']} of {n} labelled images ({a} alone right on "
+                f"{test['b']}, {b} on {test['c']}; McNemar {p})")
+    else:
+        head = (f"No labels: {a} and {b} differ in agreeing with {h.reference} on {test['discordant']} of {n} images "
+                f"({a} alone agrees on {test['b']}, {b} on {test['c']}; McNemar {p})")
+    if test["significant"]:
+        winner = a if test["b"] > test["c"] else b
+        return f"{head}: a real difference at the {100 * alpha:g} % level — {winner} is better."
+    return f"{head}: not a real difference at this sample size{more}."
+
+
+# -- figure ---------------------------------------------------------------------------------------------------------
+def plot_drift_side_by_side(h: HeadToHead, top: int = DRIFT_ROWS):
+    """Per-class top-1 change against the reference of both variants, side by side on one class axis."""
+    from trtlab.views.figures import _figure, _panel_inches, _short, fit
+
+    changed = h.drift[(h.drift["delta_first"] != 0) | (h.drift["delta_second"] != 0)].head(top)
+    fig = _figure(11.0, max(2.6, 0.3 * len(changed) + 2.0))
+    axes = fig.subplots(1, 2, sharey=True)
+    fig.suptitle(f"Per-class top-1 change against {h.reference}, side by side (red: the class loses, green: gains)",
+                 fontsize=11)
+    if not len(changed):
+        for ax in axes:
+            ax.text(0.5, 0.5, "no class changed", ha="center", va="center", transform=ax.transAxes)
+            ax.set_yticks([])
+    else:
+        y = np.arange(len(changed))[::-1]
+        span = max(1.0, float(np.nanmax(np.abs(changed[["delta_first", "delta_second"]].to_numpy(float)))) * 100)
+        for ax, column in zip(axes, ("delta_first", "delta_second")):
+            values = changed[column].fillna(0).to_numpy(float) * 100
+            ax.barh(y, values, color=["#c0392b" if v < 0 else "#27ae60" for v in values])
+            ax.axvline(0, color="black", linewidth=0.8)
+            ax.set_xlim(-span * 1.08, span * 1.08)
+            ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+            ax.set_axisbelow(True)
+        axes[0].set_yticks(y, [f"{_short(n, 24)} (n={int(i)})" for n, i in zip(changed["name"], changed["images"])],
+                           fontsize=8)
+    for ax, name, column in zip(axes, (h.first, h.second), ("delta_first", "delta_second")):
+        lost = int((h.drift[column] < 0).sum())
+        ax.set_title(fit(f"{name}: loses {lost} class{'es' if lost != 1 else ''}", _panel_inches(ax), 10),
+                     fontsize=10)
+        ax.set_xlabel(f"Δ top-1 vs {h.reference} (percentage points)")
+    axes[1].tick_params(labelleft=False)
+    return fig
