@@ -64,8 +64,9 @@ def top5_from_logits(logits: np.ndarray, k: int = 5) -> tuple[np.ndarray, np.nda
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.+@~-]{1,100}$")
 STORE_FILE = "store.json"
 LOCK_FILE = ".lock"
-_held: dict = {}  # store folder → how deep this process holds its lock (the lock is re-entrant within a process)
-_held_guard = threading.RLock()
+_held = threading.local()  # .folders: store folder → how deep this thread holds the store's lock
+_held_guard = threading.Lock()
+_thread_locks: dict = {}  # store folder → the lock that keeps this process's threads apart
 
 
 class ResultsStore:
@@ -180,37 +181,37 @@ class ResultsStore:
 
     @contextlib.contextmanager
     def locked(self):
-        """Exclusive lock on this store (flock on <folder>/.lock) for choosing a label and saving under it: evaluation
-        processes on several GPUs write one store, and each file is written atomically, but two writers must not
-        pick the same free label. Re-entrant within a process; a no-op where flock does not exist."""
-        try:
-            import fcntl
-        except ImportError:  # not POSIX: one writer at a time is the caller's business
-            yield
-            return
+        """Exclusive lock on this store for choosing a label and saving under it: evaluation processes on several
+        GPUs (and threads) write one store, and each file is written atomically, but two writers must not pick the
+        same free label. flock on <folder>/.lock between processes, a lock per folder between threads; re-entrant
+        in a thread. Where flock does not exist, only threads are kept apart."""
         key = str(self.folder.resolve())
-        with _held_guard:
-            depth = _held.get(key, 0)
-            if depth:
-                _held[key] = depth + 1
-        if depth:
+        held = _held.__dict__.setdefault("folders", {})
+        if held.get(key):
+            held[key] += 1
             try:
                 yield
             finally:
-                with _held_guard:
-                    _held[key] -= 1
+                held[key] -= 1
             return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with open(self.folder / LOCK_FILE, "a+") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            with _held_guard:
-                _held[key] = 1
-            try:
-                yield
-            finally:
-                with _held_guard:
-                    _held.pop(key, None)
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with _held_guard:
+            thread_lock = _thread_locks.setdefault(key, threading.Lock())
+        with thread_lock:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with open(self.folder / LOCK_FILE, "a+") as handle:
+                try:
+                    import fcntl
+                except ImportError:  # not POSIX
+                    fcntl = None
+                if fcntl is not None:
+                    fcntl.flock(handle, fcntl.LOCK_EX)
+                held[key] = 1
+                try:
+                    yield
+                finally:
+                    held.pop(key, None)
+                    if fcntl is not None:
+                        fcntl.flock(handle, fcntl.LOCK_UN)
 
     def label_for(self, label: str, variant_key: str | None, identity: dict | None = None,
                   backend: str | None = None) -> str:

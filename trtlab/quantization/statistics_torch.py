@@ -184,6 +184,9 @@ def collect_on_torch(model, requested: list[str], input_tensors: list[str], cach
     finally:
         restore_numerics(saved)
         feed.close()
+        del module
+        if device.type == "cuda":
+            torch.cuda.empty_cache()  # give the memory back to the evaluation that follows (other processes too)
     bar.close()
     how = f"torch on {device_name(device)}, {rows} images per forward"
     peak = rows * per_image if per_image else 0
