@@ -233,9 +233,14 @@ class ResultsStore:
     def free_label(self, label: str, variant_key: str | None) -> str:
         """`label` when it is free or already this variant's; else `label~<key>` (two variants that share a
         readable name, e.g. calibrated on different image sets, both stay)."""
-        if label not in self or self.record(label).get("variant_key") == variant_key:
-            return label
-        return f"{label}~{(variant_key or 'nokey')[:6]}"
+        key = variant_key or "nokey"
+        # longer key prefixes, then a counter, when a shorter one is taken by yet another variant
+        candidates = [label] + [f"{label}~{key[:n]}" for n in (6, 10, 16) if n <= len(key)] + [f"{label}~{key}"]
+        candidates += [f"{label}~{key[:6]}-{k}" for k in range(2, 1000)]
+        for candidate in candidates:
+            if candidate not in self or self.record(candidate).get("variant_key") == variant_key:
+                return candidate
+        raise ValueError(f"{self.folder} holds over 1000 variants labelled {label!r}; choose another label")
 
     def save(self, result: VariantResult, replaces: str | None = None) -> Path:
         """Write `result` under its label (atomically, under the store's lock). A label holding another variant key
@@ -261,8 +266,9 @@ class ResultsStore:
                              f"{self.record(result.variant).get('variant_key')}, not {key}); refusing to overwrite it "
                              f"— store this one under store.free_label({result.variant!r}, key)")
         self.folder.mkdir(parents=True, exist_ok=True)
+        # the returned result carries the date it was stored with, like one loaded from the store
+        result.record.setdefault("date", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
         record = dict(result.record)
-        record.setdefault("date", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
         record["variant"] = result.variant
         record["images"] = len(result)
         record["schema"] = STORE_SCHEMA
