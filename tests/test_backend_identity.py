@@ -232,3 +232,15 @@ def test_cli_backend_choices():
     with pytest.raises(UserError, match="'cuda' is not a backend"):
         parse(["--model", "m", "--data", "d", "--backend", "cuda"])
     assert dashboard.parse(["--allow-mixed-backends"]).allow_mixed_backends is True
+
+
+def test_calibrate_cli_takes_backend_batch_and_parallel():
+    from trtlab.cli.commands.calibrate import COMMAND as calibrate
+
+    args = calibrate.parse(["--model", "m", "--data", "d", "--backend", "gpu", "--parallel", "2",
+                            "--batch-size", "256"])
+    assert (args.backend, args.parallel, args.batch_size) == ("torch", 2, 256)
+    default = calibrate.parse(["--model", "m", "--data", "d"])
+    assert (default.backend, default.parallel) == ("auto", "auto")
+    with pytest.raises(UserError, match="--parallel 'x' is not auto, off or a number of processes"):
+        calibrate.parse(["--model", "m", "--data", "d", "--parallel", "x"])
