@@ -58,15 +58,7 @@ def evaluate(
     from trtlab.evaluation.identity import Experiment, variant_identity, variant_key
 
     info = inspect_classifier(model_path)
-    if info.image_size != (cache.preprocess.crop, cache.preprocess.crop):
-        raise ValueError(f"{Path(model_path).name} takes {info.image_size[0]}×{info.image_size[1]} images but the "
-                         f"decode cache holds {cache.preprocess.crop}×{cache.preprocess.crop} crops; "
-                         f"use a preprocessing with crop={info.image_size[0]}")
-    if isinstance(info.input_shape[0], int) and info.input_shape[0] != batch_size:
-        if progress:
-            log.info(f"{Path(model_path).name} has a fixed batch of {info.input_shape[0]}; using batch_size="
-                  f"{info.input_shape[0]} (re-export with a dynamic batch for faster evaluation)")
-        batch_size = info.input_shape[0]
+    batch_size = checked_batch_size(model_path, info, cache, batch_size, progress)
     recipe = dict(recipe or {"precision": "fp32"})
     requested = np.arange(len(cache.dataset)) if indices is None else np.asarray(indices, np.int64)
     experiment = experiment or Experiment.for_evaluation(info, cache, requested)
@@ -82,12 +74,9 @@ def evaluate(
     indices = requested[np.isin(requested, valid)]
     ids = cache.dataset.image_ids()
     stored_label, replaces = find_stored(store, identity, key, runner.identity())
-    if not force and stored_label is not None:
-        stored = store.load(stored_label)
-        if stored.record.get("model_sha256") == info.sha256 and stored.image_ids == [ids[i] for i in indices]:
-            if progress:
-                log.info(f"{stored_label}: reusing stored results ({len(stored)} images) from {store.folder}")
-            return stored
+    reusable = None if force else reusable_result(store, stored_label, info, [ids[i] for i in indices], progress)
+    if reusable is not None:
+        return reusable
     variant = stored_label or store.label_for(variant, key, identity, runner.identity())
     if len(indices) == 0:
         raise ValueError(f"no decodable images in dataset {cache.dataset.name!r}; see {cache.folder}/failures.json")
@@ -121,29 +110,63 @@ def evaluate(
         top5_indices=top5_indices,
         top5_probs=top5_probs,
         logits=logits.astype(np.float16),
-        record={
-            "model": str(model_path),
-            "model_sha256": info.sha256,  # the file evaluated; experiment.model_sha256 is its source model
-            "experiment": experiment.to_dict(),
-            "variant_key": key,
-            "identity": identity,
-            "recipe": recipe,
-            "backend": description,
-            "backend_choice": choice,
-            # the evaluation images that could not be read (file and reason): the report names them
-            "dataset": {"name": cache.dataset.name, "fingerprint": experiment.dataset_fingerprint,
-                        "decode_cache": cache.key, "skipped_images": cache.skipped(requested)},
-            "preprocess": cache.preprocess.to_dict(),
-            "batch_size": batch_size,
-            "seconds": round(time.time() - started, 3),
-            "host": {"python": platform.python_version(), "machine": platform.machine(),
-                     "numpy": np.__version__},
-            **(record_extra or {}),
-        },
+        record=run_record(model_path, info, experiment, key, identity, recipe, description, choice, cache,
+                          requested, batch_size, started, record_extra),
     )
     _save(store, result, identity, key, runner.identity(), stored_label, replaces)
     checkpoint.clear()
     return result
+
+
+def checked_batch_size(model_path, info, cache, batch_size: int, progress: bool) -> int:
+    """The batch to evaluate with (a model exported with a fixed batch: that one, said once); a model whose input
+    size is not the decode cache's crop is refused."""
+    if info.image_size != (cache.preprocess.crop, cache.preprocess.crop):
+        raise ValueError(f"{Path(model_path).name} takes {info.image_size[0]}×{info.image_size[1]} images but the "
+                         f"decode cache holds {cache.preprocess.crop}×{cache.preprocess.crop} crops; "
+                         f"use a preprocessing with crop={info.image_size[0]}")
+    if isinstance(info.input_shape[0], int) and info.input_shape[0] != batch_size:
+        if progress:
+            log.info(f"{Path(model_path).name} has a fixed batch of {info.input_shape[0]}; using batch_size="
+                     f"{info.input_shape[0]} (re-export with a dynamic batch for faster evaluation)")
+        return info.input_shape[0]
+    return batch_size
+
+
+def run_record(model_path, info, experiment, key, identity, recipe, description, choice, cache, requested,
+               batch_size, started, record_extra) -> dict:
+    """The run record stored beside a variant's results: what was evaluated, on what, how and how long."""
+    return {
+        "model": str(model_path),
+        "model_sha256": info.sha256,  # the file evaluated; experiment.model_sha256 is its source model
+        "experiment": experiment.to_dict(),
+        "variant_key": key,
+        "identity": identity,
+        "recipe": recipe,
+        "backend": description,
+        "backend_choice": choice,
+        # the evaluation images that could not be read (file and reason): the report names them
+        "dataset": {"name": cache.dataset.name, "fingerprint": experiment.dataset_fingerprint,
+                    "decode_cache": cache.key, "skipped_images": cache.skipped(requested)},
+        "preprocess": cache.preprocess.to_dict(),
+        "batch_size": batch_size,
+        "seconds": round(time.time() - started, 3),
+        "host": {"python": platform.python_version(), "machine": platform.machine(),
+                 "numpy": np.__version__},
+        **(record_extra or {}),
+    }
+
+
+def reusable_result(store: ResultsStore, label: str | None, info, image_ids: list, progress: bool):
+    """The stored result under `label` when it was computed from this model file on these images, else None."""
+    if label is None:
+        return None
+    stored = store.load(label)
+    if stored.record.get("model_sha256") != info.sha256 or stored.image_ids != image_ids:
+        return None
+    if progress:
+        log.info(f"{label}: reusing stored results ({len(stored)} images) from {store.folder}")
+    return stored
 
 
 def backend_runner(model_path, backend: str = "auto", runner_options: dict | None = None,
