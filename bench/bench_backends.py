@@ -10,6 +10,9 @@ in this run, and the GPU rows the top-1 agreement and logit cosine of their logi
     # 2. on the GPU machine, offline (torch, onnx, onnxruntime, numpy; nothing else):
     python bench/bench_backends.py run [--images 4096] [--cpu-images 512] [--batch 256] [--cpu-batch 32]
                                        [--variants fp32,int8] [--json results.json]
+                                       [--calibration-images 1000] [--ab-images 5000] [--ab-calibration 512]
+    # then (same run): calibration vs one forward pass at N=1000 on the CPU pinned to 2 and 4 cores and on the GPU,
+    # and the A/B end to end (FP32 + INT8 minmax/entropy/percentile on 5,000 images) on the GPU — bench/bench_ab.py
 
 On the lead's GPU machine (carry `.devcarry`; no wheels needed there: torch, onnx, onnxruntime, numpy, opencv are
 installed), the GPU tests and this bench:
@@ -81,6 +84,7 @@ def prepare(assets: Path, workspace: str | None) -> None:
     convert_to_fp16(path16, keep_op_types=frozenset(), output_path=assets / VARIANT_FILES["int8-fp16path"])
     crops = np.asarray(cache.crops[cache.valid_indices])
     np.save(assets / "crops.npy", crops)
+    np.save(assets / "labels.npy", np.asarray(cache.dataset.labels[cache.valid_indices], np.int64))  # bench_ab
     atomic_write_json(assets / "manifest.json", {
         "model": "efficientnet-lite0", "int8_recipe": recipe.to_dict(), "preprocess": cache.preprocess.to_dict(),
         "photos": len(crops), "files": {v: {"file": f, "sha256": sha256_file(assets / f)}
@@ -227,9 +231,36 @@ def run(args) -> int:
     describe = next(iter(summary["variants"].values()))["describe"]
     print(f"GPU backend: {describe['device']}, torch {describe['torch']} (CUDA {describe['cuda']}), TF32 off, cuDNN "
           f"deterministic={describe['cudnn_deterministic']} benchmark={describe['cudnn_benchmark']}")
+    summary.update(workflow_parts(args, assets, manifest, base, device, work))
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1, default=str))
     return 0
+
+
+def workflow_parts(args, assets: Path, manifest: dict, base: np.ndarray, device: str, work: Path) -> dict:
+    """Calibration vs one forward pass (CPU pinned to 2 and 4 cores, and the GPU), then the A/B end to end on the
+    GPU backend — bench_ab.py, in this same run."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_ab import ab_end_to_end, calibration_vs_forward, print_ab, print_calibration
+
+    out = {"calibration": []}
+    model = str(assets / VARIANT_FILES["fp32"])
+    if args.calibration_images:
+        print()
+        on_device = device if device.startswith("cuda") else "torch-cpu"  # --device cpu: trying the script
+        for where, cores in [("cpu", 2), ("cpu", 4), (on_device, None)]:
+            if where == "cpu" and cores > len(os.sched_getaffinity(0)):
+                continue
+            result = calibration_vs_forward(model, base, manifest["preprocess"], args.calibration_images,
+                                            args.calibration_batch, where, work, cores)
+            print_calibration(result)
+            out["calibration"].append(result)
+    if args.ab_images:
+        labels = np.load(assets / "labels.npy") if (assets / "labels.npy").exists() else np.full(len(base), -1)
+        out["ab"] = ab_end_to_end(model, base, labels, manifest["preprocess"], args.ab_images, args.ab_calibration,
+                                  "torch", args.batch, work)
+        print_ab(out["ab"])
+    return out
 
 
 def print_rows(rows, cpu_options) -> None:
@@ -257,6 +288,10 @@ def main(argv=None) -> int:
     r.add_argument("--variants", default="fp32,int8", help=f"comma-separated, of {', '.join(VARIANT_FILES)}")
     r.add_argument("--device", default=None, help="cuda (default when present), cuda:1, or cpu to try the script")
     r.add_argument("--json", default=None)
+    r.add_argument("--calibration-images", type=int, default=1000, help="calibration vs forward at N (0: skip)")
+    r.add_argument("--calibration-batch", type=int, default=8)
+    r.add_argument("--ab-images", type=int, default=5000, help="A/B end to end on the GPU backend (0: skip)")
+    r.add_argument("--ab-calibration", type=int, default=512)
     w = sub.add_parser("_cpu")  # the pinned CPU worker
     for name in ("--variant", "--model", "--crops", "--preprocess", "--out"):
         w.add_argument(name, required=True)

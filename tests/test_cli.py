@@ -36,8 +36,8 @@ SPELLINGS = {
     "guards": ("--guards", {"calibrate", "debug", "build"}),
     "workspace": ("--workspace", set(COMMANDS) - {"doctor"}),
     "out": ("--out", {"debug", "dashboard"}),
-    "backend": ("--backend", {"eval", "demo"}),
-    "batch_size": ("--batch-size", {"eval", "demo", "debug"}),
+    "backend": ("--backend", {"eval", "demo", "calibrate"}),
+    "batch_size": ("--batch-size", {"eval", "demo", "debug", "calibrate"}),
     "quiet": ("-q", set(COMMANDS)),
     "verbose": ("-v", set(COMMANDS)),
 }

@@ -57,6 +57,21 @@ def resolve_backend(model_path, backend: str = "auto") -> tuple[str, str]:
     return "ort", "no CUDA GPU visible to torch: ONNX Runtime on the CPU, the literal reference"
 
 
+def announce_backend(backend: str, why: str) -> None:
+    """Log 'backend: <name> — <why>' once per process and choice (what 'auto' picked, for the user)."""
+    if (backend, why) not in _announced:
+        _announced.add((backend, why))
+        log.info(f"backend: {backend} — {why}")
+
+
+def options_for(backend: str, options: dict | None) -> dict:
+    """`options` without the ONNX Runtime-only ones (the literal-reference settings) unless `backend` is 'ort'."""
+    options = dict(options or {})
+    if BACKEND_ALIASES.get(backend, backend) != "ort":
+        options = {k: v for k, v in options.items() if k not in ORT_ONLY_OPTIONS}
+    return options
+
+
 def make_runner(model_path, backend: str = "auto", verbose: bool = True, **options) -> Runner:
     """A Runner for `model_path` on `backend` ('auto', 'ort', 'trt', 'torch'/'gpu'); see `resolve_backend` for what
     'auto' picks. The choice is logged once per process (backend and why)."""
@@ -64,11 +79,10 @@ def make_runner(model_path, backend: str = "auto", verbose: bool = True, **optio
     requested = backend
     backend, why = resolve_backend(model_path, backend)
     if requested == "auto":
-        if verbose and (backend, why) not in _announced:
-            _announced.add((backend, why))
-            log.info(f"backend: {backend} — {why}")
+        if verbose:
+            announce_backend(backend, why)
         if backend == "torch":
-            options = {k: v for k, v in options.items() if k not in ORT_ONLY_OPTIONS}
+            options = options_for(backend, options)
     if backend == "torch":
         from trtlab.backends.gpu.runner import TorchRunner
 

@@ -47,6 +47,13 @@ class OrtRunner(Runner):
     def deactivate_impl(self) -> None:
         self.session = None
 
+    def identity(self) -> str:
+        """'ort-cpu' (the literal reference), or 'ort-cuda' etc. when another execution provider runs first."""
+        providers = self.session.get_providers() if self.session else (self.requested_providers or
+                                                                       default_providers())
+        first = providers[0] if providers else "CPUExecutionProvider"
+        return f"ort-{first.removesuffix('ExecutionProvider').lower()}"
+
     def describe(self) -> dict:
         import onnxruntime as ort
 
@@ -57,6 +64,7 @@ class OrtRunner(Runner):
             "providers": self.session.get_providers() if self.session else self.requested_providers,
             "graph_optimization": self.graph_optimization,
             **({"disable_quant_qdq": True} if self.disable_quant_qdq else {}),
+            "identity": self.identity(),
         }
 
 

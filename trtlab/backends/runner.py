@@ -84,3 +84,9 @@ class Runner(ABC):
     def describe(self) -> dict:
         """Backend name, versions and settings: stored in each run record."""
         return {"backend": self.backend, "runner": self.name}
+
+    def identity(self) -> str:
+        """What computes this runner's numbers, as part of a result's identity ('ort-cpu', 'torch-cuda', 'trt'):
+        two literal implementations of one graph differ by float summation order, which flips INT8 roundings, so
+        their results are never reused for, or compared with, each other silently. Known before activation."""
+        return self.backend

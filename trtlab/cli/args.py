@@ -313,7 +313,7 @@ class OutputArgs(ArgGroup):
         args.out = out
 
 
-BACKENDS = ("auto", "ort", "trt")
+BACKENDS = ("auto", "ort", "trt", "torch", "gpu")
 
 
 class BackendArgs(ArgGroup):
@@ -325,7 +325,10 @@ class BackendArgs(ArgGroup):
     def add_options(self, group):
         if self.backend:
             group.add_argument("--backend", metavar="NAME", default=None,
-                               help="auto (TensorRT where it imports, else ONNX Runtime), ort or trt (default: auto)")
+                               help="auto (TensorRT for engines; the torch GPU backend where torch sees a GPU and "
+                                    "TensorRT does not import; else ONNX Runtime on the CPU, the literal reference "
+                                    "— says which and why), ort, trt, or torch (alias gpu: ONNX graphs on the GPU "
+                                    "with literal Q/DQ) (default: auto)")
         group.add_argument("--batch-size", type=int, metavar="N", default=None,
                            help=f"images per inference batch (default: {self.batch_default})")
 
@@ -334,7 +337,15 @@ class BackendArgs(ArgGroup):
             backend = args.backend or "auto"
             if backend not in BACKENDS:
                 raise UserValueError(f"--backend {backend!r} is not a backend",
-                                     "use auto, ort (ONNX Runtime) or trt (TensorRT)")
+                                     "use auto, ort (ONNX Runtime), trt (TensorRT) or torch (alias gpu: the torch "
+                                     "GPU backend)")
+            if backend in ("torch", "gpu"):
+                import importlib.util
+
+                if importlib.util.find_spec("torch") is None:
+                    raise UserValueError(f"--backend {backend} needs torch, which is not installed here",
+                                         "install torch (Kaggle has it), or use --backend ort")
+                backend = "torch"
             args.backend = backend
         args.batch_size = positive("--batch-size", args.batch_size) or self.batch_default
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from trtlab.backends import make_runner
+from trtlab.backends import announce_backend, make_runner, options_for, resolve_backend
 from trtlab.data.decode_cache import DecodeCache
 from trtlab.graph.classifier import inspect_classifier
 from trtlab.core.progress import progress_bar
-from trtlab.data.batches import iter_batches
+from trtlab.data.batches import iter_batches, rows_per_batch
 from trtlab.evaluation.results import ResultsStore, VariantResult, top5_from_logits
 from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, read_checked, read_json_checked
 
@@ -38,29 +38,27 @@ def evaluate(
     checkpoint_every: int = 2048,
     experiment=None,
     identity: dict | None = None,
+    on_images=None,
 ) -> VariantResult:
     """Run `model_path` over every decoded image of `cache` and store per-image top-5 and logits as `variant`.
 
+    `backend` ('auto', 'ort', 'torch'/'gpu', 'trt') is resolved first; 'auto' says in one line which backend runs
+    and why. A runner that takes the decode cache's uint8 crops (the torch GPU backend) gets them as they are —
+    uploaded through pinned memory and normalised on the device — while the next batch is read from the cache.
     `indices` restricts evaluation to those images of the cache (e.g. the evaluation half of a split). Results go
     to the store of `experiment` (default: this model on these images with this preprocessing; variants pass the
     experiment of their source model) under the label `variant`, made unique if another variant holds it.
-    `identity` (default: the recipe) is the variant's full identity: a stored result with the same identity, model
-    file and images is reused (force=True re-runs it); nothing with another identity is overwritten. Logits are
-    checkpointed every `checkpoint_every` images, so an interrupted evaluation (a Kaggle session timing out)
-    resumes where it stopped on the next call with the same model, recipe and images.
+    `identity` (default: the recipe) is the variant's full identity, to which the backend that computes it is
+    added ('ort-cpu', 'torch-cuda', ...): a stored result with the same identity, model file and images is reused
+    (force=True re-runs it); nothing with another identity — another backend included — is overwritten, and the
+    same variant on a second backend is stored as `<label>@<backend>`. Logits are checkpointed every
+    `checkpoint_every` images, so an interrupted evaluation (a Kaggle session timing out) resumes where it stopped
+    on the next call with the same model, recipe and images. `on_images(count)` is called after every batch.
     """
     from trtlab.evaluation.identity import Experiment, variant_identity, variant_key
 
     info = inspect_classifier(model_path)
-    if info.image_size != (cache.preprocess.crop, cache.preprocess.crop):
-        raise ValueError(f"{Path(model_path).name} takes {info.image_size[0]}×{info.image_size[1]} images but the "
-                         f"decode cache holds {cache.preprocess.crop}×{cache.preprocess.crop} crops; "
-                         f"use a preprocessing with crop={info.image_size[0]}")
-    if isinstance(info.input_shape[0], int) and info.input_shape[0] != batch_size:
-        if progress:
-            log.info(f"{Path(model_path).name} has a fixed batch of {info.input_shape[0]}; using batch_size="
-                  f"{info.input_shape[0]} (re-export with a dynamic batch for faster evaluation)")
-        batch_size = info.input_shape[0]
+    batch_size = checked_batch_size(model_path, info, cache, batch_size, progress)
     recipe = dict(recipe or {"precision": "fp32"})
     requested = np.arange(len(cache.dataset)) if indices is None else np.asarray(indices, np.int64)
     experiment = experiment or Experiment.for_evaluation(info, cache, requested)
@@ -68,25 +66,24 @@ def evaluate(
         store = ResultsStore.for_experiment(experiment, workspace)
     else:
         store.bind(experiment)
-    identity = identity or variant_identity(recipe)
+    runner, choice = backend_runner(model_path, backend, runner_options, announce=progress)
+    base = identity or variant_identity(recipe)
+    identity = with_backend(base, runner)
     key = variant_key(identity)
     valid = cache.valid_indices
     indices = requested[np.isin(requested, valid)]
     ids = cache.dataset.image_ids()
-    stored_label = store.find(key)
-    if not force and stored_label is not None:
-        stored = store.load(stored_label)
-        if stored.record.get("model_sha256") == info.sha256 and stored.image_ids == [ids[i] for i in indices]:
-            if progress:
-                log.info(f"{stored_label}: reusing stored results ({len(stored)} images) from {store.folder}")
-            return stored
-    variant = stored_label or store.free_label(variant, key)
+    stored_label, replaces = find_stored(store, identity, key, runner.identity())
+    reusable = None if force else reusable_result(store, stored_label, info, [ids[i] for i in indices], progress)
+    if reusable is not None:
+        return reusable
+    variant = stored_label or store.label_for(variant, key, identity, runner.identity())
     if len(indices) == 0:
         raise ValueError(f"no decodable images in dataset {cache.dataset.name!r}; see {cache.folder}/failures.json")
-    runner = make_runner(model_path, backend=backend, **(runner_options or {}))
+    options = options_for(choice["resolved"], runner_options)
     checkpoint = EvaluationCheckpoint(store.folder / ".partial" / variant,
                                       {"model": info.sha256, "recipe": recipe, "ids": hash_json([ids[i] for i in indices]),
-                                       "backend": runner.backend, "options": runner_options or {}},
+                                       "backend": runner.identity(), "options": options},
                                       every=checkpoint_every)
     logits_chunks = [] if force else checkpoint.load()
     done = sum(len(c) for c in logits_chunks)
@@ -97,10 +94,11 @@ def evaluate(
     with runner:
         description = runner.describe()
         if progress:
-            versions = ", ".join(f"{k}={v}" for k, v in description.items() if k not in ("runner",))
+            versions = ", ".join(f"{k}={v}" for k, v in description.items() if k not in ("runner", "dtype_policy"))
             log.info(f"{variant}: running {Path(model_path).name} on {versions}")
         logits_chunks += infer_cached(runner, cache, indices[done:], batch_size, desc=f"infer {variant}",
-                                      progress=progress, on_batch=checkpoint.add, fixed_batch=info.fixed_batch)
+                                      progress=progress, on_batch=checkpoint.add, fixed_batch=info.fixed_batch,
+                                      on_images=on_images)
     logits = np.concatenate(logits_chunks) if logits_chunks else np.zeros((0, 0), np.float32)
     if logits.ndim != 2:
         raise ValueError(f"{Path(model_path).name} output has shape {list(logits.shape)}; expected N×classes logits")
@@ -112,28 +110,105 @@ def evaluate(
         top5_indices=top5_indices,
         top5_probs=top5_probs,
         logits=logits.astype(np.float16),
-        record={
-            "model": str(model_path),
-            "model_sha256": info.sha256,  # the file evaluated; experiment.model_sha256 is its source model
-            "experiment": experiment.to_dict(),
-            "variant_key": key,
-            "identity": identity,
-            "recipe": recipe,
-            "backend": description,
-            # the evaluation images that could not be read (file and reason): the report names them
-            "dataset": {"name": cache.dataset.name, "fingerprint": experiment.dataset_fingerprint,
-                        "decode_cache": cache.key, "skipped_images": cache.skipped(requested)},
-            "preprocess": cache.preprocess.to_dict(),
-            "batch_size": batch_size,
-            "seconds": round(time.time() - started, 3),
-            "host": {"python": platform.python_version(), "machine": platform.machine(),
-                     "numpy": np.__version__},
-            **(record_extra or {}),
-        },
+        record=run_record(model_path, info, experiment, key, identity, recipe, description, choice, cache,
+                          requested, batch_size, started, record_extra),
     )
-    store.save(result)
+    _save(store, result, identity, key, runner.identity(), stored_label, replaces)
     checkpoint.clear()
     return result
+
+
+def checked_batch_size(model_path, info, cache, batch_size: int, progress: bool) -> int:
+    """The batch to evaluate with (a model exported with a fixed batch: that one, said once); a model whose input
+    size is not the decode cache's crop is refused."""
+    if info.image_size != (cache.preprocess.crop, cache.preprocess.crop):
+        raise ValueError(f"{Path(model_path).name} takes {info.image_size[0]}×{info.image_size[1]} images but the "
+                         f"decode cache holds {cache.preprocess.crop}×{cache.preprocess.crop} crops; "
+                         f"use a preprocessing with crop={info.image_size[0]}")
+    if isinstance(info.input_shape[0], int) and info.input_shape[0] != batch_size:
+        if progress:
+            log.info(f"{Path(model_path).name} has a fixed batch of {info.input_shape[0]}; using batch_size="
+                     f"{info.input_shape[0]} (re-export with a dynamic batch for faster evaluation)")
+        return info.input_shape[0]
+    return batch_size
+
+
+def run_record(model_path, info, experiment, key, identity, recipe, description, choice, cache, requested,
+               batch_size, started, record_extra) -> dict:
+    """The run record stored beside a variant's results: what was evaluated, on what, how and how long."""
+    return {
+        "model": str(model_path),
+        "model_sha256": info.sha256,  # the file evaluated; experiment.model_sha256 is its source model
+        "experiment": experiment.to_dict(),
+        "variant_key": key,
+        "identity": identity,
+        "recipe": recipe,
+        "backend": description,
+        "backend_choice": choice,
+        # the evaluation images that could not be read (file and reason): the report names them
+        "dataset": {"name": cache.dataset.name, "fingerprint": experiment.dataset_fingerprint,
+                    "decode_cache": cache.key, "skipped_images": cache.skipped(requested)},
+        "preprocess": cache.preprocess.to_dict(),
+        "batch_size": batch_size,
+        "seconds": round(time.time() - started, 3),
+        "host": {"python": platform.python_version(), "machine": platform.machine(),
+                 "numpy": np.__version__},
+        **(record_extra or {}),
+    }
+
+
+def reusable_result(store: ResultsStore, label: str | None, info, image_ids: list, progress: bool):
+    """The stored result under `label` when it was computed from this model file on these images, else None."""
+    if label is None:
+        return None
+    stored = store.load(label)
+    if stored.record.get("model_sha256") != info.sha256 or stored.image_ids != image_ids:
+        return None
+    if progress:
+        log.info(f"{label}: reusing stored results ({len(stored)} images) from {store.folder}")
+    return stored
+
+
+def backend_runner(model_path, backend: str = "auto", runner_options: dict | None = None,
+                   announce: bool = True):
+    """(inactive runner, choice) for `model_path`: the backend resolved first ('auto': said in one line, once),
+    ONNX Runtime-only options dropped for the other backends. choice: requested, resolved, why (the run record's
+    `backend_choice`)."""
+    resolved, why = resolve_backend(model_path, backend)
+    if backend == "auto" and announce:
+        announce_backend(resolved, why)
+    runner = make_runner(model_path, backend=resolved, verbose=False, **options_for(resolved, runner_options))
+    return runner, {"requested": backend, "resolved": resolved, "why": why}
+
+
+def with_backend(identity: dict, runner) -> dict:
+    """The variant's identity with the backend that computes it (kept when the caller put one in: TensorRT
+    engines name theirs with the engine's facts)."""
+    return identity if "backend" in identity else {**identity, "backend": runner.identity()}
+
+
+def find_stored(store: ResultsStore, identity: dict, key: str, backend: str) -> tuple[str | None, str | None]:
+    """(label of the stored result of this variant on this backend, or None; the older key it is stored under when
+    it was written before the backend was part of the identity — then it is replaced, not duplicated)."""
+    from trtlab.evaluation.identity import backend_of, variant_key, without_backend
+
+    label = store.find(key)
+    if label is not None:
+        return label, None
+    legacy_key = variant_key(without_backend(identity))
+    legacy = store.find(legacy_key)
+    if legacy is not None and backend_of(store.record(legacy)) == backend:
+        return legacy, legacy_key
+    return None, None
+
+
+def _save(store, result, identity, key, backend, stored_label, replaces) -> None:
+    """Save under the store's lock, re-choosing the label there: another process (a second GPU) may have taken it
+    since this evaluation started."""
+    with store.locked():
+        if stored_label is None:
+            result.variant = store.label_for(result.variant, key, identity, backend)
+        store.save(result, replaces=replaces)
 
 
 class EvaluationCheckpoint:
@@ -181,29 +256,63 @@ class EvaluationCheckpoint:
 
 
 def infer_cached(runner, cache: DecodeCache, indices, batch_size: int = 32, desc: str = "infer",
-                 progress: bool = True, on_batch=None, fixed_batch: int | None = None) -> list[np.ndarray]:
+                 progress: bool = True, on_batch=None, fixed_batch: int | None = None,
+                 on_images=None) -> list[np.ndarray]:
     """Logits (float32, one array per batch) of an active runner over `indices` of the decode cache.
 
-    The next batch is read from the cache and normalised while the runner works on the current one. `on_batch`
-    is called with each batch's logits (checkpointing).
+    A runner with `infer_crops` (the torch GPU backend) is fed the uint8 crops as they are (it uploads them through
+    pinned memory and normalises on the device); others get float32 batches normalised here. Either way the next
+    batch is read from the cache while the runner works on the current one. `on_batch` is called with each batch's
+    logits (checkpointing), `on_images` with its image count.
     """
     chunks = []
     bar = progress_bar(total=len(indices), desc=desc, unit="img", enabled=progress)
-    for batch in iter_batches(cache, indices, batch_size, fixed_batch=fixed_batch, prefetch=True):
-        chunks.append(runner.infer(batch.images)[:batch.count].astype(np.float32, copy=False))
+    if hasattr(runner, "infer_crops"):
+        batches = ((count, runner.infer_crops(crops, cache.preprocess))
+                   for count, crops in iter_crops(cache, indices, rows_per_batch(batch_size, fixed_batch)))
+    else:
+        batches = ((batch.count, runner.infer(batch.images))
+                   for batch in iter_batches(cache, indices, batch_size, fixed_batch=fixed_batch, prefetch=True))
+    for count, logits in batches:
+        chunks.append(logits[:count].astype(np.float32, copy=False))
         if on_batch is not None:
             on_batch(chunks[-1])
-        bar.update(batch.count)
+        if on_images is not None:
+            on_images(count)
+        bar.update(count)
     bar.close()
     return chunks
 
 
+def iter_crops(cache: DecodeCache, indices, rows: int):
+    """(count, uint8 crops) of `indices` in batches of `rows`; the next batch is read from the decode cache (a
+    memmap: disk or page cache) in a background thread while the caller runs this one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    indices = np.asarray(indices, np.int64)
+
+    def read(start: int) -> np.ndarray:
+        return np.ascontiguousarray(np.asarray(cache.crops[indices[start:start + rows]]))
+
+    starts = list(range(0, len(indices), rows))
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(read, starts[0]) if starts else None
+        for k in range(len(starts)):
+            crops = pending.result()
+            pending = pool.submit(read, starts[k + 1]) if k + 1 < len(starts) else None
+            yield len(crops), crops
+
+
 def evaluate_variant(built, cache, eval_indices, store=None, backend: str = "auto",
                      batch_size: int = 32, progress: bool = True, force: bool = False, split=None, workspace=None,
-                     experiment=None):
+                     experiment=None, on_images=None):
     """Evaluate a built variant on the evaluation images and store its results (under the experiment of its source
     model and these images; label: the variant's name, made unique when another variant holds it). A caller that
-    evaluates several variants passes their common `experiment` (its dataset fingerprint stats every file once)."""
+    evaluates several variants passes their common `experiment` (its dataset fingerprint stats every file once).
+
+    The backend is resolved first. On ONNX Runtime an INT8 variant gets the fused-kernel self-check
+    (evaluation.literal_check), which picks ONNX Runtime's literal settings; other backends are literal by
+    construction (the torch backend) or are what is being measured (TensorRT), so the check is skipped there."""
     from trtlab.evaluation.identity import Experiment, MixedExperimentError, variant_key
     from trtlab.evaluation.literal_check import ort_qdq_self_check, reference_runner_options, report_self_check
 
@@ -218,9 +327,11 @@ def evaluate_variant(built, cache, eval_indices, store=None, backend: str = "aut
                                    "evaluate it under its own model's experiment (leave experiment=None)")
     store = store or ResultsStore.for_experiment(experiment, workspace)
     extra = {"calibration": built.calibration, "scales": built.scales} if built.calibration else {}
-    stored = not force and store.find(variant_key(built.identity)) is not None
-    if built.recipe.precision == "int8" and backend in ("auto", "ort") and not str(built.model_path).endswith(".engine") \
-            and not stored:  # stored results are reused as they are: no second self-check, no repeated warning
+    runner, choice = backend_runner(built.model_path, backend, announce=progress)
+    identity = with_backend(built.identity, runner)
+    stored = not force and find_stored(store, identity, variant_key(identity), runner.identity())[0] is not None
+    if built.recipe.precision == "int8" and choice["resolved"] == "ort" and not stored:
+        # stored results are reused as they are: no second self-check, no repeated warning
         check = ort_qdq_self_check(built.model_path, cache, eval_indices, variant=built.name)
         extra["ort_qdq_check"] = check
         # The literal Q/DQ semantics (what TensorRT computes), by the fastest ONNX Runtime setting that reproduces
@@ -229,4 +340,5 @@ def evaluate_variant(built, cache, eval_indices, store=None, backend: str = "aut
         report_self_check(check, key=str(built.folder))
     return evaluate(built.model_path, cache, built.name, recipe=recipe, backend=backend, batch_size=batch_size,
                     store=store, progress=progress, force=force, runner_options=options, indices=eval_indices,
-                    record_extra=extra, experiment=experiment, identity=built.identity, workspace=workspace)
+                    record_extra=extra, experiment=experiment, identity=built.identity, workspace=workspace,
+                    on_images=on_images)

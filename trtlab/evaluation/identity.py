@@ -100,3 +100,70 @@ def check_one_experiment(results: dict) -> Experiment | None:
         f"{b.describe() if b else 'a result without experiment identity'}",
         "compare variants of one model on one evaluation set (each results store holds one experiment; "
         "`python -m trtlab dashboard --list` shows them)")
+
+
+# -- the backend a result was computed on ----------------------------------------------------------------------------
+class MixedBackendError(UserValueError):
+    """Results computed on different backends were put side by side without allow_mixed_backends."""
+
+
+def backend_label(description: dict | None) -> str | None:
+    """'ort-cpu', 'torch-cuda', 'trt', ... from a run record's backend description (records written before the
+    backend was part of the identity have no 'identity' there: derived from the runner and its providers)."""
+    if not description:
+        return None
+    if description.get("identity"):
+        return str(description["identity"])
+    backend = description.get("backend")
+    if backend == "ort":
+        providers = description.get("providers") or ["CPUExecutionProvider"]
+        return f"ort-{str(providers[0]).removesuffix('ExecutionProvider').lower()}"
+    if backend == "torch":
+        return f"torch-{'cpu' if str(description.get('device', 'cpu')) == 'cpu' else 'cuda'}"
+    return backend
+
+
+def backend_of(record: dict | None) -> str | None:
+    """What computed a stored result: the backend in its identity, else its run record's backend (None for results
+    made by hand, which are compared with anything)."""
+    record = record or {}
+    named = (record.get("identity") or {}).get("backend")
+    if isinstance(named, dict):  # TensorRT engines: {"name": "trt", engine facts...}
+        named = named.get("name")
+    return str(named) if named else backend_label(record.get("backend"))
+
+
+def without_backend(identity: dict | None) -> dict:
+    """A variant's identity apart from the backend it was evaluated on (the same variant on two backends)."""
+    return {k: v for k, v in (identity or {}).items() if k != "backend"}
+
+
+def check_one_backend(results: dict, allow_mixed_backends: bool = False) -> dict | None:
+    """None when every result of `results` (name → VariantResult) was computed on one backend; else name → backend
+    when `allow_mixed_backends`, and MixedBackendError naming two of them otherwise."""
+    backends = {name: backend_of(result.record) for name, result in results.items()}
+    distinct = {}
+    for name, backend in backends.items():
+        if backend is not None:
+            distinct.setdefault(backend, name)
+    if len(distinct) <= 1:
+        return None
+    if allow_mixed_backends:
+        return backends
+    (a, first), (b, second) = list(distinct.items())[:2]
+    raise MixedBackendError(
+        f"refusing to compare {first!r} (evaluated on {a}) with {second!r} (on {b}): two literal implementations "
+        f"of one graph differ by float summation order, which flips INT8 roundings, so their differences are not "
+        f"the variants' own",
+        f"compare variants evaluated on one backend (choose them with variants=[...]), or pass "
+        f"allow_mixed_backends=True (--allow-mixed-backends) to compare them anyway")
+
+
+def mixed_backends_note(backends: dict) -> str:
+    """The line a table or dashboard shows when it compares results of several backends (asked for)."""
+    groups: dict = {}
+    for name, backend in backends.items():
+        groups.setdefault(backend or "unknown", []).append(name)
+    listed = "; ".join(f"{backend}: {', '.join(names)}" for backend, names in groups.items())
+    return (f"Mixed backends (allow_mixed_backends=True): {listed}. Differences between these groups include float "
+            f"summation order, which flips INT8 roundings — not only the variants' own differences.")

@@ -94,18 +94,22 @@ def per_class_accuracy(result: VariantResult):
     })
 
 
-def variant_table(results: dict[str, VariantResult], reference: str | None = None):
+def variant_table(results: dict[str, VariantResult], reference: str | None = None,
+                  allow_mixed_backends: bool = False):
     """One row per variant: accuracy with intervals (when labelled), backend, and top-1 agreement, top-5 overlap
     and logit cosine (mean, worst) against `reference` (default: the first variant) — the compact view of
-    consistency_table."""
+    consistency_table (which refuses results of different backends unless `allow_mixed_backends`)."""
     if not results:
         raise ValueError("no stored results to tabulate; evaluate at least one variant first")
-    return compact_variant_table(consistency_table(results, reference or next(iter(results)), compare_with=()),
-                                 results)
+    return compact_variant_table(consistency_table(results, reference or next(iter(results)), compare_with=(),
+                                                   allow_mixed_backends=allow_mixed_backends), results)
 
 
 def compact_variant_table(full, results: dict[str, VariantResult]):
-    """consistency_table → the short A/B table (agreement columns named without the reference suffix)."""
+    """consistency_table → the short A/B table (agreement columns named without the reference suffix); the backend
+    column names what computed each result ('ort-cpu', 'torch-cuda', 'trt')."""
+    from trtlab.evaluation.identity import backend_of
+
     reference = full.attrs["reference"]
     table = full.rename(columns={f"top1_agreement_vs_{reference}": "top1_agreement",
                                  f"top1_agreement_low_vs_{reference}": "top1_agreement_low",
@@ -115,8 +119,8 @@ def compact_variant_table(full, results: dict[str, VariantResult]):
     table = table[["images", "labelled", "top1", "top1_low", "top1_high", "top5", "top5_low", "top5_high",
                    "top1_agreement", "top1_agreement_low", "top1_agreement_high", "top5_overlap", "cosine_mean",
                    "cosine_worst", "delta_top1", "mcnemar_p"]].copy()
-    table.insert(1, "backend", [results[name].record.get("backend", {}).get("backend") for name in table.index])
-    table.attrs["reference"] = reference
+    table.insert(1, "backend", [backend_of(results[name].record) for name in table.index])
+    table.attrs.update({key: full.attrs[key] for key in ("reference", "notes", "backends") if key in full.attrs})
     return table
 
 
@@ -241,18 +245,21 @@ def introduced_confusions(result: VariantResult, reference: VariantResult, top: 
 
 
 def consistency_table(results: dict[str, VariantResult], reference: str | None = None,
-                      compare_with=("fp32", "fp16"), alpha: float = 0.05):
+                      compare_with=("fp32", "fp16"), alpha: float = 0.05, allow_mixed_backends: bool = False):
     """The dashboard's variant table: per variant, top-1/top-5 with 95% Wilson intervals (NaN when unlabelled),
     top-1 agreement and top-5 overlap with `reference` and with each stored variant named in `compare_with`, logit
     cosine with `reference` (mean and 1st percentile), and McNemar's p-value for the top-1 difference from
-    `reference`. attrs: reference, compared_with."""
+    `reference`. Results of different backends are refused (identity.MixedBackendError) unless
+    `allow_mixed_backends`; then attrs['backends'] names each one's and attrs['notes'] says so. attrs: reference,
+    compared_with (and backends, notes when mixed)."""
     import pandas as pd
 
-    from trtlab.evaluation.identity import check_one_experiment
+    from trtlab.evaluation.identity import check_one_backend, check_one_experiment, mixed_backends_note
 
     if not results:
         raise ValueError("no stored results to tabulate; evaluate at least one variant first")
     check_one_experiment(results)  # never put two models' or two data sets' numbers in one table
+    mixed = check_one_backend(results, allow_mixed_backends)  # nor two implementations' numbers, unless asked
     reference = reference or ("fp32" if "fp32" in results else next(iter(results)))
     if reference not in results:
         raise KeyError(f"reference variant {reference!r} is not among the results ({', '.join(results)})")
@@ -278,4 +285,6 @@ def consistency_table(results: dict[str, VariantResult], reference: str | None =
         rows.append(row)
     table = pd.DataFrame(rows).set_index("variant")
     table.attrs.update({"reference": reference, "compared_with": others})
+    if mixed:
+        table.attrs.update({"backends": mixed, "notes": [mixed_backends_note(mixed)]})
     return table

@@ -6,9 +6,11 @@ per variant, each written atomically.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,6 +63,10 @@ def top5_from_logits(logits: np.ndarray, k: int = 5) -> tuple[np.ndarray, np.nda
 
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.+@~-]{1,100}$")
 STORE_FILE = "store.json"
+LOCK_FILE = ".lock"
+_held = threading.local()  # .folders: store folder → how deep this thread holds the store's lock
+_held_guard = threading.Lock()
+_thread_locks: dict = {}  # store folder → the lock that keeps this process's threads apart
 
 
 class ResultsStore:
@@ -173,14 +179,77 @@ class ResultsStore:
         return next((p.stem for p in self._record_paths()
                      if (read_json_checked(p) or {}).get("variant_key") == variant_key and p.stem in self), None)
 
+    @contextlib.contextmanager
+    def locked(self):
+        """Exclusive lock on this store for choosing a label and saving under it: evaluation processes on several
+        GPUs (and threads) write one store, and each file is written atomically, but two writers must not pick the
+        same free label. flock on <folder>/.lock between processes, a lock per folder between threads; re-entrant
+        in a thread. Where flock does not exist, only threads are kept apart."""
+        key = str(self.folder.resolve())
+        held = _held.__dict__.setdefault("folders", {})
+        if held.get(key):
+            held[key] += 1
+            try:
+                yield
+            finally:
+                held[key] -= 1
+            return
+        with _held_guard:
+            thread_lock = _thread_locks.setdefault(key, threading.Lock())
+        with thread_lock:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with open(self.folder / LOCK_FILE, "a+") as handle:
+                try:
+                    import fcntl
+                except ImportError:  # not POSIX
+                    fcntl = None
+                if fcntl is not None:
+                    fcntl.flock(handle, fcntl.LOCK_EX)
+                held[key] = 1
+                try:
+                    yield
+                finally:
+                    held.pop(key, None)
+                    if fcntl is not None:
+                        fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def label_for(self, label: str, variant_key: str | None, identity: dict | None = None,
+                  backend: str | None = None) -> str:
+        """The label to store a variant under: `label` when free or already this variant's; `label@<backend>` when
+        it holds the same variant evaluated on another backend (the first backend keeps the plain label); else
+        `label~<key>` (free_label)."""
+        if label not in self or self.record(label).get("variant_key") == variant_key:
+            return label
+        if backend and identity is not None:
+            from trtlab.evaluation.identity import backend_of, without_backend
+            from trtlab.core.workspace import hash_json
+
+            other = self.record(label)
+            if hash_json(without_backend(other.get("identity"))) == hash_json(without_backend(identity)) and \
+                    backend_of(other) != backend:
+                return self.free_label(f"{label}@{backend}", variant_key)
+        return self.free_label(label, variant_key)
+
     def free_label(self, label: str, variant_key: str | None) -> str:
         """`label` when it is free or already this variant's; else `label~<key>` (two variants that share a
         readable name, e.g. calibrated on different image sets, both stay)."""
-        if label not in self or self.record(label).get("variant_key") == variant_key:
-            return label
-        return f"{label}~{(variant_key or 'nokey')[:6]}"
+        key = variant_key or "nokey"
+        # longer key prefixes, then a counter, when a shorter one is taken by yet another variant
+        candidates = [label] + [f"{label}~{key[:n]}" for n in (6, 10, 16) if n <= len(key)] + [f"{label}~{key}"]
+        candidates += [f"{label}~{key[:6]}-{k}" for k in range(2, 1000)]
+        for candidate in candidates:
+            if candidate not in self or self.record(candidate).get("variant_key") == variant_key:
+                return candidate
+        raise ValueError(f"{self.folder} holds over 1000 variants labelled {label!r}; choose another label")
 
-    def save(self, result: VariantResult) -> Path:
+    def save(self, result: VariantResult, replaces: str | None = None) -> Path:
+        """Write `result` under its label (atomically, under the store's lock). A label holding another variant key
+        is never overwritten, except `replaces`: the key of an older record of this very variant (e.g. stored
+        before the backend was part of the identity)."""
+        with self.locked():
+            return self._save(result, replaces)
+
+    def _save(self, result: VariantResult, replaces: str | None) -> Path:
         if not _VARIANT_NAME.match(result.variant):
             raise ValueError(f"variant name {result.variant!r} must be 1-100 letters, digits or _.+@~-")
         from trtlab.evaluation.identity import experiment_of
@@ -192,13 +261,14 @@ class ResultsStore:
             self.check_identity()
             atomic_write_json(self.folder / STORE_FILE, {"schema": STORE_SCHEMA, "experiment": None})
         key = result.record.get("variant_key")
-        if result.variant in self and self.record(result.variant).get("variant_key") != key:
+        if result.variant in self and self.record(result.variant).get("variant_key") not in (key, replaces or key):
             raise ValueError(f"{self.folder / result.variant}.npz holds another variant (key "
                              f"{self.record(result.variant).get('variant_key')}, not {key}); refusing to overwrite it "
                              f"— store this one under store.free_label({result.variant!r}, key)")
         self.folder.mkdir(parents=True, exist_ok=True)
+        # the returned result carries the date it was stored with, like one loaded from the store
+        result.record.setdefault("date", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
         record = dict(result.record)
-        record.setdefault("date", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
         record["variant"] = result.variant
         record["images"] = len(result)
         record["schema"] = STORE_SCHEMA

@@ -108,15 +108,17 @@ SIGNIFICANCE_COLUMNS = ["first", "second", "labelled", "first_top1", "second_top
 
 
 def pairwise_significance(results: dict[str, VariantResult], alpha: float = 0.05, method: str = "auto",
-                          reference: str | None = None):
+                          reference: str | None = None, allow_mixed_backends: bool = False):
     """pandas DataFrame, one row per pair of variants (first stored first) — or, given `reference`, one row per
     variant against the reference (what a dashboard of many variants shows) — with top-1 of each, difference,
-    discordant counts, McNemar statistic and p-value, significant at `alpha`, verdict."""
+    discordant counts, McNemar statistic and p-value, significant at `alpha`, verdict. Results of different
+    backends are refused unless `allow_mixed_backends` (identity.check_one_backend)."""
     import pandas as pd
 
-    from trtlab.evaluation.identity import check_one_experiment
+    from trtlab.evaluation.identity import check_one_backend, check_one_experiment
 
     check_one_experiment(results)
+    check_one_backend(results, allow_mixed_backends)
     names = list(results)
     if reference is not None:
         pairs = [(reference, name) for name in names if name != reference]

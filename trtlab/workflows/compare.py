@@ -71,13 +71,21 @@ def check_calibration_sizes(recipes, split: Split, dataset: Dataset) -> None:
 
 def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: Split | None = None,
             calibration_images: int | None = None, workspace=None, backend: str = "auto", batch_size: int = 32,
-            progress: bool = True, force: bool = False) -> ABResult:
+            progress: bool = True, force: bool = False, parallel="auto") -> ABResult:
     """Build each recipe's variant (calibrating on the split's calibration images), evaluate it and FP32 on the
     evaluation images, and return the comparison table (read back from the results store of this model and
-    these evaluation images)."""
+    these evaluation images).
+
+    Calibration runs where the backend has a GPU (ONNX Runtime asked for: on the CPU). `parallel`: 'auto'
+    evaluates the variants in one process per GPU when more than one GPU is visible and the backend runs on the
+    GPU (torch or TensorRT) — the stored results are those of one GPU (workflows.parallel); False evaluates here,
+    one variant after another; N spreads over N worker processes."""
+    from trtlab.backends import resolve_backend
     from trtlab.evaluation.identity import Experiment
     from trtlab.graph.classifier import inspect_classifier
     from trtlab.views.report import report_tables
+    from trtlab.quantization.statistics import calibration_device
+    from trtlab.workflows.parallel import evaluate_in_parallel, parallel_devices
 
     recipes = [r if isinstance(r, Recipe) else Recipe(**r) for r in recipes]
     if not any(r.precision == "fp32" for r in recipes):
@@ -87,6 +95,8 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: 
     info = inspect_classifier(model_path)  # a wrong model fails here, before any image is decoded
     check_labels(dataset, info)  # labels outside the model's classes too
     check_guards(model_path, [g for r in recipes if r.precision != "fp32" for g in r.guards], workspace, "guards")
+    resolved, _ = resolve_backend(model_path, backend)
+    devices = parallel_devices(parallel, resolved)  # a bad `parallel` is refused before any work
     spec = get_preprocess(preprocess)
     if split is None:
         wanted = calibration_images or max((r.calibration_images or 0 for r in recipes if r.precision == "int8"),
@@ -96,14 +106,19 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: 
     cache = build_decode_cache(dataset, spec, workspace, progress=progress)
     experiment = Experiment.for_evaluation(info, cache, split.evaluation, split)
     store = ResultsStore.for_experiment(experiment, workspace)
-    built: dict[str, BuiltVariant] = {}
-    for recipe in recipes:
-        variant = build_variant(model_path, recipe, cache, split.calibration, workspace, force=force,
-                                progress=progress)
-        result = evaluate_variant(variant, cache, split.evaluation, store, backend=backend, batch_size=batch_size,
-                                  progress=progress, force=force, split=split, experiment=experiment)
-        built[result.variant] = variant  # recipes that named no calibration size now name the one used
-    _, table = report_tables(store.load_all(list(built)), reference="fp32")
+    with calibration_device("cpu" if resolved == "ort" else None):  # the GPU when the backend has one
+        variants = [build_variant(model_path, recipe, cache, split.calibration, workspace, force=force,
+                                  progress=progress) for recipe in recipes]
+    if devices:
+        labels = evaluate_in_parallel(variants, devices, dataset, spec, workspace, split, experiment, store.folder,
+                                      resolved, batch_size, force, progress)
+    else:
+        labels = [evaluate_variant(variant, cache, split.evaluation, store, backend=backend, batch_size=batch_size,
+                                   progress=progress, force=force, split=split, experiment=experiment).variant
+                  for variant in variants]
+    built: dict[str, BuiltVariant] = dict(zip(labels, variants))  # recipes that named no size now name the one used
+    reference = next(label for label, v in zip(labels, variants) if v.recipe.precision == "fp32")
+    _, table = report_tables(store.load_all(list(built)), reference=reference)
     return ABResult(table, store, cache, split, built)
 
 

@@ -23,6 +23,10 @@ DTYPE_POLICY = ("every tensor in the type the ONNX graph gives it; QuantizeLinea
                 "scale) + zero_point), DequantizeLinear = (q - zero_point) * scale, unfused")
 
 
+QUANTIZE_DIVISION = {"scale": "x / scale in the scale's type (FP16 scales: FP16 division), as the ONNX spec says",
+                     "float32": "x / scale in float32, as ONNX Runtime's CPU kernel does"}
+
+
 class TorchRunner(Runner):
     backend = "torch"
 
@@ -49,9 +53,7 @@ class TorchRunner(Runner):
         self.module = None
         self.input_dtype = None
         self._saved_flags: dict | None = None
-        self._staging: dict = {}
-        self._constants: dict = {}
-        self._copied = None  # CUDA event: the last host→device copy out of the staging buffer has finished
+        self.feed = None  # CropFeed: host arrays onto the device
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def activate_impl(self) -> None:
@@ -77,18 +79,15 @@ class TorchRunner(Runner):
         self.input_dtype = torch_dtype(graph_input.type.tensor_type.elem_type)
         self._saved_flags = pin_numerics(self.deterministic, self.benchmark)
         self.module = module.to(self.device).eval()
-        if self.device.type == "cuda":
-            self._copied = torch.cuda.Event()
+        self.feed = CropFeed(self.device)
 
     def deactivate_impl(self) -> None:
         import torch
 
-        if self._copied is not None:
-            self._copied.synchronize()
+        if self.feed is not None:
+            self.feed.close()
         self.module = None
-        self._staging.clear()
-        self._constants.clear()
-        self._copied = None
+        self.feed = None
         if self._saved_flags is not None:
             restore_numerics(self._saved_flags)
             self._saved_flags = None
@@ -97,13 +96,11 @@ class TorchRunner(Runner):
 
     # -- inference ---------------------------------------------------------------------------------------------
     def infer_impl(self, batch: np.ndarray) -> np.ndarray:
-        return self._run(self._upload(batch).to(self.input_dtype))
+        return self._run(self.feed.upload(batch).to(self.input_dtype))
 
     def infer_crops(self, crops: np.ndarray, preprocess) -> np.ndarray:
         """uint8 N×H×W×3 crops (decode cache layout) → N×classes float32 logits; normalised on the device."""
         import time
-
-        import torch
 
         if not self.is_active:
             raise RuntimeError(f"runner {self.name} is not active; use `with runner:` or call runner.activate()")
@@ -119,31 +116,63 @@ class TorchRunner(Runner):
 
             crops = pad_batch(crops, fixed)
         start = time.perf_counter()
-        pixels = self._upload(crops)
-        mean, inverse_std = self._normalisation(preprocess)
-        # normalize_batch's float32 arithmetic, step for step: (x - mean) then × float32(1/std)
-        batch = pixels.permute(0, 3, 1, 2).to(torch.float32).sub_(mean).mul_(inverse_std).contiguous()
-        logits = self._run(batch.to(self.input_dtype))
+        logits = self._run(self.feed.normalised(crops, preprocess).to(self.input_dtype))
         self.last_inference_time = time.perf_counter() - start
         return logits[:count]
 
-    def _normalisation(self, preprocess):
-        """(mean, 1/std) as float32 1×3×1×1 device tensors, made once per preprocessing."""
+    def _run(self, batch) -> np.ndarray:
         import torch
 
-        key = (tuple(preprocess.mean), tuple(preprocess.std))
-        if key not in self._constants:
-            values = [[np.float32(m) for m in preprocess.mean], [np.float32(1.0 / s) for s in preprocess.std]]
-            self._constants[key] = tuple(torch.tensor(v, dtype=torch.float32).view(1, 3, 1, 1).to(self.device)
-                                         for v in values)
-        return self._constants[key]
+        with torch.inference_mode():
+            logits = self.module(batch)[0]
+            return logits.to(torch.float32).cpu().numpy()
 
-    def _upload(self, array: np.ndarray):
-        """`array` on the device: through a pinned staging buffer (reused; grown when needed) and a non-blocking
-        copy on CUDA; as it is on the CPU."""
+    # -- description -------------------------------------------------------------------------------------------
+    def identity(self) -> str:
+        """'torch-cuda' or 'torch-cpu': the device type (a result of one GPU model is reused on another; the GPU's
+        name is in describe())."""
+        if self.device is not None:
+            return f"torch-{self.device.type}"
+        requested = self.requested_device or ("cuda" if torch_cuda_available() else "cpu")
+        return f"torch-{requested.split(':')[0]}"
+
+    def describe(self) -> dict:
         import torch
 
-        source = torch.from_numpy(array)
+        description = {"backend": self.backend, "runner": self.name, "torch": torch.__version__,
+                       "cuda": torch.version.cuda, "device": device_name(self.device), "dtype_policy": DTYPE_POLICY,
+                       "quantize_precision": self.quantize_precision,
+                       "quantize_division": QUANTIZE_DIVISION[self.quantize_precision], "identity": self.identity(),
+                       "tf32": False, "fp16_reduced_precision_reduction": False,
+                       "cudnn_deterministic": self.deterministic, "cudnn_benchmark": self.benchmark}
+        if self.device is not None and self.device.type == "cuda":
+            description["cudnn"] = torch.backends.cudnn.version()
+            description["input_copy"] = "pinned staging buffer, non-blocking host→device copy"
+        else:
+            description["cpu_half_precision"] = "FP16 conv/GEMM in float32, rounded once to FP16 (as ORT's CPU)"
+        if self.module is not None:
+            description["onnx_opset"] = self.module.opset
+        return description
+
+
+class CropFeed:
+    """Host arrays onto `device`: on CUDA through one pinned staging buffer per dtype (reused, grown when needed)
+    and a non-blocking copy, the previous copy out of the buffer finished before it is overwritten; on the CPU as
+    they are. `normalised` turns the decode cache's uint8 NHWC crops into the float32 NCHW model input on the device
+    with the exact float32 arithmetic of `data.preprocess.normalize_batch` (a quarter of the bytes cross PCIe)."""
+
+    def __init__(self, device):
+        import torch
+
+        self.device = torch.device(device)
+        self._staging: dict = {}
+        self._constants: dict = {}
+        self._copied = torch.cuda.Event() if self.device.type == "cuda" else None
+
+    def upload(self, array: np.ndarray):
+        import torch
+
+        source = torch.from_numpy(np.ascontiguousarray(array))
         if self.device.type != "cuda":
             return source
         staging = self._staging.get(source.dtype)
@@ -157,30 +186,30 @@ class TorchRunner(Runner):
         self._copied.record()
         return on_device
 
-    def _run(self, batch) -> np.ndarray:
+    def normalised(self, crops: np.ndarray, preprocess):
+        """uint8 N×H×W×3 → float32 N×3×H×W on the device: (x - mean) then × float32(1/std), as normalize_batch."""
         import torch
 
-        with torch.inference_mode():
-            logits = self.module(batch)[0]
-            return logits.to(torch.float32).cpu().numpy()
+        mean, inverse_std = self._normalisation(preprocess)
+        pixels = self.upload(crops)
+        return pixels.permute(0, 3, 1, 2).to(torch.float32).sub_(mean).mul_(inverse_std).contiguous()
 
-    # -- description -------------------------------------------------------------------------------------------
-    def describe(self) -> dict:
+    def _normalisation(self, preprocess):
+        """(mean, 1/std) as float32 1×3×1×1 device tensors, made once per preprocessing."""
         import torch
 
-        description = {"backend": self.backend, "runner": self.name, "torch": torch.__version__,
-                       "cuda": torch.version.cuda, "device": device_name(self.device), "dtype_policy": DTYPE_POLICY,
-                       "quantize_precision": self.quantize_precision,
-                       "tf32": False, "fp16_reduced_precision_reduction": False,
-                       "cudnn_deterministic": self.deterministic, "cudnn_benchmark": self.benchmark}
-        if self.device is not None and self.device.type == "cuda":
-            description["cudnn"] = torch.backends.cudnn.version()
-            description["input_copy"] = "pinned staging buffer, non-blocking host→device copy"
-        else:
-            description["cpu_half_precision"] = "FP16 conv/GEMM in float32, rounded once to FP16 (as ORT's CPU)"
-        if self.module is not None:
-            description["onnx_opset"] = self.module.opset
-        return description
+        key = (tuple(preprocess.mean), tuple(preprocess.std))
+        if key not in self._constants:
+            values = [[np.float32(m) for m in preprocess.mean], [np.float32(1.0 / s) for s in preprocess.std]]
+            self._constants[key] = tuple(torch.tensor(v, dtype=torch.float32).view(1, 3, 1, 1).to(self.device)
+                                         for v in values)
+        return self._constants[key]
+
+    def close(self) -> None:
+        if self._copied is not None:
+            self._copied.synchronize()
+        self._staging.clear()
+        self._constants.clear()
 
 
 def device_name(device) -> str:

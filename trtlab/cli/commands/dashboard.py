@@ -26,6 +26,9 @@ class DashboardArgs(ArgGroup):
                                 "compared, else the 2 least agreeing); space- or comma-separated, or repeated")
         group.add_argument("--all-pairs", action="store_true", help="significance for every pair of variants, not "
                                                                     "only each against the reference")
+        group.add_argument("--allow-mixed-backends", action="store_true",
+                           help="compare variants evaluated on different backends (e.g. ort-cpu and torch-cuda); "
+                                "refused otherwise, since their float summation orders differ")
         group.add_argument("--png", action="store_true", help="also write every figure as PNG beside the HTML")
         group.add_argument("--image-root", metavar="FOLDER", default=None,
                            help="folder the image ids are relative to (flips gallery thumbnails when the decode "
@@ -73,7 +76,8 @@ def run(args) -> int:
         return _list_stores(args.workspace)
     try:
         dash = build_dashboard(args.store, args.variants, args.reference, image_root=args.image_root,
-                               workspace=args.workspace, focus=args.focus, all_pairs=args.all_pairs)
+                               workspace=args.workspace, focus=args.focus, all_pairs=args.all_pairs,
+                               allow_mixed_backends=args.allow_mixed_backends)
     except UserError:
         raise
     except (FileNotFoundError, KeyError, ValueError) as exc:

@@ -222,13 +222,15 @@ class Dashboard:
 
 
 def build_dashboard(store=None, variants=None, reference=None, decode_cache=None, image_root=None, workspace=None,
-                    alpha: float = 0.05, focus=None, all_pairs: bool = False) -> Dashboard:
+                    alpha: float = 0.05, focus=None, all_pairs: bool = False,
+                    allow_mixed_backends: bool = False) -> Dashboard:
     """Load the chosen variants (default: all stored) from a results store and compute every dashboard table.
 
     store: a ResultsStore, its folder, a list of them (which must hold one experiment — different models or data
     are refused), or None for the most recently updated store in the workspace. reference: what the others are
     compared with (default fp32 when stored). Significance is each variant against the reference (`all_pairs=True`:
-    every pair). `focus`: the variants whose per-variant figures (drift, flips, confusions) are drawn — default all
+    every pair). Variants evaluated on different backends are refused unless `allow_mixed_backends` (then a note
+    says so). `focus`: the variants whose per-variant figures (drift, flips, confusions) are drawn — default all
     when there are at most two, else the two that agree least with the reference. decode_cache (optional) supplies
     thumbnails; without it the evaluation's own cache or the original files are used.
     """
@@ -239,8 +241,10 @@ def build_dashboard(store=None, variants=None, reference=None, decode_cache=None
                                 f"(python -m trtlab demo, or trtlab.evaluate(...))")
     names, reference = resolve_selection(available, variants, reference)
     results = {name: stored[name] for name in names}
-    table = consistency_table(results, reference, compare_with=("fp32", fp16_variant(results) or "fp16"), alpha=alpha)
-    significance = pairwise_significance(results, alpha=alpha, reference=None if all_pairs else reference)
+    table = consistency_table(results, reference, compare_with=("fp32", fp16_variant(results) or "fp16"), alpha=alpha,
+                              allow_mixed_backends=allow_mixed_backends)
+    significance = pairwise_significance(results, alpha=alpha, reference=None if all_pairs else reference,
+                                         allow_mixed_backends=allow_mixed_backends)
     dash = Dashboard(store, results, reference, table, significance,
                      decode_cache=decode_cache, image_root=image_root, workspace=workspace)
     ref = results[reference]
@@ -259,7 +263,7 @@ def build_dashboard(store=None, variants=None, reference=None, decode_cache=None
         raise KeyError(f"focus variant(s) {', '.join(map(repr, unknown))} are not compared here; choose from "
                        f"{', '.join(dash.compared) or 'none'}")
     dash.focus = list(focus)
-    dash.notes = _notes(dash, stored_count=len(available), alpha=alpha)
+    dash.notes = _notes(dash, stored_count=len(available), alpha=alpha) + list(table.attrs.get("notes", []))
     return dash
 
 

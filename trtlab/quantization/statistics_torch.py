@@ -1,0 +1,193 @@
+"""Calibration statistics on torch: the FP32 graph runs through the torch backend's converter (backends.gpu) on a
+CUDA GPU — or on the CPU, which is how the tests check this path — and the histograms are counted on the device.
+
+The histograms are statistics.TensorHistogram's, update for update: the same sub-batches (the GPU runs several at
+once but updates each sub-batch's rows in order), the same growth and merge decisions (taken on the host from each
+sub-batch's max |x|, one device→host copy per forward for all tensors), the same float32 multiplier, truncation and
+upper-edge rule (torch: abs → × float32 s → int64 → clamp to the batch's last bin → bincount). Given the same
+tensors, the counts equal numpy's to the count (tests/test_calibration_speed.py); the tensors themselves differ from
+ONNX Runtime's by float summation order, as any two implementations of the same graph do.
+"""
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from trtlab.quantization.statistics import MAX_HISTOGRAM_BINS, TensorHistogram, _non_finite
+
+# Exposed activations held on the GPU per forward (several sub-batches at once), at most this share of free memory.
+GPU_MEMORY_SHARE = 0.25
+GPU_MEMORY_CAP = 4 * 2**30
+
+
+class TorchHistogram:
+    """A TensorHistogram whose counts live on a torch device. `state` carries the scalar state (bins, width,
+    multiplier, range, absmax, values) and is updated by TensorHistogram's own methods; its numpy counts stay zero
+    and only keep the bin count in step (merges and growth are applied to both)."""
+
+    def __init__(self, device, bins: int, max_bins: int = MAX_HISTOGRAM_BINS):
+        import torch
+
+        self.state = TensorHistogram(bins=bins, max_bins=max_bins)
+        self.counts = torch.zeros(bins, dtype=torch.int64, device=device)
+        self.device = device
+
+    def update(self, values) -> None:
+        """One batch: a tensor of any shape whose first dimension is images."""
+        values = values.reshape(len(values), -1) if values.dim() > 1 else values.reshape(1, -1)
+        tops = values.abs().amax(dim=1).double().cpu().numpy()
+        self.update_slices(values, [(0, len(values))], [float(tops.max())])
+
+    def update_slices(self, rows, bounds: list[tuple[int, int]], tops: list[float]) -> None:
+        """Update with rows[start:stop] for each (start, stop) in `bounds`, in order, as separate batches whose
+        max |x| are `tops` (rows: images × values)."""
+        state = self.state
+        group, caps = [], []  # consecutive batches counted at one multiplier: one set of kernels
+        for (start, stop), top in zip(bounds, tops):
+            if stop <= start:
+                continue
+            if not math.isfinite(top):
+                raise _non_finite()
+            size = (stop - start) * rows.shape[1]
+            if not state.scale:
+                if top == 0.0:
+                    self.counts[0] += size
+                    state.values += size
+                    continue
+                state.start(top)
+            merges, bins = state.plan(top)
+            if merges:
+                self._count(rows, group, caps)
+                group, caps = [], []
+                self._merge(merges)
+            self._grow(bins)
+            group.append((start, stop))
+            caps.append(bins - 1)  # an index at or past this batch's upper edge goes to its last bin
+            state.absmax = max(state.absmax, float(top))
+            state.values += size
+        self._count(rows, group, caps)
+
+    def _count(self, rows, group, caps) -> None:
+        import torch
+
+        if not group:
+            return
+        start, stop = group[0][0], group[-1][1]
+        scale = torch.tensor(np.float32(self.state.scale), dtype=torch.float32, device=rows.device)
+        index = rows[start:stop].abs().mul_(scale).to(torch.int64)
+        if len(set(caps)) == 1:
+            index.clamp_(max=caps[0])
+        else:
+            per_row = np.repeat(np.asarray(caps, np.int64), [b - a for a, b in group])
+            index = torch.minimum(index, torch.from_numpy(per_row).to(rows.device)[:, None])
+        self.counts += torch.bincount(index.reshape(-1), minlength=len(self.counts))[:len(self.counts)]
+
+    def _merge(self, times: int) -> None:
+        import torch
+
+        for _ in range(times):
+            counts = self.counts
+            if len(counts) % 2:
+                counts = torch.cat([counts, counts.new_zeros(1)])
+            self.counts = counts.view(-1, 2).sum(dim=1)
+        self.state.merge(times)
+
+    def _grow(self, bins: int) -> None:
+        import torch
+
+        if bins > len(self.counts):
+            self.counts = torch.cat([self.counts, self.counts.new_zeros(bins - len(self.counts))])
+        self.state.grow(bins)
+
+    def to_numpy(self) -> TensorHistogram:
+        state = self.state.state()
+        state["counts"] = self.counts.cpu().numpy().astype(np.int64)
+        return TensorHistogram.from_state(state)
+
+
+def slice_tops(per_image_tops: np.ndarray, bounds: list[tuple[int, int]]) -> list[float]:
+    return [float(per_image_tops[a:b].max()) if b > a else 0.0 for a, b in bounds]
+
+
+def _forward_rows(device, sub_batch: int, fixed_batch: int | None, per_image_bytes: int | None) -> int:
+    """Images per forward: the fixed batch; on the CPU one sub-batch; on a GPU as many whole sub-batches as fit a
+    share of its free memory (the sub-batches are still counted one by one)."""
+    import torch
+
+    if fixed_batch:
+        return fixed_batch
+    if device.type != "cuda" or not per_image_bytes:
+        return sub_batch
+    free, _ = torch.cuda.mem_get_info(device)
+    budget = min(GPU_MEMORY_SHARE * free, GPU_MEMORY_CAP)
+    return sub_batch * max(1, int(budget // (sub_batch * per_image_bytes)))
+
+
+def _prefetched(cache, indices, rows: int):
+    """(count, uint8 crops) per forward; the next read from the decode cache overlaps this forward."""
+    def read(start):
+        chunk = indices[start:start + rows]
+        return np.ascontiguousarray(np.asarray(cache.crops[chunk]))
+
+    with ThreadPoolExecutor(1) as pool:
+        starts = list(range(0, len(indices), rows))
+        pending = pool.submit(read, starts[0]) if starts else None
+        for k in range(len(starts)):
+            crops = pending.result()
+            pending = pool.submit(read, starts[k + 1]) if k + 1 < len(starts) else None
+            yield crops
+
+
+def collect_on_torch(model, requested: list[str], input_tensors: list[str], cache, indices, sub_batch: int,
+                     fixed_batch: int | None, device: str, bins: int, progress: bool, per_tensor=None):
+    """(name → TensorHistogram, peak bytes of exposed activations per forward, how) — see the module docstring."""
+    import torch
+
+    from trtlab.backends.gpu.graph_module import convert_onnx
+    from trtlab.backends.gpu.runner import CropFeed, device_name, pin_numerics, restore_numerics
+    from trtlab.core.progress import progress_bar
+    from trtlab.data.batches import pad_batch
+    from trtlab.graph.onnx_utils import with_outputs
+
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        from trtlab.core.errors import UserError
+
+        raise UserError(f"calibration on {device} was asked for but torch sees no CUDA GPU",
+                        "calibrate on the CPU (device='cpu' or TRTLAB_CALIBRATION_DEVICE=cpu)")
+    existing = {o.name for o in model.graph.output}
+    module = convert_onnx(with_outputs(model, [n for n in requested if n not in existing]))
+    positions = [module.output_names.index(name) for name in requested]
+    module = module.to(device).eval()
+    per_image = sum(per_tensor) if per_tensor else None
+    rows = _forward_rows(device, sub_batch, fixed_batch, per_image)
+    histograms = {name: TorchHistogram(device, bins) for name in requested + input_tensors}
+    feed = CropFeed(device)
+    saved = pin_numerics()
+    bar = progress_bar(total=len(indices), desc="calibrate (collect stats)", unit="img", enabled=progress)
+    try:
+        with torch.inference_mode():
+            for crops in _prefetched(cache, np.asarray(indices, np.int64), rows):
+                count = len(crops)
+                images = feed.normalised(pad_batch(crops, fixed_batch) if fixed_batch else crops, cache.preprocess)
+                outputs = module(images)
+                tensors = [outputs[p][:count].reshape(count, -1) for p in positions]
+                tensors += [images[:count].reshape(count, -1)] * len(input_tensors)
+                tops = torch.stack([t.abs().amax(dim=1) for t in tensors]).double().cpu().numpy() if tensors else []
+                bounds = [(a, min(a + sub_batch, count)) for a in range(0, count, sub_batch)]
+                for name, values, per_image_tops in zip(requested + input_tensors, tensors, tops):
+                    histograms[name].update_slices(values, bounds, slice_tops(per_image_tops, bounds))
+                del outputs, tensors, images
+                bar.update(count)
+    finally:
+        restore_numerics(saved)
+        feed.close()
+        del module
+        if device.type == "cuda":
+            torch.cuda.empty_cache()  # give the memory back to the evaluation that follows (other processes too)
+    bar.close()
+    how = f"torch on {device_name(device)}, {rows} images per forward"
+    peak = rows * per_image if per_image else 0
+    return {name: h.to_numpy() for name, h in histograms.items()}, peak, how
