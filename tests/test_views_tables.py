@@ -64,6 +64,7 @@ def test_variant_table_shows_text_and_keeps_the_numbers(hand_store):
 
 def test_unlabelled_and_mixed_tables_say_so(hand_store, tmp_path, hand_ids):  # noqa: F811
     from test_dashboard import _save_hand_store
+    from trtlab.evaluation.identity import MixedBackendError
     from trtlab.views.report import report_tables
 
     unlabelled = _save_hand_store(tmp_path / "unlabelled", hand_ids, [-1] * 8)
@@ -73,7 +74,9 @@ def test_unlabelled_and_mixed_tables_say_so(hand_store, tmp_path, hand_ids):  # 
     # Rows that differ in what every row usually shares get their own columns.
     results = hand_store.load_all()
     results["int8-a"].record["backend"] = {"backend": "trt"}
-    _, mixed = report_tables(results)
+    with pytest.raises(MixedBackendError, match="refusing to compare"):
+        report_tables(results)
+    _, mixed = report_tables(results, allow_mixed_backends=True)
     assert mixed.shown["backend"].tolist() == ["hand", "hand", "trt"] and "backend" not in mixed.caption
 
 

@@ -16,10 +16,12 @@ PHOTO_COLUMNS = 8
 PHOTO_ROW_INCHES = 1.95  # a 1.55-inch photo and its caption
 
 
-def report_tables(results, reference=None) -> tuple[object, Table]:
-    """(consistency_table, its Table for people whose `.raw` is the compact A/B table) of stored results."""
+def report_tables(results, reference=None, allow_mixed_backends: bool = False) -> tuple[object, Table]:
+    """(consistency_table, its Table for people whose `.raw` is the compact A/B table) of stored results; results of
+    different backends are refused unless `allow_mixed_backends` (evaluation.identity.check_one_backend)."""
     reference = reference or ("fp32" if "fp32" in results else next(iter(results)))
-    full = consistency_table(results, reference, compare_with=(reference, fp16_variant(results) or "fp16"))
+    full = consistency_table(results, reference, compare_with=(reference, fp16_variant(results) or "fp16"),
+                             allow_mixed_backends=allow_mixed_backends)
     return full, variant_view(full, results)
 
 
