@@ -29,12 +29,13 @@ def wilson_interval(successes: int, total: int, z: float = 1.959964) -> tuple[fl
 
 
 def accuracy(result: VariantResult) -> dict:
-    """Top-1/top-5 accuracy over the labelled images, each with its 95% Wilson interval."""
-    labelled = result.labels >= 0
+    """Top-1/top-5 accuracy over the labelled images with a prediction, each with its 95% Wilson interval;
+    `non_finite` counts the images left out because their outputs were NaN/inf (evaluation.outputs)."""
+    labelled = (result.labels >= 0) & result.valid
     n = int(labelled.sum())
     top1_hits = int((result.top1[labelled] == result.labels[labelled]).sum())
     top5_hits = int((result.top5_indices[labelled] == result.labels[labelled, None]).any(axis=1).sum())
-    out = {"labelled": n}
+    out = {"labelled": n, "non_finite": result.non_finite}
     for name, hits in (("top1", top1_hits), ("top5", top5_hits)):
         low, high = wilson_interval(hits, n)
         out.update({name: hits / n if n else math.nan, f"{name}_low": low, f"{name}_high": high,
@@ -80,7 +81,7 @@ def per_class_accuracy(result: VariantResult):
 
     from trtlab.data.classes import class_name
 
-    labelled = result.labels >= 0
+    labelled = (result.labels >= 0) & result.valid  # images without a prediction (NaN/inf) are left out
     labels = result.labels[labelled]
     correct = result.top1[labelled] == labels
     classes, counts = np.unique(labels, return_counts=True)
@@ -110,7 +111,9 @@ def compact_variant_table(full, results: dict[str, VariantResult]):
     table = full.rename(columns={f"top1_agreement_vs_{reference}": "top1_agreement",
                                  f"top5_overlap_vs_{reference}": "top5_overlap"})
     table = table[["images", "labelled", "top1", "top1_low", "top1_high", "top5", "top5_low", "top5_high",
-                   "top1_agreement", "top5_overlap", "cosine_mean", "cosine_worst"]].copy()
+                   "top1_agreement", "top5_overlap", "cosine_mean", "cosine_worst"]
+                  # images without a prediction (NaN/inf outputs): shown only when a variant has some
+                  + (["non_finite"] if full["non_finite"].any() else [])].copy()
     table.insert(1, "backend", [results[name].record.get("backend", {}).get("backend") for name in table.index])
     table.attrs["reference"] = reference
     return table
@@ -240,8 +243,9 @@ def consistency_table(results: dict[str, VariantResult], reference: str | None =
                       compare_with=("fp32", "fp16"), alpha: float = 0.05):
     """The dashboard's variant table: per variant, top-1/top-5 with 95% Wilson intervals (NaN when unlabelled),
     top-1 agreement and top-5 overlap with `reference` and with each stored variant named in `compare_with`, logit
-    cosine with `reference` (mean and 1st percentile), and McNemar's p-value for the top-1 difference from
-    `reference`. attrs: reference, compared_with."""
+    cosine with `reference` (mean and 1st percentile), McNemar's p-value for the top-1 difference from
+    `reference`, and non_finite: the images whose outputs were NaN/inf, left out of every score. attrs: reference,
+    compared_with."""
     import pandas as pd
 
     from trtlab.evaluation.identity import check_one_experiment
@@ -257,7 +261,8 @@ def consistency_table(results: dict[str, VariantResult], reference: str | None =
     for name, result in results.items():
         row = {"variant": name, "images": len(result)}
         acc = accuracy(result)
-        row.update({k: acc[k] for k in ("labelled", "top1", "top1_low", "top1_high", "top5", "top5_low", "top5_high")})
+        row.update({k: acc[k] for k in ("labelled", "top1", "top1_low", "top1_high", "top5", "top5_low", "top5_high",
+                                        "non_finite")})
         for other in others:
             agree = agreement(result, results[other])
             row[f"top1_agreement_vs_{other}"] = agree["top1_agreement"]

@@ -6,11 +6,11 @@ ipywidgets whose callbacks are the plain functions below (testable without a bro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from trtlab.quantization.calibrate import ALGORITHMS
 from trtlab.data.dataset import Dataset
 from trtlab.data.decode_cache import DecodeCache, build_decode_cache
-from trtlab.data.preprocess import get_preprocess
 from trtlab.evaluation.results import ResultsStore
 from trtlab.data.split import CalibrationSizeError, Split, saved_split  # noqa: F401  (saved_split: re-exported)
 from trtlab.evaluation.evaluate import evaluate_variant
@@ -56,23 +56,37 @@ def check_calibration_sizes(recipes, split: Split, dataset: Dataset) -> None:
 
 def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: Split | None = None,
             calibration_images: int | None = None, workspace=None, backend: str = "auto", batch_size: int = 32,
-            progress: bool = True, force: bool = False) -> ABResult:
+            progress: bool = True, force: bool = False, output: str | None = None, background_class: str = "auto",
+            crop: int | None = None, resize: int | None = None, import_cache=None) -> ABResult:
     """Build each recipe's variant (calibrating on the split's calibration images), evaluate it and FP32 on the
     evaluation images, and return the comparison table (read back from the results store of this model and
-    these evaluation images)."""
+    these evaluation images).
+
+    The model scored is the classifier the labels talk about (graph.classifier_view: the logits `output`, a
+    1001-class model's `background_class`); the crop follows its input unless `crop`/`resize` (or a Preprocess)
+    say otherwise. `import_cache` (a calibration cache file, trtlab's or TensorRT's own) gives the INT8 scales
+    instead of calibrating. Everything is checked before any image is decoded."""
     from trtlab.evaluation.identity import Experiment
     from trtlab.evaluation.metrics import variant_table
-    from trtlab.graph.classifier import inspect_classifier
+    from trtlab.graph.classifier import check_float_model
+    from trtlab.graph.classifier_view import classifier_view, preprocess_for
 
     recipes = [r if isinstance(r, Recipe) else Recipe(**r) for r in recipes]
     if not any(r.precision == "fp32" for r in recipes):
         recipes = [Recipe(precision="fp32")] + recipes
-    from trtlab.workflows.checks import check_guards, check_labels
+    from trtlab.workflows.checks import check_calibration_cache, check_guards, check_labels
 
-    info = inspect_classifier(model_path)  # a wrong model fails here, before any image is decoded
+    # A wrong model, output or numbering fails here, before any image is decoded.
+    view = classifier_view(model_path, dataset, output, background_class, workspace, announce=progress)
+    model_path, info = view.path, view.info
+    if any(r.precision != "fp32" for r in recipes):
+        check_float_model(view.source)  # an already-quantized model: evaluate it as it is instead
     check_labels(dataset, info)  # labels outside the model's classes too
     check_guards(model_path, [g for r in recipes if r.precision != "fp32" for g in r.guards], workspace, "guards")
-    spec = get_preprocess(preprocess)
+    spec = preprocess_for(info, preprocess, crop, resize)
+    if import_cache is not None:
+        check_calibration_cache(import_cache, model_path, recipes, spec, workspace, "import_cache",
+                                Path(view.source.path).name)
     if split is None:
         wanted = calibration_images or max((r.calibration_images or 0 for r in recipes if r.precision == "int8"),
                                            default=0) or default_calibration_pool(dataset)
@@ -84,7 +98,8 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: 
     built: dict[str, BuiltVariant] = {}
     for recipe in recipes:
         variant = build_variant(model_path, recipe, cache, split.calibration, workspace, force=force,
-                                progress=progress)
+                                progress=progress, calibration_cache_path=import_cache,
+                                reuse_cache=import_cache is not None)
         result = evaluate_variant(variant, cache, split.evaluation, store, backend=backend, batch_size=batch_size,
                                   progress=progress, force=force, split=split, experiment=experiment)
         built[result.variant] = variant  # recipes that named no calibration size now name the one used

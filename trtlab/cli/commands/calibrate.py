@@ -1,7 +1,10 @@
 """`python -m trtlab calibrate`: calibrate + quantize INT8 variants and compare them with FP32."""
 from __future__ import annotations
 
-from trtlab.cli.args import ArgGroup, CalibrationArgs, Command, GuardArgs, ModelDataArgs, WorkspaceArgs
+from pathlib import Path
+
+from trtlab.cli.args import ArgGroup, CalibrationArgs, Command, GuardArgs, ModelDataArgs, WorkspaceArgs, given
+from trtlab.core.errors import UserValueError
 
 
 class CalibrateArgs(ArgGroup):
@@ -10,6 +13,24 @@ class CalibrateArgs(ArgGroup):
     def add_options(self, group):
         group.add_argument("--fp16", action="store_true", help="also build and evaluate an FP16 variant")
         group.add_argument("--force", action="store_true", help="rebuild and re-evaluate even if cached")
+        group.add_argument("--import-cache", metavar="FILE", default=None,
+                           help="take the INT8 scales from this calibration cache instead of calibrating: trtlab's, "
+                                "or TensorRT's own text cache (TRT-<version>-<calibrator> header) without trtlab's "
+                                ".json; one INT8 variant, its algorithm from the cache, checked against this model")
+
+    def parse(self, args):
+        args.import_cache = Path(args.import_cache) if given(args, "import_cache") else None
+        if args.import_cache is None:
+            return
+        from trtlab.quantization.calibration_cache import read_imported_cache
+
+        imported = read_imported_cache(args.import_cache)  # readable, a header trtlab knows: before any work
+        if args.algorithms_given and tuple(args.algorithms) != (imported.algorithm,):
+            raise UserValueError(f"--algorithms {','.join(args.algorithms)} was given with --import-cache "
+                                 f"{args.import_cache}, whose scales are {imported.algorithm}'s ({imported.header})",
+                                 f"drop --algorithms (the cache's algorithm is used), or give --algorithms "
+                                 f"{imported.algorithm}")
+        args.imported = imported
 
 
 COMMAND = Command("calibrate", "calibrate INT8 variants (one per algorithm, with the guards) and compare them with "
@@ -25,15 +46,21 @@ def run(args) -> int:
 
     inputs = checked_inputs(model=args.model, data=args.data, labels=args.labels, preset=args.preset,
                             preset_given=args.preset_given, workspace=args.workspace, guards=args.guards,
-                            calibration_images=args.calibration_images, calibration_batch=args.calibration_batch)
-    recipes = [Recipe(precision="int8", algorithm=algorithm, percentile=args.percentile,
+                            calibration_images=args.calibration_images, calibration_batch=args.calibration_batch,
+                            **args.model_options)
+    if args.import_cache is not None:  # one variant, with the cache's algorithm (and percentile, when it says)
+        algorithms, percentile = (args.imported.algorithm,), args.imported.percentile or args.percentile
+    else:
+        algorithms, percentile = args.algorithms, args.percentile
+    recipes = [Recipe(precision="int8", algorithm=algorithm, percentile=percentile,
                       calibration_images=args.calibration_images,
                       calibration_batch=inputs.sizes.calibration_batch, guards=args.guards)
-               for algorithm in args.algorithms]
+               for algorithm in algorithms]
     if args.fp16:
         recipes.insert(0, Recipe(precision="fp16"))
     result = compare(inputs.model, inputs.dataset, recipes, inputs.preset, split=inputs.split,
-                     workspace=args.workspace, force=args.force, calibration_images=args.calibration_images)
+                     workspace=args.workspace, force=args.force, calibration_images=args.calibration_images,
+                     import_cache=args.import_cache)
     import pandas as pd
 
     with pd.option_context("display.width", 200, "display.max_columns", 20):
