@@ -136,3 +136,66 @@ def ort_outputs(model_path, batch: np.ndarray) -> np.ndarray:
 
     session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
     return session.run(None, {session.get_inputs()[0].name: batch})[0]
+
+
+# -- what the tests of issue 18's model families share ------------------------------------------------------------
+ERROR_LINE_PATTERN = r"^error: .+ — .+$"
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of `python -m trtlab ARGV`, in this process."""
+    from trtlab.cli.main import main
+
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def one_error_line(err: str) -> str:
+    """The one `error: <what> — <fix>` line of `err` (no traceback)."""
+    import re
+
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, err
+    assert re.match(ERROR_LINE_PATTERN, lines[0]), lines[0]
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def snapshot(*folders) -> dict:
+    """sha256 of every file under `folders` (or of the files themselves)."""
+    import hashlib
+
+    found = {}
+    for folder in map(Path, folders):
+        files = [folder] if folder.is_file() else sorted(folder.rglob("*")) if folder.exists() else []
+        found.update({str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in files if p.is_file()})
+    return found
+
+
+def unchanged(before: dict) -> bool:
+    """Every file of `before` (a snapshot) still there with the same content (new files may have been added)."""
+    after = snapshot(*before)
+    return all(after.get(path) == digest for path, digest in before.items())
+
+
+def forbid_decoding(monkeypatch) -> None:
+    """Make decoding any image an AssertionError: what must be refused before any work."""
+    import trtlab.workflows.compare
+    import trtlab.workflows.job
+
+    def decoding(*args, **kwargs):
+        raise AssertionError("images were decoded before the mistake was found")
+
+    for module in (trtlab.workflows.job, trtlab.workflows.compare):
+        monkeypatch.setattr(module, "build_decode_cache", decoding)
+
+
+def labels_csv(folder: Path, path: Path, offset: int = 0) -> Path:
+    """A labels CSV (file,index) for the WNID sub-folders of `folder`, indices shifted by `offset`."""
+    from trtlab.data.classes import wnid_to_index
+
+    rows = ["file,label"] + [f"{p.relative_to(folder).as_posix()},{wnid_to_index()[p.parent.name] + offset}"
+                             for p in sorted(folder.rglob("*")) if p.is_file()]
+    path.write_text("\n".join(rows) + "\n")
+    return path

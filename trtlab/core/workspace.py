@@ -163,9 +163,11 @@ _SHA_MEMO: dict[tuple, str] = {}
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    """sha256 of a file's bytes, remembered per (path, size, mtime) so repeated evaluations don't rehash models."""
+    """sha256 of a file's bytes, remembered per (path, size, mtime, ctime) so repeated evaluations don't rehash
+    models. ctime is in the key because `cp -p`, `rsync -a` and unzip restore a replaced file's mtime, never its
+    ctime: new weights of the same size are hashed again, also within one notebook kernel."""
     stat = os.stat(path)
-    key = (os.path.abspath(os.fspath(path)), stat.st_size, stat.st_mtime_ns)
+    key = (os.path.abspath(os.fspath(path)), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
     if key not in _SHA_MEMO:
         _SHA_MEMO[key] = _sha256_uncached(path, chunk)
     return _SHA_MEMO[key]

@@ -52,7 +52,7 @@ def evaluate(
     resumes where it stopped on the next call with the same model, recipe and images.
     """
     from trtlab.evaluation.identity import Experiment, variant_identity, variant_key
-    from trtlab.graph.classifier_view import classifier_view
+    from trtlab.graph.classifier_view import classifier_view, derived_from
 
     # The classifier the labels talk about (graph.classifier_view): its logits output, a 1001-class model's
     # background class dropped where the labels say so; the user's own file when nothing needs doing.
@@ -133,7 +133,7 @@ def evaluate(
             "model": str(model_path),
             "model_sha256": info.sha256,  # the file evaluated; experiment.model_sha256 is its source model
             "outputs": outputs.record(image_ids),
-            **({"derived_from": view_record(view)} if view.derived else {}),
+            **({"derived_from": made} if (made := derived_from(model_path)) else {}),
             "experiment": experiment.to_dict(),
             "variant_key": key,
             "identity": identity,
@@ -152,12 +152,6 @@ def evaluate(
     store.save(result)
     checkpoint.clear()
     return result
-
-
-def view_record(view) -> dict:
-    """What a derived classifier copy was made from, for the run record."""
-    return {"model": view.source.path, "model_sha256": view.source.sha256, "output": view.output,
-            "background_dropped": view.background_dropped}
 
 
 class EvaluationCheckpoint:

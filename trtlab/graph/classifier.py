@@ -103,14 +103,14 @@ def inspect_classifier(path: str | os.PathLike) -> ModelInfo:
         where = "is a folder" if path.is_dir() else "does not exist"
         raise UserFileNotFound(f"ONNX model {path} {where}", "check the path given as --model / model_path")
     stat = path.stat()
-    info = _inspect_cached(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    info = _inspect_cached(str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
     _check_external_files(path, info.external_data)
     # Hashed outside the structural cache: new weights in model.onnx.data (same model.onnx) are a new identity.
     return replace(info, sha256=sha256_with_companions(path, info.external_data))
 
 
 @functools.lru_cache(maxsize=64)
-def _inspect_cached(path_text: str, size: int, mtime_ns: int) -> ModelInfo:
+def _inspect_cached(path_text: str, size: int, mtime_ns: int, ctime_ns: int) -> ModelInfo:
     import onnx
 
     path = Path(path_text)

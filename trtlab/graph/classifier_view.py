@@ -164,7 +164,13 @@ def classifier_view(model_path, dataset=None, output: str | None = None, backgro
                     workspace=None, announce: bool = True) -> ClassifierView:
     """The model to run for `model_path` on `dataset`'s labels: its logits output chosen (or `output`), a
     1001-class model's background class dropped where the labels number ImageNet's classes (or as
-    `background_class` says). Refusals are one-line UserErrors, before any image is decoded."""
+    `background_class` says). Refusals are one-line UserErrors, before any image is decoded. A copy this function
+    made carries its choices: given again (to evaluate() or a variant build), it is returned as it is."""
+    made = derived_from(model_path)
+    if made is not None:
+        info = inspect_classifier(model_path)
+        return ClassifierView(Path(model_path), info, _source_of(made, info), made["output"],
+                              bool(made["background_dropped"]))
     source = inspect_classifier(model_path)
     labels = LabelSpace.of(dataset)
     chosen, why = choose_output(source, labels, output)
@@ -185,7 +191,9 @@ def classifier_view(model_path, dataset=None, output: str | None = None, backgro
         if note not in _announced:  # once per process: evaluate() and every variant look at the model again
             _announced.add(note)
             log.info(note)
-    if len(source.outputs) == 1 and not drop:
+    # A copy when something was chosen: the output, or how 1001 classes are numbered (kept in the copy's sidecar,
+    # so a later look at the copy does not decide again from other labels).
+    if len(source.outputs) == 1 and not drop and shape[1:] != (IMAGENET_CLASSES + 1,):
         return ClassifierView(Path(model_path), source, source, chosen, False, tuple(notes))
     path = _derived_copy(source, chosen, drop, workspace)
     return ClassifierView(path, inspect_classifier(path), source, chosen, drop, tuple(notes))
@@ -195,7 +203,9 @@ def _derived_copy(source: ModelInfo, output: str, drop_background: bool, workspa
     """The workspace copy of `source` with `output` as its only output (background column dropped when asked),
     reused while its sidecar says it was made from this very model (sha256 incl. external data) the same way."""
     stem = Path(source.path).stem
-    tag = ("" if len(source.outputs) == 1 else f".{_safe(output)}") + (".no-background" if drop_background else "")
+    classes = dict(source.outputs)[output][1:]
+    tag = ("" if len(source.outputs) == 1 else f".{_safe(output)}") + (
+        ".no-background" if drop_background else ".own-numbering" if classes == (IMAGENET_CLASSES + 1,) else "")
     folder = workspace_dir(workspace) / "models" / f"{stem}-{source.sha256[:12]}"
     target = folder / f"{stem}{tag}.onnx"
     made = {"source": source.path, "source_sha256": source.sha256, "output": output,
@@ -216,7 +226,17 @@ def derived_from(path) -> dict | None:
     """What a derived copy was made from (its sidecar), None for a user's own model."""
     sidecar = Path(path).with_name(Path(path).name + ".json")
     record = read_json_checked(sidecar) if sidecar.exists() else None
-    return record if record and "source_sha256" in record else None
+    wanted = ("source", "source_sha256", "output", "background_dropped", "revision")
+    return record if record and all(k in record for k in wanted) and record["revision"] == VIEW_REVISION else None
+
+
+def _source_of(made: dict, copy: ModelInfo) -> ModelInfo:
+    """The ModelInfo of the user's model a copy was made from, when it is still there unchanged; else the copy's."""
+    try:
+        source = inspect_classifier(made["source"])
+    except (ModelInputError, OSError, UserValueError):
+        return copy
+    return source if source.sha256 == made["source_sha256"] else copy
 
 
 def _safe(name: str) -> str:
