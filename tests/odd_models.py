@@ -112,14 +112,15 @@ def with_custom_op(source, path: Path, domain: str = "com.example.vision", op: s
 
 def with_external_data(source, path: Path, location: str | None = None, scale_fc: float = 1.0) -> Path:
     """`path` + its weights in one external-data file (`location`, relative to `path`'s folder; default
-    `<name>.data`); `scale_fc` multiplies the classifier's weights (new weights, same graph file)."""
+    `<name>.data`); `scale_fc` multiplies the classifier's weight and bias, so the logits scale by it (new weights,
+    same graph file)."""
     import onnx
     from onnx import numpy_helper
 
     model = load(source)
     if scale_fc != 1.0:
         for i, init in enumerate(model.graph.initializer):
-            if init.name == "_fc.weight":
+            if init.name in ("_fc.weight", "_fc.bias"):
                 model.graph.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * scale_fc,
                                                                             init.name))
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -51,15 +51,13 @@ def test_new_external_weights_are_a_new_model_not_a_reuse(demo_model, photo_fold
     code, _, err = om.run_cli(capsys, "eval", "--model", model, "--data", photo_folder, "--workspace", ws)
     assert code == 0, err
     assert "reusing stored results" not in err
-    old, new = stores(ws, "model")[0].load("fp32"), None
-    for candidate in stores(ws, "model"):
-        if candidate.load("fp32").record["model_sha256"] == second.sha256:
-            new = candidate.load("fp32")
-    assert new is not None and len(stores(ws, "model")) == 2  # its own experiment; the old one kept as it was
+    by_model = {r.record["model_sha256"]: r for r in (store.load("fp32") for store in stores(ws, "model"))}
+    assert set(by_model) == {first.sha256, second.sha256}  # its own experiment; the old one kept as it was
+    old, new = by_model[first.sha256], by_model[second.sha256]
+    np.testing.assert_array_equal(old.logits, before.logits)
     mine, theirs = new.align(old)
     np.testing.assert_allclose(new.logits[mine].astype(np.float32), 0.5 * before.logits[theirs].astype(np.float32),
                                rtol=0.02, atol=0.02)  # the new weights' results, not the old ones
-    assert old.record["model_sha256"] == first.sha256
 
 
 def test_external_data_anywhere_the_model_names_it(demo_model, tmp_path):
