@@ -230,7 +230,13 @@ def check_output_dir(path, what: str = "output folder") -> Path | None:
 
 
 def check_backend(backend: str | None) -> None:
-    """`trt` needs TensorRT importable here; refused before any cached ONNX Runtime result could be shown."""
+    """A backend trtlab has; `trt` needs TensorRT importable here; refused before any decoding (and before any
+    cached ONNX Runtime result could be shown)."""
+    from trtlab.backends import BACKEND_ALIASES, BACKENDS
+
+    known = ("auto",) + BACKENDS + tuple(BACKEND_ALIASES)
+    if backend not in known:
+        raise UserValueError(f"unknown backend {backend!r}", f"choose one of {', '.join(known)}")
     if backend != "trt":
         return
     from trtlab.backends import tensorrt_available

@@ -71,10 +71,13 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: 
     from trtlab.graph.classifier import check_float_model
     from trtlab.graph.classifier_view import classifier_view, preprocess_for
 
-    recipes = [r if isinstance(r, Recipe) else Recipe(**r) for r in recipes]
+    from trtlab.quantization.recipe import recipes_of
+    from trtlab.workflows.checks import check_backend, check_calibration_cache, check_guards, check_labels
+
+    recipes = recipes_of(recipes)
     if not any(r.precision == "fp32" for r in recipes):
         recipes = [Recipe(precision="fp32")] + recipes
-    from trtlab.workflows.checks import check_calibration_cache, check_guards, check_labels
+    check_backend(backend)
 
     # A wrong model, output or numbering fails here, before any image is decoded.
     view = classifier_view(model_path, dataset, output, background_class, workspace, announce=progress)
@@ -113,17 +116,26 @@ def recipes_from_selection(algorithms, calibration_images: int, calibration_batc
                            include_fp16: bool = False):
     """Widget state → recipes: one INT8 recipe per chosen algorithm, all with the same guards (and an FP16 variant
     first when asked, to see INT8 against FP16 as well as FP32)."""
-    if not algorithms:
-        from trtlab.core.errors import UserValueError
+    from trtlab.core.errors import UserValueError
 
+    if not algorithms:
         raise UserValueError("no calibration algorithm is selected", "choose at least one of minmax, entropy, percentile")
+    try:
+        percentile = float(percentile)
+    except (TypeError, ValueError):
+        raise UserValueError(f"percentile {percentile!r} is not a number", "type e.g. 99.99") from None
     guard_list = list(guards) + [f"node:{n.strip()}" for n in node_guards.split(",") if n.strip()]
     if guard_precision == "fp16":
         guard_list = [f"{g}=fp16" for g in guard_list]
     fp16 = [Recipe(precision="fp16")] if include_fp16 else []
-    return fp16 + [Recipe(precision="int8", algorithm=a, calibration_images=int(calibration_images),
-                          calibration_batch=int(calibration_batch), guards=tuple(guard_list),
-                          percentile=float(percentile)) for a in algorithms]
+    return fp16 + [Recipe(precision="int8", algorithm=a, calibration_images=_whole(calibration_images),
+                          calibration_batch=_whole(calibration_batch), guards=tuple(guard_list),
+                          percentile=percentile) for a in algorithms]
+
+
+def _whole(value):
+    """A widget's count as an int when it is one (64.0 from a FloatText); anything else left for Recipe to refuse."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, split: Split | None = None,

@@ -37,9 +37,10 @@ def run_job(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, 
     from trtlab.views.report import write_report
 
     workspace = workspace_dir(workspace)
-    from trtlab.workflows.checks import check_labels
+    from trtlab.workflows.checks import check_backend, check_labels
 
-    # A wrong model, output, numbering, labels or crop: refused before any decoding.
+    # A wrong backend, model, output, numbering, labels or crop: refused before any decoding.
+    check_backend(backend)
     view = classifier_view(model_path, dataset, output, background_class, workspace, announce=progress)
     check_labels(dataset, view.info)
     spec = preprocess_for(view.info, preprocess, crop, resize)
