@@ -235,7 +235,7 @@ def check_backend(backend: str | None) -> None:
     from trtlab.backends import BACKEND_ALIASES, BACKENDS
 
     known = ("auto",) + BACKENDS + tuple(BACKEND_ALIASES)
-    if backend not in known:
+    if backend is not None and backend not in known:  # None: the caller's default
         raise UserValueError(f"unknown backend {backend!r}", f"choose one of {', '.join(known)}")
     if backend != "trt":
         return
