@@ -42,7 +42,9 @@ def plot_summary(store: ResultsStore, variants=None, reference=None, decode_cach
                          fontsize=7, color="black" if ok else "red")
             ax.axis("off")
     experiment = store.experiment
-    fig.suptitle("trtlab report — " + (experiment.short() if experiment else store.folder.name), fontsize=11)
+    skipped = len({item.get("image") for r in results.values() for item in skipped_images(r.record)})
+    fig.suptitle("trtlab report — " + (experiment.short() if experiment else store.folder.name)
+                 + (f" · {skipped} not decodable, not scored (named in report.md)" if skipped else ""), fontsize=11)
     return fig, table
 
 
@@ -60,15 +62,41 @@ def write_report(store: ResultsStore, out_dir, variants=None, reference=None, de
     return {"png": png, "csv": csv, "md": md, "table": table}
 
 
+def skipped_images(record: dict) -> list[dict]:
+    """The run record's skipped images (`dataset.skipped_images`: image, file, reason); [] for older records."""
+    dataset = (record or {}).get("dataset")
+    return list((dataset.get("skipped_images") if isinstance(dataset, dict) else None) or [])
+
+
+def skipped_note(results, experiment=None, shown: int = 5) -> str | None:
+    """The images the run records as skipped (not decodable), named, so that the header's evaluation-image count
+    and the table's agree or the difference is stated: None when nothing was skipped."""
+    skipped = {}
+    for result in (results.values() if isinstance(results, dict) else results):
+        for item in skipped_images(result.record):
+            skipped.setdefault(item.get("image") or item.get("file"), item)
+    if not skipped:
+        return None
+    total = f" of {experiment.evaluation_images}" if experiment is not None else ""
+    named = [f"{item.get('file') or image} ({item.get('reason') or 'not decodable'})"
+             for image, item in sorted(skipped.items())]
+    more = f"; and {len(named) - shown} more (failures.json in the decode cache)" if len(named) > shown else ""
+    return (f"{len(skipped)}{total} evaluation image(s) could not be decoded and are not in the table: "
+            f"{'; '.join(named[:shown])}{more}.")
+
+
 def _pct(value) -> str:
     return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.2f}%"
 
 
 def render_markdown(table, store: ResultsStore) -> str:
-    lines = [f"# trtlab report — {store.folder.name}", "", f"Experiment: {store.describe()}.", "",
-             f"Reference for agreement: **{table.attrs['reference']}**", "",
-             "| variant | backend | images | top-1 (95% CI) | top-5 | top-1 agreement | top-5 overlap | cosine mean / worst |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [f"# trtlab report — {store.folder.name}", "", f"Experiment: {store.describe()}.", ""]
+    skipped = skipped_note(store.load_all(list(table.index)), store.experiment)
+    if skipped:
+        lines += [f"**Skipped:** {skipped}", ""]
+    lines += [f"Reference for agreement: **{table.attrs['reference']}**", "",
+              "| variant | backend | images | top-1 (95% CI) | top-5 | top-1 agreement | top-5 overlap | cosine mean / worst |",
+              "|---|---|---|---|---|---|---|---|"]
     for name, row in table.iterrows():
         acc = (f"{_pct(row.top1)} ({_pct(row.top1_low)}–{_pct(row.top1_high)})" if row.labelled else "unlabelled")
         lines.append(f"| {name} | {row.backend} | {row.images} | {acc} | {_pct(row.top5) if row.labelled else '—'} | "
