@@ -16,6 +16,7 @@ _EXPORTS = {
     "build_decode_cache": "data.decode_cache", "DecodeCache": "data.decode_cache",
     "make_split": "data.split", "Split": "data.split", "saved_split": "data.split",
     "inspect_classifier": "graph.classifier",
+    "classifier_view": "graph.classifier_view", "preprocess_for": "graph.classifier_view",
     "make_runner": "backends", "available_backends": "backends",
     "ResultsStore": "evaluation.results", "VariantResult": "evaluation.results",
     "accuracy": "evaluation.metrics", "agreement": "evaluation.metrics", "variant_table": "evaluation.metrics",

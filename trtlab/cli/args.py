@@ -130,9 +130,12 @@ class ModelDataArgs(ArgGroup):
 
     def __init__(self, model: bool = True, data: bool = True, labels: bool = True, preset: bool = True,
                  required: bool = False, model_default: str = "the demo EfficientNet-Lite0",
-                 data_default: str = "the demo photos", data_help: str | None = None):
+                 data_default: str = "the demo photos", data_help: str | None = None, classifier: bool | None = None):
         self.model, self.data, self.labels, self.preset, self.required = model, data, labels, preset, required
         self.model_default, self.data_default, self.data_help = model_default, data_default, data_help
+        # --crop/--resize/--output/--background-class: commands that score a model on labelled data (they reach
+        # workflows.checks.checked_inputs, which applies them)
+        self.classifier = (model and labels and preset) if classifier is None else classifier
         self.renamed = {"--calib-data": ("--data", "use --data FOLDER (without it: the demo photos)")} if data else {}
 
     def add_options(self, group):
@@ -151,6 +154,17 @@ class ModelDataArgs(ArgGroup):
 
             group.add_argument("--preset", metavar="NAME", default=None,
                                help=f"preprocessing preset: {', '.join(PRESETS)} (default: tf-lite)")
+        if self.classifier:
+            group.add_argument("--crop", type=int, metavar="PIXELS", default=None,
+                               help="center-crop size (default: the model's input size)")
+            group.add_argument("--resize", type=int, metavar="PIXELS", default=None,
+                               help="short side before the crop (default: crop × 256/224, e.g. 342 for 299)")
+            group.add_argument("--output", metavar="NAME", default=None,
+                               help="the model output that holds the logits (default: its only output, or the only "
+                                    "N×C output whose classes fit the labels)")
+            group.add_argument("--background-class", metavar="WHERE", default=None,
+                               help="first: output 0 is a background class (TensorFlow's 1001-class models), dropped "
+                                    "before scoring; none: no background class (default: auto, from the labels)")
 
     def _default(self, text: str) -> str:
         return "" if self.required else f" (default: {text})"
@@ -166,6 +180,23 @@ class ModelDataArgs(ArgGroup):
         if self.preset:
             args.preset_given = given(args, "preset")
             args.preset = check_preset(args.preset) if args.preset_given else "tf-lite"
+        if self.classifier:
+            args.model_options = classifier_options(args)
+
+
+def classifier_options(args) -> dict:
+    """--crop/--resize/--output/--background-class, checked, as workflows.checks.checked_inputs takes them."""
+    from trtlab.graph.classifier_view import BACKGROUND_CHOICES
+
+    crop, resize = positive("--crop", args.crop), positive("--resize", args.resize)
+    if crop is not None and resize is not None and resize < crop:
+        raise UserValueError(f"--resize {resize} is smaller than --crop {crop}",
+                             f"the short side is resized before the crop: give --resize ≥ {crop}")
+    background = check_choice("--background-class", args.background_class or "auto", BACKGROUND_CHOICES,
+                              "a background-class choice")
+    if args.output is not None and not args.output.strip():
+        raise UserValueError("--output is empty", "give the name of the model output that holds the logits")
+    return {"crop": crop, "resize": resize, "output": args.output, "background_class": background}
 
 
 def check_preset(name: str) -> str:
@@ -220,6 +251,7 @@ class CalibrationArgs(ArgGroup):
         choices = self._choices()
         args.calibration_given = any(given(args, d) for d in ("algorithms", "percentile", "calibration_images",
                                                               "calibration_batch"))
+        args.algorithms_given = given(args, "algorithms")
         algorithms = tuple(dict.fromkeys(args.algorithms or self.default))  # a repeat named twice counts once
         for name in algorithms:
             if name not in choices:
@@ -392,4 +424,5 @@ class Command:
 
 __all__ = ["ArgGroup", "BackendArgs", "CalibrationArgs", "Command", "GlobalArgs", "GuardArgs", "Items",
            "ModelDataArgs", "OutputArgs", "Parser", "Renamed", "UsageError", "WorkspaceArgs", "check_choice",
+           "classifier_options",
            "check_percentile", "check_preset", "exit_status_help", "given", "positive"]

@@ -49,7 +49,39 @@ _WRITE_ERRNOS = {
     _errno.EROFS: ("the file system is read-only", "choose a writable workspace (--workspace or $TRTLAB_WORKSPACE)"),
     _errno.EACCES: ("permission denied", "choose a folder you can write (--workspace or $TRTLAB_WORKSPACE)"),
     _errno.EPERM: ("operation not permitted", "choose a folder you can write (--workspace or $TRTLAB_WORKSPACE)"),
+    # A writer that reports no errno of its own (ONNX Runtime's "Protobuf serialization failed", see
+    # core.ort_session) is given EIO: the disk is named with its free space, as for a full disk.
+    _errno.EIO: ("the write failed", "check the free space and the disk, or choose another workspace (--workspace or "
+                                     "$TRTLAB_WORKSPACE)"),
 }
+_SPACE_ERRNOS = {_errno.ENOSPC, getattr(_errno, "EDQUOT", -1), _errno.EIO}
+
+
+def free_space(path) -> str:
+    """'1.2 GB free on /kaggle/working': the free space of the file system holding `path` (its nearest existing
+    folder) and that file system's mount point; '' when it cannot be read."""
+    import shutil
+
+    folder = os.path.abspath(os.fspath(path))
+    while folder and not os.path.isdir(folder):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return ""
+    mount = folder
+    while not os.path.ismount(mount) and os.path.dirname(mount) != mount:
+        mount = os.path.dirname(mount)
+    size = float(free)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1000 or unit == "TB":
+            break
+        size /= 1000
+    shown = f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+    return f"{shown} free on {mount}"
 
 
 def write_error(path, exc: OSError) -> UserError | None:
@@ -57,7 +89,9 @@ def write_error(path, exc: OSError) -> UserError | None:
     if exc.errno not in _WRITE_ERRNOS:
         return None
     reason, fix = _WRITE_ERRNOS[exc.errno]
-    return UserPermissionError(f"cannot write {os.fspath(path)}: {reason} ({exc.strerror or exc})", fix)
+    space = free_space(path) if exc.errno in _SPACE_ERRNOS else ""
+    space = f"; {space}" if space else ""
+    return UserPermissionError(f"cannot write {os.fspath(path)}: {reason} ({exc.strerror or exc}{space})", fix)
 
 
 @contextlib.contextmanager

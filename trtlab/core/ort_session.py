@@ -6,6 +6,7 @@ onnxruntime is imported when a session is made, not when this module is.
 """
 from __future__ import annotations
 
+import errno
 import os
 
 OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
@@ -50,4 +51,26 @@ def ort_session(model, optimization: str = "all", threads: int | None = None, qd
 
     options = session_options(optimization, threads, qdq_fusion, spinning, optimized_model_path)
     source = os.fspath(model) if isinstance(model, (str, os.PathLike)) else model.SerializeToString()
-    return ort.InferenceSession(source, options, providers=providers or ["CPUExecutionProvider"])
+    try:
+        return ort.InferenceSession(source, options, providers=providers or ["CPUExecutionProvider"])
+    except Exception as exc:
+        if optimized_model_path is not None and "serialization failed" in str(exc).lower():
+            # ONNX Runtime's only words when writing the optimized model fails (a full disk among the causes; it
+            # gives no errno): an OSError naming the file, which the atomic writers turn into a one-line error
+            # naming the disk and its free space (core.errors.write_error).
+            target = os.fspath(optimized_model_path)
+            code = errno.ENOSPC if _short_of_space(target, source) else errno.EIO
+            raise OSError(code, "ONNX Runtime could not write the optimized model (\"Protobuf serialization "
+                                "failed\")", target) from exc
+        raise
+
+
+def _short_of_space(target: str, source) -> bool:
+    """Whether the file system of `target` has less free space than twice the model `source` (path or bytes)."""
+    import shutil
+
+    try:
+        size = len(source) if isinstance(source, bytes) else os.path.getsize(source)
+        return shutil.disk_usage(os.path.dirname(os.path.abspath(target))).free < 2 * size
+    except OSError:
+        return False

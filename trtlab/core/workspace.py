@@ -163,12 +163,29 @@ _SHA_MEMO: dict[tuple, str] = {}
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    """sha256 of a file's bytes, remembered per (path, size, mtime) so repeated evaluations don't rehash models."""
+    """sha256 of a file's bytes, remembered per (path, size, mtime, ctime) so repeated evaluations don't rehash
+    models. ctime is in the key because `cp -p`, `rsync -a` and unzip restore a replaced file's mtime, never its
+    ctime: new weights of the same size are hashed again, also within one notebook kernel."""
     stat = os.stat(path)
-    key = (os.path.abspath(os.fspath(path)), stat.st_size, stat.st_mtime_ns)
+    key = (os.path.abspath(os.fspath(path)), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
     if key not in _SHA_MEMO:
         _SHA_MEMO[key] = _sha256_uncached(path, chunk)
     return _SHA_MEMO[key]
+
+
+def sha256_with_companions(path: str | os.PathLike, companions=()) -> str:
+    """sha256 of a file together with the files it needs beside it (an ONNX model's external-data files): the
+    file's own sha256 when it has none (so a model without external data keeps the hash it always had), else the
+    sha256 of its hash and each companion's (name relative to the file's folder, sha256), in a stable order. New
+    weights in `model.onnx.data` are a new identity even when `model.onnx` is byte for byte the same."""
+    main = sha256_file(path)
+    if not companions:
+        return main
+    base = os.path.dirname(os.path.abspath(os.fspath(path)))
+    digest = hashlib.sha256(main.encode("ascii"))
+    for companion in sorted({os.path.abspath(os.fspath(c)) for c in companions}):
+        digest.update(f"\0{os.path.relpath(companion, base)}\0{sha256_file(companion)}".encode("utf-8"))
+    return digest.hexdigest()
 
 
 def _sha256_uncached(path, chunk: int) -> str:

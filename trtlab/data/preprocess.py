@@ -15,6 +15,9 @@ IMAGENET_MEAN_255 = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 IMAGENET_STD_255 = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 
 
+_INTERPOLATION = {"area": "INTER_AREA", "linear": "INTER_LINEAR", "bilinear": "INTER_LINEAR", "cubic": "INTER_CUBIC"}
+
+
 class ImageDecodeError(ValueError):
     """An image file that cannot be decoded completely (missing, truncated, corrupt)."""
 
@@ -30,6 +33,33 @@ class Preprocess:
     std: tuple[float, float, float] = (128.0, 128.0, 128.0)
     channel_order: str = "RGB"
     interpolation: str = "area"
+
+    def __post_init__(self):
+        # A mistake here would only show as wrong crops (or a crash) deep inside decoding: refused when made.
+        from trtlab.core.errors import UserValueError
+
+        for field in ("resize_short", "crop"):
+            value = getattr(self, field)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+                raise UserValueError(f"Preprocess {field}={value!r} is not possible",
+                                     f"give a whole number of pixels ≥ 1, e.g. {field}=224")
+        for field in ("mean", "std"):
+            value = getattr(self, field)
+            try:
+                numbers = [float(v) for v in value]
+            except (TypeError, ValueError):
+                numbers = []
+            if len(numbers) != 3 or not all(np.isfinite(numbers)) or (field == "std" and 0 in numbers):
+                raise UserValueError(f"Preprocess {field}={value!r} is not three finite numbers"
+                                     + (" (none zero)" if field == "std" else ""),
+                                     f"give one value per RGB channel in 0..255 pixel units, e.g. {field}=(127, 127, 127)"
+                                     if field == "mean" else "e.g. std=(128, 128, 128)")
+        if self.channel_order not in ("RGB", "BGR"):
+            raise UserValueError(f"Preprocess channel_order={self.channel_order!r} is not RGB or BGR",
+                                 "use channel_order='RGB' (or 'BGR' for models trained on OpenCV's order)")
+        if self.interpolation not in _INTERPOLATION:
+            raise UserValueError(f"Preprocess interpolation={self.interpolation!r} is not one trtlab has",
+                                 f"use one of {', '.join(_INTERPOLATION)}")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -53,9 +83,18 @@ def get_preprocess(spec: str | Preprocess | dict) -> Preprocess:
         return spec
     if isinstance(spec, dict):
         fields = dict(spec)
+        known = [f.name for f in dataclasses.fields(Preprocess)]
+        unknown = sorted(str(k) for k in fields if k not in known)
+        if unknown:
+            from trtlab.core.errors import UserValueError
+
+            raise UserValueError(f"preprocessing field(s) {', '.join(map(repr, unknown))} do not exist",
+                                 f"use only {', '.join(known)}")
         for key in ("mean", "std"):
-            if key in fields:
+            try:
                 fields[key] = tuple(float(v) for v in fields[key])
+            except (KeyError, TypeError, ValueError):
+                pass  # absent, or not numbers: Preprocess refuses the latter in one line
         return Preprocess(**{"name": "custom", **fields})
     if spec in PRESETS:
         return PRESETS[spec]
@@ -63,9 +102,6 @@ def get_preprocess(spec: str | Preprocess | dict) -> Preprocess:
 
     raise UserValueError(f"unknown preprocessing preset {spec!r}",
                          f"use one of {', '.join(sorted(PRESETS))}, or pass a Preprocess(...)")
-
-
-_INTERPOLATION = {"area": "INTER_AREA", "linear": "INTER_LINEAR", "bilinear": "INTER_LINEAR", "cubic": "INTER_CUBIC"}
 
 
 _JPEG_SOI, _PNG_SIGNATURE = b"\xff\xd8", b"\x89PNG\r\n\x1a\n"

@@ -248,10 +248,14 @@ def layer_debugger(model_path, dataset, split=None, recipe=None, preprocess="tf-
     from trtlab.quantization.recipe import Recipe
     from trtlab.workflows.compare import default_calibration_pool, saved_split
 
-    recipe = recipe or Recipe(algorithm="entropy")
-    if isinstance(recipe, dict):
-        recipe = Recipe.from_dict(recipe)
-    cache = build_decode_cache(dataset, get_preprocess(preprocess), workspace, progress=progress)
+    from trtlab.graph.classifier_view import preprocess_for
+    from trtlab.workflows.checks import check_guards, check_model
+
+    recipe = Recipe.of(recipe or Recipe(algorithm="entropy"))
+    # A wrong model, recipe, guard or preprocessing: refused before any image is decoded.
+    spec = preprocess_for(check_model(model_path), get_preprocess(preprocess))
+    check_guards(model_path, recipe.guards, workspace, "recipe guards")
+    cache = build_decode_cache(dataset, spec, workspace, progress=progress)
     split = split or saved_split(dataset, recipe.calibration_images or default_calibration_pool(dataset),
                                  workspace=workspace)
     return LayerDebugger(model_path, cache, split.calibration, split.evaluation, recipe, images=images,

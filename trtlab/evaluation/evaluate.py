@@ -15,7 +15,9 @@ from trtlab.data.decode_cache import DecodeCache
 from trtlab.graph.classifier import inspect_classifier
 from trtlab.core.progress import progress_bar
 from trtlab.data.batches import iter_batches, rows_per_batch
-from trtlab.evaluation.results import ResultsStore, VariantResult, top5_from_logits
+from trtlab.core.errors import UserValueError
+from trtlab.evaluation.outputs import describe_kind, interpret_outputs, report_non_finite
+from trtlab.evaluation.results import ResultsStore, VariantResult
 from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, read_checked, read_json_checked
 
 log = logging.getLogger(__name__)
@@ -56,8 +58,16 @@ def evaluate(
     on the next call with the same model, recipe and images. `on_images(count)` is called after every batch.
     """
     from trtlab.evaluation.identity import Experiment, variant_identity, variant_key
+    from trtlab.graph.classifier_view import classifier_view, derived_from
 
-    info = inspect_classifier(model_path)
+    # The classifier the labels talk about (graph.classifier_view): its logits output, a 1001-class model's
+    # background class dropped where the labels say so; the user's own file when nothing needs doing.
+    view = classifier_view(model_path, cache.dataset, workspace=workspace, announce=progress)
+    model_path, info = view.path, view.info
+    if info.quantized and recipe is None:  # a quantized model given as it is: an int8 variant, its own scales
+        recipe = {"precision": "int8", "scales": "provided"}
+        variant = "int8" if variant == "fp32" else variant
+        identity = identity or variant_identity(recipe, scales={"source": "provided"})
     batch_size = checked_batch_size(model_path, info, cache, batch_size, progress)
     recipe = dict(recipe or {"precision": "fp32"})
     requested = np.arange(len(cache.dataset)) if indices is None else np.asarray(indices, np.int64)
@@ -76,6 +86,7 @@ def evaluate(
     stored_label, replaces = find_stored(store, identity, key, runner.identity())
     reusable = None if force else reusable_result(store, stored_label, info, [ids[i] for i in indices], progress)
     if reusable is not None:
+        report_non_finite(stored_label, ~reusable.valid, reusable.image_ids, recipe.get("precision", "fp32"))
         return reusable
     variant = stored_label or store.label_for(variant, key, identity, runner.identity())
     if len(indices) == 0:
@@ -99,19 +110,26 @@ def evaluate(
         logits_chunks += infer_cached(runner, cache, indices[done:], batch_size, desc=f"infer {variant}",
                                       progress=progress, on_batch=checkpoint.add, fixed_batch=info.fixed_batch,
                                       on_images=on_images)
-    logits = np.concatenate(logits_chunks) if logits_chunks else np.zeros((0, 0), np.float32)
-    if logits.ndim != 2:
-        raise ValueError(f"{Path(model_path).name} output has shape {list(logits.shape)}; expected N×classes logits")
-    top5_indices, top5_probs = top5_from_logits(logits)
+    raw = np.concatenate(logits_chunks) if logits_chunks else np.zeros((0, 0), np.float32)
+    if raw.ndim != 2:
+        raise ValueError(f"{Path(model_path).name} output has shape {list(raw.shape)}; expected N×classes logits")
+    # What the outputs are (evaluation.outputs): probabilities kept as the model's, NaN/inf rows without a prediction.
+    outputs = interpret_outputs(raw, info.final_op)
+    image_ids = [ids[i] for i in indices]
+    if progress and (line := describe_kind(Path(model_path).name, outputs)):
+        log.info(line)
+    report_non_finite(variant, outputs.non_finite, image_ids, recipe.get("precision", "fp32"))
     result = VariantResult(
         variant=variant,
-        image_ids=[ids[i] for i in indices],
+        image_ids=image_ids,
         labels=cache.dataset.labels[indices],
-        top5_indices=top5_indices,
-        top5_probs=top5_probs,
-        logits=logits.astype(np.float16),
-        record=run_record(model_path, info, experiment, key, identity, recipe, description, choice, cache,
-                          requested, batch_size, started, record_extra),
+        top5_indices=outputs.top5_indices,
+        top5_probs=outputs.top5_probs,
+        logits=outputs.stored,
+        record={**run_record(model_path, info, experiment, key, identity, recipe, description, choice, cache,
+                             requested, batch_size, started, record_extra),
+                "outputs": outputs.record(image_ids),
+                **({"derived_from": made} if (made := derived_from(model_path)) else {})},
     )
     _save(store, result, identity, key, runner.identity(), stored_label, replaces)
     checkpoint.clear()
@@ -122,9 +140,10 @@ def checked_batch_size(model_path, info, cache, batch_size: int, progress: bool)
     """The batch to evaluate with (a model exported with a fixed batch: that one, said once); a model whose input
     size is not the decode cache's crop is refused."""
     if info.image_size != (cache.preprocess.crop, cache.preprocess.crop):
-        raise ValueError(f"{Path(model_path).name} takes {info.image_size[0]}×{info.image_size[1]} images but the "
-                         f"decode cache holds {cache.preprocess.crop}×{cache.preprocess.crop} crops; "
-                         f"use a preprocessing with crop={info.image_size[0]}")
+        raise UserValueError(f"{Path(model_path).name} takes {info.image_size[0]}×{info.image_size[1]} images but "
+                             f"the decode cache holds {cache.preprocess.crop}×{cache.preprocess.crop} crops",
+                             f"use a preprocessing with crop={info.image_size[0]} (graph.classifier_view."
+                             f"preprocess_for makes it from the model; --crop on the command line)")
     if isinstance(info.input_shape[0], int) and info.input_shape[0] != batch_size:
         if progress:
             log.info(f"{Path(model_path).name} has a fixed batch of {info.input_shape[0]}; using batch_size="

@@ -29,12 +29,13 @@ def wilson_interval(successes: int, total: int, z: float = 1.959964) -> tuple[fl
 
 
 def accuracy(result: VariantResult) -> dict:
-    """Top-1/top-5 accuracy over the labelled images, each with its 95% Wilson interval."""
-    labelled = result.labels >= 0
+    """Top-1/top-5 accuracy over the labelled images with a prediction, each with its 95% Wilson interval;
+    `non_finite` counts the images left out because their outputs were NaN/inf (evaluation.outputs)."""
+    labelled = (result.labels >= 0) & result.valid
     n = int(labelled.sum())
     top1_hits = int((result.top1[labelled] == result.labels[labelled]).sum())
     top5_hits = int((result.top5_indices[labelled] == result.labels[labelled, None]).any(axis=1).sum())
-    out = {"labelled": n}
+    out = {"labelled": n, "non_finite": result.non_finite}
     for name, hits in (("top1", top1_hits), ("top5", top5_hits)):
         low, high = wilson_interval(hits, n)
         out.update({name: hits / n if n else math.nan, f"{name}_low": low, f"{name}_high": high,
@@ -80,7 +81,7 @@ def per_class_accuracy(result: VariantResult):
 
     from trtlab.data.classes import class_name
 
-    labelled = result.labels >= 0
+    labelled = (result.labels >= 0) & result.valid  # images without a prediction (NaN/inf) are left out
     labels = result.labels[labelled]
     correct = result.top1[labelled] == labels
     classes, counts = np.unique(labels, return_counts=True)
@@ -118,7 +119,9 @@ def compact_variant_table(full, results: dict[str, VariantResult]):
                                  "delta_top1_vs_reference": "delta_top1", "mcnemar_p_vs_reference": "mcnemar_p"})
     table = table[["images", "labelled", "top1", "top1_low", "top1_high", "top5", "top5_low", "top5_high",
                    "top1_agreement", "top1_agreement_low", "top1_agreement_high", "top5_overlap", "cosine_mean",
-                   "cosine_worst", "delta_top1", "mcnemar_p"]].copy()
+                   "cosine_worst", "delta_top1", "mcnemar_p"]
+                  # images without a prediction (NaN/inf outputs): shown only when a variant has some
+                  + (["non_finite"] if full["non_finite"].any() else [])].copy()
     table.insert(1, "backend", [backend_of(results[name].record) for name in table.index])
     table.attrs.update({key: full.attrs[key] for key in ("reference", "notes", "backends") if key in full.attrs})
     return table
@@ -248,10 +251,11 @@ def consistency_table(results: dict[str, VariantResult], reference: str | None =
                       compare_with=("fp32", "fp16"), alpha: float = 0.05, allow_mixed_backends: bool = False):
     """The dashboard's variant table: per variant, top-1/top-5 with 95% Wilson intervals (NaN when unlabelled),
     top-1 agreement and top-5 overlap with `reference` and with each stored variant named in `compare_with`, logit
-    cosine with `reference` (mean and 1st percentile), and McNemar's p-value for the top-1 difference from
-    `reference`. Results of different backends are refused (identity.MixedBackendError) unless
-    `allow_mixed_backends`; then attrs['backends'] names each one's and attrs['notes'] says so. attrs: reference,
-    compared_with (and backends, notes when mixed)."""
+    cosine with `reference` (mean and 1st percentile), McNemar's p-value for the top-1 difference from
+    `reference`, and non_finite: the images whose outputs were NaN/inf, left out of every score. Results of
+    different backends are refused (identity.MixedBackendError) unless `allow_mixed_backends`; then
+    attrs['backends'] names each one's and attrs['notes'] says so. attrs: reference, compared_with (and backends,
+    notes when mixed)."""
     import pandas as pd
 
     from trtlab.evaluation.identity import check_one_backend, check_one_experiment, mixed_backends_note
@@ -268,7 +272,8 @@ def consistency_table(results: dict[str, VariantResult], reference: str | None =
     for name, result in results.items():
         row = {"variant": name, "images": len(result)}
         acc = accuracy(result)
-        row.update({k: acc[k] for k in ("labelled", "top1", "top1_low", "top1_high", "top5", "top5_low", "top5_high")})
+        row.update({k: acc[k] for k in ("labelled", "top1", "top1_low", "top1_high", "top5", "top5_low", "top5_high",
+                                        "non_finite")})
         for other in others:
             agree = agreement(result, results[other])
             row[f"top1_agreement_vs_{other}"] = agree["top1_agreement"]

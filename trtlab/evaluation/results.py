@@ -36,13 +36,27 @@ class VariantResult:
     def top1(self) -> np.ndarray:
         return self.top5_indices[:, 0]
 
+    @property
+    def valid(self) -> np.ndarray:
+        """Rows with a prediction: an image whose outputs were NaN/inf has top-5 indices −1 (evaluation.outputs)
+        and is left out of every score."""
+        return self.top5_indices[:, 0] >= 0 if len(self.top5_indices) and self.top5_indices.shape[1] else \
+            np.ones(len(self.image_ids), bool)
+
+    @property
+    def non_finite(self) -> int:
+        """How many images gave non-finite outputs (no prediction)."""
+        return int((~self.valid).sum())
+
     def __len__(self) -> int:
         return len(self.image_ids)
 
     def align(self, other: "VariantResult") -> tuple[np.ndarray, np.ndarray]:
-        """Row indices into self and other for the images both hold (same id), in self's order."""
-        position = {image_id: i for i, image_id in enumerate(other.image_ids)}
-        mine = [i for i, image_id in enumerate(self.image_ids) if image_id in position]
+        """Row indices into self and other for the images both hold (same id) with a prediction in both (rows with
+        non-finite outputs are left out of every comparison), in self's order."""
+        other_valid, my_valid = other.valid, self.valid
+        position = {image_id: i for i, image_id in enumerate(other.image_ids) if other_valid[i]}
+        mine = [i for i, image_id in enumerate(self.image_ids) if image_id in position and my_valid[i]]
         return np.asarray(mine, np.int64), np.asarray([position[self.image_ids[i]] for i in mine], np.int64)
 
 
@@ -53,12 +67,12 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def top5_from_logits(logits: np.ndarray, k: int = 5) -> tuple[np.ndarray, np.ndarray]:
-    probs = softmax(logits)
-    k = min(k, logits.shape[1])
-    part = np.argpartition(-probs, k - 1, axis=1)[:, :k]
-    order = np.argsort(-np.take_along_axis(probs, part, axis=1), axis=1, kind="stable")
-    indices = np.take_along_axis(part, order, axis=1)
-    return indices.astype(np.int32), np.take_along_axis(probs, indices, axis=1).astype(np.float32)
+    """Top-k classes and softmax confidences of logits (rows with NaN/inf: indices −1, confidences NaN). Model
+    outputs that may be probabilities already go through evaluation.outputs.interpret_outputs instead."""
+    from trtlab.evaluation.outputs import interpret_outputs
+
+    outputs = interpret_outputs(logits, k=k, kind="logits")
+    return outputs.top5_indices, outputs.top5_probs
 
 
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.+@~-]{1,100}$")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trtlab.core.errors import UserValueError
-from trtlab.core.workspace import atomic_path, set_aside, sha256_file, workspace_dir
+from trtlab.core.workspace import atomic_path, set_aside, workspace_dir
 
 MIN_OPSET = 13
 #: Part of the sanitized file's name: bumped when sanitizing changes what it writes (2: nodes named), so copies
@@ -54,17 +54,16 @@ def check_node_names(model, what: str = "the model") -> None:
 
 
 def sanitize_model(model_path, workspace=None, force: bool = False) -> Path:
-    """Path of the sanitized copy (cached in the workspace by the source file's sha256)."""
+    """Path of the sanitized copy (cached in the workspace by the source model's sha256, external data included)."""
     import onnx
 
     from trtlab.core.ort_session import ort_session
+    from trtlab.graph.classifier import ModelInputError, inspect_classifier
 
     model_path = Path(model_path)
-    sha = sha256_file(model_path)
+    sha = inspect_classifier(model_path).sha256  # the model with its external-data files: new weights, new copy
     target = workspace_dir(workspace) / "sanitized" / f"{model_path.stem}-{sha[:12]}-r{SANITIZE_REVISION}.onnx"
     if target.exists() and not force:
-        from trtlab.graph.classifier import ModelInputError, inspect_classifier
-
         try:
             inspect_classifier(target)  # parses, one image input, N×C output: what trtlab wrote
             return target

@@ -75,7 +75,12 @@ def encode_scale(scale: float) -> str:
 
 
 def decode_scale(text: str) -> float:
-    return struct.unpack(">f", bytes.fromhex(text.strip()))[0]
+    """The float32 whose big-endian bits `text` spells in hex. Writers that print the bits as an integer
+    (`std::hex` in TensorRT's C++ samples, Python's hex()) drop leading zeros: up to 8 digits are accepted."""
+    text = text.strip().lower().removeprefix("0x")
+    if not 1 <= len(text) <= 8 or any(c not in "0123456789abcdef" for c in text):
+        raise ValueError(f"{text!r} is not up to 8 hexadecimal digits")
+    return struct.unpack(">f", int(text, 16).to_bytes(4, "big"))[0]
 
 
 def trt_version_number(version: str | None) -> int:
@@ -170,5 +175,115 @@ def load_if_valid(path, expected: CacheMetadata, observed_absmax: dict[str, floa
     if not header.endswith(TRT_ALGORITHM_NAMES[expected.algorithm]):
         raise StaleCacheError(f"calibration cache {path} header {header!r} does not name {expected.algorithm}",
                               "use a cache made with that algorithm, or recalibrate")
+    check_scales(path, scales, observed_absmax)
+    return scales
+
+
+# -- importing a cache (`calibrate --import-cache FILE`, build_variant(calibration_cache_path=…, reuse_cache=True)) --
+#: TensorRT's calibrator names in cache headers → trtlab's algorithm. EntropyCalibration (the first entropy
+#: calibrator) has no algorithm of its own in trtlab: its scales are imported under "entropy" and the header is kept
+#: in the variant's identity.
+HEADER_ALGORITHMS = {"EntropyCalibration2": "entropy", "EntropyCalibration": "entropy",
+                     "MinMaxCalibration": "minmax", "trtlabPercentile": "percentile"}
+TENSORRT_FORMAT = "TensorRT cache without sidecar"
+TRTLAB_FORMAT = "trtlab cache with sidecar"
+#: Sidecar fields an import must match: what the scales were computed for. The images, their ids, the calibration
+#: batch and TensorRT's version describe how; an imported cache replaces calibrating, so they need not match.
+IMPORT_FIELDS = ("model_sha256", "algorithm", "preprocess", "percentile")
+
+
+@dataclass(frozen=True)
+class ImportedCache:
+    """A calibration cache given to be used instead of calibrating: its scales, header and provenance."""
+
+    path: Path
+    sha256: str
+    header: str
+    header_algorithm: str  # TensorRT's name, from the header
+    algorithm: str  # trtlab's name
+    scales: dict
+    sidecar: dict | None  # trtlab's <cache>.json, None for TensorRT's own caches
+
+    @property
+    def format(self) -> str:
+        return TRTLAB_FORMAT if self.sidecar is not None else TENSORRT_FORMAT
+
+    @property
+    def percentile(self) -> float | None:
+        return (self.sidecar or {}).get("percentile")
+
+    def identity(self) -> dict:
+        """What the variant's identity records about its scales."""
+        return {"source": "imported-cache", "cache_sha256": self.sha256, "format": self.format,
+                "header": self.header}
+
+
+def read_imported_cache(path, flag: str = "--import-cache") -> ImportedCache:
+    """The cache at `path`, readable and with a header trtlab knows; one-line errors naming the file otherwise.
+    Its trtlab sidecar (`<cache>.json`) is read when present; TensorRT's own caches have none."""
+    from trtlab.core.errors import UserFileNotFound
+    from trtlab.core.workspace import sha256_file
+
+    path = Path(path)
+    if not path.is_file():
+        where = "is a folder" if path.is_dir() else "does not exist"
+        raise UserFileNotFound(f"{flag} {path} {where}", "give the calibration cache file (TensorRT's text format, "
+                                                         "as a calibrator or trtlab writes it)")
+    header, scales = read_calibration_cache(path)
+    parts = header.strip().split("-", 2)
+    algorithm = HEADER_ALGORITHMS.get(parts[2] if len(parts) == 3 else "")
+    if algorithm is None or not parts[1].isdigit():
+        raise BadCalibrationCache(f"{path}:1: header {header.strip()!r} does not name a calibrator trtlab can import "
+                                  f"(TRT-<version>-<calibrator>, calibrator one of {', '.join(HEADER_ALGORITHMS)})",
+                                  "give a cache written by one of those calibrators")
+    if not scales:
+        raise BadCalibrationCache(f"{path} holds no scales (only its header)", "give the cache of a finished "
+                                                                               "calibration")
+    sidecar_path = path.with_name(path.name + ".json")
+    sidecar = read_json_checked(sidecar_path) if sidecar_path.exists() else None
+    return ImportedCache(path, sha256_file(path), header.strip(), parts[2], algorithm, scales, sidecar)
+
+
+def check_imported(imported: ImportedCache, model_sha256: str, algorithm: str, preprocess: dict,
+                   percentile: float | None, needed, known=(), observed_absmax: dict | None = None,
+                   model_name: str = "this model") -> dict[str, float]:
+    """The scales of `needed` (the activations this variant quantizes) from `imported`, checked: its sidecar (when
+    it has one) made for this model, algorithm and preprocessing; its header's calibrator the recipe's; every
+    needed tensor in it (the missing ones named); not a cache of another model (none of its tensors in `known`, the
+    model's tensor names); plausible scales (check_scales, against `observed_absmax` when statistics exist)."""
+    import logging
+
+    path = imported.path
+    if imported.sidecar is not None:
+        stored = {k: imported.sidecar.get(k) for k in IMPORT_FIELDS}
+        expected = {"model_sha256": model_sha256, "algorithm": algorithm, "preprocess": preprocess,
+                    "percentile": percentile if algorithm == "percentile" else None}
+        check_provenance(stored, expected, what=f"calibration cache {path}", error=StaleCacheError,
+                         fix="import a cache made for this model and preprocessing, or calibrate (drop the import)")
+    elif imported.algorithm != algorithm:
+        raise StaleCacheError(f"calibration cache {path} was written by TensorRT's {imported.header_algorithm} "
+                              f"({imported.header}), not by {algorithm}",
+                              f"import it as {imported.algorithm} (--algorithms {imported.algorithm}), or give a "
+                              f"cache made with {algorithm}")
+    internal = [name for name in imported.scales if name.startswith("(Unnamed Layer")]
+    named = [name for name in imported.scales if name not in internal]
+    known = set(known)
+    if known and named and not any(name in known for name in named):
+        raise StaleCacheError(f"calibration cache {path} names none of {model_name}'s tensors (it names e.g. "
+                              f"{', '.join(repr(n) for n in named[:3])}): it was made for another model",
+                              "import the cache made for this model, or calibrate")
+    missing = [name for name in needed if name not in imported.scales]
+    if missing:
+        shown = ", ".join(repr(n) for n in missing[:5]) + (f" (and {len(missing) - 5} more)" if len(missing) > 5 else "")
+        raise StaleCacheError(f"calibration cache {path} has no scale for {len(missing)} of the {len(needed)} tensors "
+                              f"this variant quantizes in {model_name}: {shown}",
+                              "import a cache made for this model (and these guards), or calibrate")
+    unused = [name for name in named if name not in set(needed)]
+    if unused:
+        logging.getLogger(__name__).info(
+            "%s: %d of its %d scales are for tensors this variant does not quantize (e.g. %s) and are not used%s",
+            path.name, len(unused), len(imported.scales), ", ".join(unused[:3]),
+            f"; {len(internal)} more name TensorRT's own layers" if internal else "")
+    scales = {name: imported.scales[name] for name in needed}
     check_scales(path, scales, observed_absmax)
     return scales

@@ -44,8 +44,10 @@ class Recipe:
         if self.precision == "int8" and self.algorithm not in ALGORITHMS:
             raise UserValueError(f"calibration algorithm {self.algorithm!r} is not one of {', '.join(ALGORITHMS)}",
                                  "use entropy (TensorRT's EntropyCalibration2), minmax, entropy-gtc or percentile")
-        if not isinstance(self.percentile, numbers.Real) or isinstance(self.percentile, bool) \
-                or not 0 < float(self.percentile) <= 100:
+        if not isinstance(self.percentile, numbers.Real) or isinstance(self.percentile, bool):
+            raise UserValueError(f"percentile {self.percentile!r} is not a number",
+                                 "use e.g. percentile=99.99 (a number, not a text)")
+        if not 0 < float(self.percentile) <= 100:
             raise UserValueError(f"percentile {self.percentile!r} is outside (0, 100]",
                                  "use e.g. 99.99 (the share of |x| values the threshold keeps, in %)")
         if self.calibration_images is not None:
@@ -91,6 +93,32 @@ class Recipe:
     @classmethod
     def from_dict(cls, data: dict) -> "Recipe":
         return cls(**{k: (tuple(v) if k == "guards" else v) for k, v in data.items()})
+
+    @classmethod
+    def of(cls, item) -> "Recipe":
+        """A Recipe from what a notebook passes (a Recipe or a dict of its fields); a misspelt field or another
+        type is one UserValueError line naming the fields there are."""
+        if isinstance(item, cls):
+            return item
+        fields = [f.name for f in dataclasses.fields(cls)]
+        if not isinstance(item, dict):
+            raise UserValueError(f"recipe {item!r} is not a Recipe or a dict of its fields",
+                                 f"write e.g. Recipe(precision='int8', algorithm='entropy') or "
+                                 f"{{'algorithm': 'minmax'}} (fields: {', '.join(fields)})")
+        unknown = sorted(str(k) for k in item if k not in fields)
+        if unknown:
+            raise UserValueError(f"recipe field(s) {', '.join(map(repr, unknown))} do not exist",
+                                 f"use only {', '.join(fields)}")
+        return cls.from_dict(item)
+
+
+def recipes_of(recipes) -> list[Recipe]:
+    """The recipes a notebook passes — one Recipe or dict, or a list of them — as a list of Recipes."""
+    if recipes is None:
+        raise UserValueError("no recipes given", "pass e.g. [Recipe(algorithm='entropy'), {'algorithm': 'minmax'}]")
+    if isinstance(recipes, (Recipe, dict)):
+        recipes = [recipes]
+    return [Recipe.of(r) for r in recipes]
 
 
 def _check_count(field: str, value) -> None:

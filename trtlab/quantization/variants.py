@@ -16,9 +16,10 @@ from pathlib import Path
 
 from trtlab.core.errors import UserValueError
 from trtlab.core.provenance import check_provenance
-from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, read_json_checked, sha256_file, workspace_dir
+from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, read_json_checked, workspace_dir
 from trtlab.quantization.recipe import (DEFAULT_CALIBRATION_IMAGES, PRECISIONS,  # noqa: F401  (re-exported)
                                         CalibrationSizeError, Recipe, select_calibration_indices)
+from trtlab.quantization.calibration_cache import read_imported_cache
 from trtlab.quantization.statistics import CALIBRATION_REVISION, CalibrationStats, collect_statistics
 from trtlab.quantization.thresholds import compute_thresholds, scales_from_thresholds
 
@@ -204,8 +205,11 @@ class _Int8Build:
                             "batch": self.recipe.calibration_batch, "seed": self.recipe.seed,
                             "revision": CALIBRATION_REVISION}
         self.imported = bool(reuse_cache and calibration_cache_path and Path(calibration_cache_path).exists())
-        self.scales_source = ({"source": "imported-cache", "cache_sha256": sha256_file(calibration_cache_path)}
-                              if self.imported else {"source": "calibration"})
+        # An imported cache is read (and its header checked) now; its sha256, format (trtlab's with sidecar, or
+        # TensorRT's own without) and header are part of the variant's identity.
+        self.imported_cache = read_imported_cache(calibration_cache_path, "calibration_cache_path") \
+            if self.imported else None
+        self.scales_source = self.imported_cache.identity() if self.imported else {"source": "calibration"}
         # The scales' source is part of the key: a variant built from an imported cache is never reused by a plain run.
         key = hash_json({"model": self.sha, "recipe": self.recipe.to_dict(), "ids": self.calib_ids,
                          "pre": cache.preprocess.to_dict(), "scales": self.scales_source,
@@ -237,8 +241,8 @@ class _Int8Build:
         source = sanitize_model(self.model_path, self.workspace)
         model = onnx.load(str(source))
         plan = plan_quantization(model, self.recipe.guards)
-        scales = self.imported_scales(source, progress) if self.imported else self.calibrated_scales(source, plan,
-                                                                                                     progress)
+        scales = self.imported_scales(source, model, plan, progress) if self.imported else \
+            self.calibrated_scales(source, plan, progress)
         quantized = insert_qdq(model, plan, scales)
         check_quantized_model(quantized)
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -269,18 +273,31 @@ class _Int8Build:
         thresholds = compute_thresholds(stats, self.recipe.algorithm, self.recipe.percentile)
         return scales_from_thresholds({t: thresholds[t] for t in plan.activations})
 
-    def imported_scales(self, source: Path, progress: bool) -> dict[str, float]:
-        """Scales from the user's cache, checked against what it was made for and, when this model's statistics for
-        these images exist, against the observed ranges (an imported cache is used to skip calibrating, so none are
-        collected for it)."""
-        from trtlab.quantization.calibration_cache import load_if_valid
+    def imported_scales(self, source: Path, model, plan, progress: bool) -> dict[str, float]:
+        """Scales from the user's cache for the tensors this plan quantizes, checked (calibration_cache.
+        check_imported): what it was made for, every needed tensor present, and, when this model's statistics for
+        these images exist, plausible against the observed ranges (an imported cache is used to skip calibrating,
+        so none are collected for it)."""
+        from trtlab.quantization.calibration_cache import check_imported
 
         observed = stored_statistics(statistics_path(source, self.cache, self.indices, self.workspace))
-        scales = load_if_valid(self.cache_path, self.cache_metadata(), observed_absmax=None if observed is None else
-                               {name: h.absmax for name, h in observed.tensors.items()})
+        scales = check_imported(self.imported_cache, self.sha, self.recipe.algorithm, self.cache.preprocess.to_dict(),
+                                self.recipe.percentile, plan.activations, tensor_names(model),
+                                observed_absmax=None if observed is None else
+                                {name: h.absmax for name, h in observed.tensors.items()},
+                                model_name=self.model_path.name)
         if progress:
-            log.info(f"{self.recipe.name}: scales reused from {self.cache_path}")
+            log.info(f"{self.recipe.name}: scales imported from {self.cache_path} ({self.imported_cache.format}, "
+                     f"{self.imported_cache.header})")
         return scales
+
+
+def tensor_names(model) -> set[str]:
+    """Every tensor name of the graph (inputs, node inputs and outputs)."""
+    names = {i.name for i in model.graph.input}
+    for node in model.graph.node:
+        names.update(n for n in (*node.input, *node.output) if n)
+    return names
 
 
 def export_calibration_cache(cache_file: Path, target) -> Path:

@@ -37,7 +37,9 @@ def plot_summary(store: ResultsStore, variants=None, reference=None, decode_cach
     photo_rows = -(-min(PHOTOS, len(results[ref])) // PHOTO_COLUMNS) if show_photos else 0
     fig = _figure(13.0, top_height + 0.5 + (PHOTO_ROW_INCHES * photo_rows + 0.5 if photo_rows else 0))
     experiment = store.experiment
-    fig.suptitle(fit("trtlab report — " + (experiment.short() if experiment else store.folder.name), 12.5, 11),
+    skipped = len({item.get("image") for r in results.values() for item in skipped_images(r.record)})
+    fig.suptitle(fit("trtlab report — " + (experiment.short() if experiment else store.folder.name)
+                     + (f" · {skipped} not decodable, not scored (named in report.md)" if skipped else ""), 12.5, 11),
                  fontsize=11)
     if photo_rows:
         top, bottom = fig.subfigures(2, 1, height_ratios=[top_height, PHOTO_ROW_INCHES * photo_rows + 0.5])
@@ -92,7 +94,33 @@ def write_report(store: ResultsStore, out_dir, variants=None, reference=None, de
     return {"png": png, "csv": csv, "md": md, "table": view.raw, "view": view}
 
 
+def skipped_images(record: dict) -> list[dict]:
+    """The run record's skipped images (`dataset.skipped_images`: image, file, reason); [] for older records."""
+    dataset = (record or {}).get("dataset")
+    return list((dataset.get("skipped_images") if isinstance(dataset, dict) else None) or [])
+
+
+def skipped_note(results, experiment=None, shown: int = 5) -> str | None:
+    """The images the run records as skipped (not decodable), named, so that the header's evaluation-image count
+    and the table's agree or the difference is stated: None when nothing was skipped."""
+    skipped = {}
+    for result in (results.values() if isinstance(results, dict) else results):
+        for item in skipped_images(result.record):
+            skipped.setdefault(item.get("image") or item.get("file"), item)
+    if not skipped:
+        return None
+    total = f" of {experiment.evaluation_images}" if experiment is not None else ""
+    named = [f"{item.get('file') or image} ({item.get('reason') or 'not decodable'})"
+             for image, item in sorted(skipped.items())]
+    more = f"; and {len(named) - shown} more (failures.json in the decode cache)" if len(named) > shown else ""
+    return (f"{len(skipped)}{total} evaluation image(s) could not be decoded and are not in the table: "
+            f"{'; '.join(named[:shown])}{more}.")
+
+
 def render_markdown(view: Table, store: ResultsStore) -> str:
     reference = view.raw.attrs["reference"]
-    return "\n".join([f"# trtlab report — {store.folder.name}", "", f"Experiment: {store.describe()}.", "",
-                      f"Reference for agreement: **{reference}**", "", view.markdown(), ""])
+    lines = [f"# trtlab report — {store.folder.name}", "", f"Experiment: {store.describe()}.", ""]
+    skipped = skipped_note(store.load_all(list(view.raw.index)), store.experiment)
+    if skipped:
+        lines += [f"**Skipped:** {skipped}", ""]
+    return "\n".join(lines + [f"Reference for agreement: **{reference}**", "", view.markdown(), ""])

@@ -2,6 +2,8 @@
 
 1. workspace writable and not inside the data folder          `check_workspace`
 2. model parses, one N×3×H×W input, an N×C output             `check_model` (graph.classifier.inspect_classifier)
+   (external-data files there, no custom-domain op; with the data: which output holds the logits and how the
+   classes are numbered, graph.classifier_view; the crop from the model's input, preprocess_for)
    guards select nodes of that model (node:NAME exists)        `check_guards`
 3. data folder, labels CSV well-formed, labels within C        `check_dataset` / `check_labels`
 4. batch and calibration sizes possible                        `check_sizes`
@@ -112,6 +114,37 @@ def check_guards(model_path, guards, workspace=None, flag: str = "--guards") -> 
         raise UserValueError(f"{flag}: {reason} in {name}", fix) from None
 
 
+def check_calibration_cache(path, model_path, recipes, preprocess, workspace=None, flag: str = "--import-cache",
+                            model_name: str | None = None):
+    """An imported calibration cache (trtlab's, or TensorRT's own without trtlab's sidecar), checked for every INT8
+    recipe against the model before any decoding: readable, made for this model, algorithm and preprocessing (its
+    sidecar), holding a scale for every tensor the recipe quantizes (quantization.calibration_cache.check_imported).
+    Returns the ImportedCache; its scales are checked again, against statistics when they exist, at the build."""
+    import onnx
+
+    from trtlab.graph.classifier import inspect_classifier
+    from trtlab.graph.sanitize import sanitize_model
+    from trtlab.quantization.calibration_cache import check_imported, read_imported_cache
+    from trtlab.quantization.placement import plan_quantization
+    from trtlab.quantization.variants import tensor_names
+
+    imported = read_imported_cache(path, flag)
+    int8 = [r for r in recipes if r.precision == "int8"]
+    if not int8:
+        raise UserValueError(f"{flag} {path} was given but no INT8 variant is made", "drop it, or ask for an INT8 "
+                                                                                     "variant")
+    info = inspect_classifier(model_path)
+    model = onnx.load(str(sanitize_model(model_path, workspace)), load_external_data=False)
+    known = tensor_names(model)
+    for recipe in int8:
+        plan = plan_quantization(model, recipe.guards)
+        check_imported(imported, info.sha256, recipe.algorithm, preprocess.to_dict(), recipe.percentile,
+                       plan.activations, known, model_name=model_name or Path(model_path).name)
+    log.info("%s: %s (%s, %d scales, sha256 %s) checked against %s", path, imported.format, imported.header,
+             len(imported.scales), imported.sha256[:12], model_name or Path(model_path).name)
+    return imported
+
+
 def check_dataset(data, labels=None, name: str | None = None):
     """The Dataset of image folder `data` (labels from `labels` CSV or sub-folder names), CSV checked."""
     from trtlab.data.dataset import Dataset
@@ -197,7 +230,13 @@ def check_output_dir(path, what: str = "output folder") -> Path | None:
 
 
 def check_backend(backend: str | None) -> None:
-    """`trt` needs TensorRT importable here; refused before any cached ONNX Runtime result could be shown."""
+    """A backend trtlab has; `trt` needs TensorRT importable here; refused before any decoding (and before any
+    cached ONNX Runtime result could be shown)."""
+    from trtlab.backends import BACKEND_ALIASES, BACKENDS
+
+    known = ("auto",) + BACKENDS + tuple(BACKEND_ALIASES)
+    if backend is not None and backend not in known:  # None: the caller's default
+        raise UserValueError(f"unknown backend {backend!r}", f"choose one of {', '.join(known)}")
     if backend != "trt":
         return
     from trtlab.backends import tensorrt_available
@@ -249,7 +288,7 @@ class Inputs:
     model: Path
     info: object  # graph.classifier.ModelInfo
     dataset: object  # data.dataset.Dataset
-    preset: str
+    preset: object  # data.preprocess.Preprocess for the model's input size (a preset name's values, or custom)
     split: object | None  # the demo split with the demo photos; None: the stage makes and saves one
     sizes: Sizes
     guards: tuple
@@ -258,26 +297,35 @@ class Inputs:
 def checked_inputs(model=None, data=None, labels=None, preset: str = "tf-lite", workspace=None, guards=(),
                    batch_size: int | None = None, calibration_images: int | None = None,
                    calibration_batch: int | None = None, outputs=(), backend: str | None = None,
-                   preset_given: bool = False) -> Inputs:
+                   preset_given: bool = False, crop: int | None = None, resize: int | None = None,
+                   output: str | None = None, background_class: str = "auto") -> Inputs:
     """`check_inputs` in its order, with the demo EfficientNet-Lite0 (and its preprocessing) when no model is
-    given and the demo photos (and their split) when no data is: nothing is decoded before every check passed."""
+    given and the demo photos (and their split) when no data is: nothing is decoded before every check passed.
+
+    The model the stages get is the classifier the labels talk about (graph.classifier_view: the logits output —
+    `output`, or the unambiguous one —, a 1001-class model's background class as `background_class` or the labels
+    say), and `preset` becomes the Preprocess for its input size (`crop`, `resize` when given)."""
     from trtlab.data.demo import DEMO_PREPROCESS, demo_dataset, demo_split, export_demo_model
+    from trtlab.graph.classifier_view import classifier_view, preprocess_for
 
     check_demo_preset(model, preset, preset_given)
     check_backend(backend)
     ws = check_workspace(workspace, data)
     if model is None:
         model, preset = export_demo_model(workspace=ws), DEMO_PREPROCESS
-    info = check_model(model)
-    check_guards(model, guards, ws)
+    check_model(model)  # the file: parses, one image input, external data there, ops ONNX Runtime runs
     dataset = check_dataset(data, labels) if data is not None else demo_dataset()
+    view = classifier_view(model, dataset, output, background_class, ws)  # which output, which numbering
+    info = view.info
+    check_guards(view.path, guards, ws)
     check_labels(dataset, info)
+    spec = preprocess_for(info, preset, crop, resize)
     sizes = check_sizes(info, batch_size, calibration_images, calibration_batch)
     for out in outputs:
         check_output_dir(out)
-    return Inputs(ws, Path(model), info, dataset, preset, demo_split(dataset) if data is None else None, sizes,
+    return Inputs(ws, Path(view.path), info, dataset, spec, demo_split(dataset) if data is None else None, sizes,
                   tuple(guards))
 
 
-__all__ = ["check_inputs", "checked_inputs", "check_guards", "check_demo_preset", "Inputs", "check_workspace", "check_model", "check_dataset", "check_labels", "check_sizes",
+__all__ = ["check_inputs", "checked_inputs", "check_guards", "check_calibration_cache", "check_demo_preset", "Inputs", "check_workspace", "check_model", "check_dataset", "check_labels", "check_sizes",
            "check_output_dir", "check_backend", "probe_writable", "Sizes", "UserError", "UserFileNotFound"]

@@ -6,11 +6,11 @@ ipywidgets whose callbacks are the plain functions below (testable without a bro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from trtlab.quantization.calibrate import ALGORITHMS
 from trtlab.data.dataset import Dataset
 from trtlab.data.decode_cache import DecodeCache, build_decode_cache
-from trtlab.data.preprocess import get_preprocess
 from trtlab.evaluation.results import ResultsStore
 from trtlab.data.split import CalibrationSizeError, Split, saved_split  # noqa: F401  (saved_split: re-exported)
 from trtlab.evaluation.evaluate import evaluate_variant
@@ -71,10 +71,17 @@ def check_calibration_sizes(recipes, split: Split, dataset: Dataset) -> None:
 
 def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: Split | None = None,
             calibration_images: int | None = None, workspace=None, backend: str = "auto", batch_size: int = 32,
-            progress: bool = True, force: bool = False, parallel="auto") -> ABResult:
+            progress: bool = True, force: bool = False, parallel="auto", output: str | None = None,
+            background_class: str = "auto", crop: int | None = None, resize: int | None = None,
+            import_cache=None) -> ABResult:
     """Build each recipe's variant (calibrating on the split's calibration images), evaluate it and FP32 on the
     evaluation images, and return the comparison table (read back from the results store of this model and
     these evaluation images).
+
+    The model scored is the classifier the labels talk about (graph.classifier_view: the logits `output`, a
+    1001-class model's `background_class`); the crop follows its input unless `crop`/`resize` (or a Preprocess)
+    say otherwise. `import_cache` (a calibration cache file, trtlab's or TensorRT's own) gives the INT8 scales
+    instead of calibrating. Everything is checked before any image is decoded.
 
     Calibration runs where the backend has a GPU (ONNX Runtime asked for: on the CPU). `parallel`: 'auto'
     evaluates the variants in one process per GPU when more than one GPU is visible and the backend runs on the
@@ -82,22 +89,33 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: 
     one variant after another; N spreads over N worker processes."""
     from trtlab.backends import resolve_backend
     from trtlab.evaluation.identity import Experiment
-    from trtlab.graph.classifier import inspect_classifier
-    from trtlab.views.report import report_tables
+    from trtlab.graph.classifier import check_float_model
+    from trtlab.graph.classifier_view import classifier_view, preprocess_for
     from trtlab.quantization.statistics import calibration_device
+    from trtlab.views.report import report_tables
     from trtlab.workflows.parallel import evaluate_in_parallel, parallel_devices
 
-    recipes = [r if isinstance(r, Recipe) else Recipe(**r) for r in recipes]
+    from trtlab.quantization.recipe import recipes_of
+    from trtlab.workflows.checks import check_backend, check_calibration_cache, check_guards, check_labels
+
+    recipes = recipes_of(recipes)
     if not any(r.precision == "fp32" for r in recipes):
         recipes = [Recipe(precision="fp32")] + recipes
-    from trtlab.workflows.checks import check_guards, check_labels
+    check_backend(backend)
 
-    info = inspect_classifier(model_path)  # a wrong model fails here, before any image is decoded
+    # A wrong model, output or numbering fails here, before any image is decoded.
+    view = classifier_view(model_path, dataset, output, background_class, workspace, announce=progress)
+    model_path, info = view.path, view.info
+    if any(r.precision != "fp32" for r in recipes):
+        check_float_model(view.source)  # an already-quantized model: evaluate it as it is instead
     check_labels(dataset, info)  # labels outside the model's classes too
     check_guards(model_path, [g for r in recipes if r.precision != "fp32" for g in r.guards], workspace, "guards")
     resolved, _ = resolve_backend(model_path, backend)
     devices = parallel_devices(parallel, resolved)  # a bad `parallel` is refused before any work
-    spec = get_preprocess(preprocess)
+    spec = preprocess_for(info, preprocess, crop, resize)
+    if import_cache is not None:
+        check_calibration_cache(import_cache, model_path, recipes, spec, workspace, "import_cache",
+                                Path(view.source.path).name)
     if split is None:
         wanted = calibration_images or max((r.calibration_images or 0 for r in recipes if r.precision == "int8"),
                                            default=0) or default_calibration_pool(dataset)
@@ -108,7 +126,8 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: 
     store = ResultsStore.for_experiment(experiment, workspace)
     with calibration_device("cpu" if resolved == "ort" else None):  # the GPU when the backend has one
         variants = [build_variant(model_path, recipe, cache, split.calibration, workspace, force=force,
-                                  progress=progress) for recipe in recipes]
+                                  progress=progress, calibration_cache_path=import_cache,
+                                  reuse_cache=import_cache is not None) for recipe in recipes]
     if devices:
         labels = evaluate_in_parallel(variants, devices, dataset, spec, workspace, split, experiment, store.folder,
                                       resolved, batch_size, force, progress)
@@ -128,17 +147,26 @@ def recipes_from_selection(algorithms, calibration_images: int, calibration_batc
                            include_fp16: bool = False):
     """Widget state → recipes: one INT8 recipe per chosen algorithm, all with the same guards (and an FP16 variant
     first when asked, to see INT8 against FP16 as well as FP32)."""
-    if not algorithms:
-        from trtlab.core.errors import UserValueError
+    from trtlab.core.errors import UserValueError
 
+    if not algorithms:
         raise UserValueError("no calibration algorithm is selected", "choose at least one of minmax, entropy, percentile")
+    try:
+        percentile = float(percentile)
+    except (TypeError, ValueError):
+        raise UserValueError(f"percentile {percentile!r} is not a number", "type e.g. 99.99") from None
     guard_list = list(guards) + [f"node:{n.strip()}" for n in node_guards.split(",") if n.strip()]
     if guard_precision == "fp16":
         guard_list = [f"{g}=fp16" for g in guard_list]
     fp16 = [Recipe(precision="fp16")] if include_fp16 else []
-    return fp16 + [Recipe(precision="int8", algorithm=a, calibration_images=int(calibration_images),
-                          calibration_batch=int(calibration_batch), guards=tuple(guard_list),
-                          percentile=float(percentile)) for a in algorithms]
+    return fp16 + [Recipe(precision="int8", algorithm=a, calibration_images=_whole(calibration_images),
+                          calibration_batch=_whole(calibration_batch), guards=tuple(guard_list),
+                          percentile=percentile) for a in algorithms]
+
+
+def _whole(value):
+    """A widget's count as an int when it is one (64.0 from a FloatText); anything else left for Recipe to refuse."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, split: Split | None = None,

@@ -6,7 +6,6 @@ from pathlib import Path
 
 from trtlab.data.dataset import Dataset
 from trtlab.data.decode_cache import DecodeCache, build_decode_cache
-from trtlab.data.preprocess import get_preprocess
 from trtlab.evaluation.results import ResultsStore
 from trtlab.core.workspace import workspace_dir
 
@@ -39,26 +38,37 @@ class JobResult:
 
 
 def run_job(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, backend: str = "auto",
-            batch_size: int = 32, progress: bool = True, report_dir=None) -> JobResult:
-    """Evaluate FP32 on `dataset` and write the report."""
+            batch_size: int = 32, progress: bool = True, report_dir=None, output: str | None = None,
+            background_class: str = "auto", crop: int | None = None, resize: int | None = None) -> JobResult:
+    """Evaluate the model on `dataset` and write the report: FP32, or — for a model that is already quantized —
+    as an int8 variant with the scales it carries ("provided"), run literally (Q/DQ not fused by ONNX Runtime).
+    The model scored is the classifier the labels talk about (graph.classifier_view: `output`,
+    `background_class`); the crop follows its input unless `crop`/`resize` (or a Preprocess) say otherwise."""
+    from trtlab.backends import resolve_backend
     from trtlab.evaluation.identity import experiment_of
-    from trtlab.graph.classifier import inspect_classifier
     from trtlab.evaluation.evaluate import evaluate
+    from trtlab.graph.classifier_view import classifier_view, preprocess_for
     from trtlab.views.report import write_report
 
     workspace = workspace_dir(workspace)
-    from trtlab.workflows.checks import check_labels
+    from trtlab.workflows.checks import check_backend, check_labels
 
-    check_labels(dataset, inspect_classifier(model_path))  # a wrong model or labels: refused before any decoding
-    cache = build_decode_cache(dataset, get_preprocess(preprocess), workspace, progress=progress)
-    result = evaluate(model_path, cache, "fp32", backend=backend, batch_size=batch_size, progress=progress,
-                      workspace=workspace)
+    # A wrong backend, model, output, numbering, labels or crop: refused before any decoding.
+    check_backend(backend)
+    view = classifier_view(model_path, dataset, output, background_class, workspace, announce=progress)
+    check_labels(dataset, view.info)
+    spec = preprocess_for(view.info, preprocess, crop, resize)
+    cache = build_decode_cache(dataset, spec, workspace, progress=progress)
+    literal = view.info.quantized and resolve_backend(view.path, backend)[0] == "ort"
+    result = evaluate(view.path, cache, "int8" if view.info.quantized else "fp32", backend=backend,
+                      batch_size=batch_size, progress=progress, workspace=workspace,
+                      runner_options={"disable_quant_qdq": True} if literal else None)
     # The store of this model on this data: another model evaluated on the same folder has its own.
     store = ResultsStore.for_experiment(experiment_of(result.record), workspace)
     variants = [result.variant]
     report = write_report(store, Path(report_dir or workspace / "reports" / store.folder.name), variants,
-                          reference="fp32", decode_cache=cache)
-    return JobResult(Path(model_path), cache, store, variants, report)
+                          reference=result.variant, decode_cache=cache)
+    return JobResult(Path(view.path), cache, store, variants, report)
 
 
 DEMO_ALGORITHMS = ("minmax", "entropy", "percentile")
@@ -94,10 +104,16 @@ def print_summary(job: JobResult) -> None:
     print()
     print(job.table.text())
     print()
-    if "fp32" in table.index and table.loc["fp32", "labelled"]:
-        row = table.loc["fp32"]
-        print(f"FP32 top-1 on {int(row.labelled)} labelled photos: {percent_ci(row.top1, row.top1_low, row.top1_high)}")
-    for name, row in table.drop(index="fp32", errors="ignore").iterrows():
-        print(f"{name}: top-1 {percent(row.top1)}, top-1 agreement with fp32 {percent(row.top1_agreement)}, "
+    reference = "fp32" if "fp32" in table.index else table.index[0]
+    if table.loc[reference, "labelled"]:
+        row = table.loc[reference]
+        print(f"{reference.upper() if reference == 'fp32' else reference} top-1 on {int(row.labelled)} labelled "
+              f"photos: {percent_ci(row.top1, row.top1_low, row.top1_high)}")
+    for name, row in table.iterrows():
+        if row.get("non_finite", 0):
+            print(f"{name}: {int(row.non_finite)} of {int(row.images)} images gave NaN/inf outputs and are left out "
+                  f"of its scores (named in the warning above and in its run record)")
+    for name, row in table.drop(index=reference).iterrows():
+        print(f"{name}: top-1 {percent(row.top1)}, top-1 agreement with {reference} {percent(row.top1_agreement)}, "
               f"mean logit cosine {cosine(row.cosine_mean)}")
     print(f"report: {job.report['png']}  {job.report['md']}  {job.report['csv']}")

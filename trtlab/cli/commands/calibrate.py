@@ -1,8 +1,11 @@
 """`python -m trtlab calibrate`: calibrate + quantize INT8 variants and compare them with FP32."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from trtlab.cli.args import (ArgGroup, BackendArgs, CalibrationArgs, Command, GuardArgs, ModelDataArgs,
-                             WorkspaceArgs)
+                             WorkspaceArgs, given)
+from trtlab.core.errors import UserValueError
 
 
 class CalibrateArgs(ArgGroup):
@@ -14,15 +17,33 @@ class CalibrateArgs(ArgGroup):
         group.add_argument("--parallel", metavar="N", default="auto",
                            help="auto (one process per GPU when several GPUs run the variants), off, or a number of "
                                 "worker processes (default: auto)")
+        group.add_argument("--import-cache", metavar="FILE", default=None,
+                           help="take the INT8 scales from this calibration cache instead of calibrating: trtlab's, "
+                                "or TensorRT's own text cache (TRT-<version>-<calibrator> header) without trtlab's "
+                                ".json; one INT8 variant, its algorithm from the cache, checked against this model")
 
     def parse(self, args):
+        self._parse_parallel(args)
+        args.import_cache = Path(args.import_cache) if given(args, "import_cache") else None
+        if args.import_cache is None:
+            return
+        from trtlab.quantization.calibration_cache import read_imported_cache
+
+        imported = read_imported_cache(args.import_cache)  # readable, a header trtlab knows: before any work
+        if args.algorithms_given and tuple(args.algorithms) != (imported.algorithm,):
+            raise UserValueError(f"--algorithms {','.join(args.algorithms)} was given with --import-cache "
+                                 f"{args.import_cache}, whose scales are {imported.algorithm}'s ({imported.header})",
+                                 f"drop --algorithms (the cache's algorithm is used), or give --algorithms "
+                                 f"{imported.algorithm}")
+        args.imported = imported
+
+    @staticmethod
+    def _parse_parallel(args):
         from trtlab.cli.args import positive
 
         if args.parallel in ("auto", "off"):
             return
         if not args.parallel.isdigit() or int(args.parallel) < 1:
-            from trtlab.core.errors import UserValueError
-
             raise UserValueError(f"--parallel {args.parallel!r} is not auto, off or a number of processes",
                                  "use --parallel auto, --parallel off or e.g. --parallel 2")
         args.parallel = positive("--parallel", int(args.parallel))
@@ -41,16 +62,22 @@ def run(args) -> int:
 
     inputs = checked_inputs(model=args.model, data=args.data, labels=args.labels, preset=args.preset,
                             preset_given=args.preset_given, workspace=args.workspace, guards=args.guards,
-                            calibration_images=args.calibration_images, calibration_batch=args.calibration_batch)
-    recipes = [Recipe(precision="int8", algorithm=algorithm, percentile=args.percentile,
+                            calibration_images=args.calibration_images, calibration_batch=args.calibration_batch,
+                            **args.model_options)
+    if args.import_cache is not None:  # one variant, with the cache's algorithm (and percentile, when it says)
+        algorithms, percentile = (args.imported.algorithm,), args.imported.percentile or args.percentile
+    else:
+        algorithms, percentile = args.algorithms, args.percentile
+    recipes = [Recipe(precision="int8", algorithm=algorithm, percentile=percentile,
                       calibration_images=args.calibration_images,
                       calibration_batch=inputs.sizes.calibration_batch, guards=args.guards)
-               for algorithm in args.algorithms]
+               for algorithm in algorithms]
     if args.fp16:
         recipes.insert(0, Recipe(precision="fp16"))
     result = compare(inputs.model, inputs.dataset, recipes, inputs.preset, split=inputs.split,
                      workspace=args.workspace, force=args.force, calibration_images=args.calibration_images,
-                     backend=args.backend, batch_size=args.batch_size, parallel=args.parallel)
+                     backend=args.backend, batch_size=args.batch_size, parallel=args.parallel,
+                     import_cache=args.import_cache)
     import pandas as pd
 
     with pd.option_context("display.width", 200, "display.max_columns", 20):

@@ -81,7 +81,8 @@ def run(args) -> int:
     inputs = checked_inputs(model=args.model, data=args.data, labels=args.labels, preset=args.preset,
                             preset_given=args.preset_given, workspace=args.workspace, guards=args.guards,
                             batch_size=args.batch_size, calibration_images=args.calibration_images,
-                            calibration_batch=args.calibration_batch, outputs=[args.out] if args.out else ())
+                            calibration_batch=args.calibration_batch, outputs=[args.out] if args.out else (),
+                            **args.model_options)
     recipe = Recipe(precision="int8", algorithm=args.algorithms[0], percentile=args.percentile,
                     calibration_images=args.calibration_images, calibration_batch=inputs.sizes.calibration_batch,
                     guards=args.guards)

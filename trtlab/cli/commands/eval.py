@@ -14,7 +14,8 @@ def run(args) -> int:
 
     # Everything that can be checked is checked before the data folder is decoded.
     inputs = checked_inputs(model=args.model, data=args.data, labels=args.labels, preset=args.preset,
-                            workspace=args.workspace, batch_size=args.batch_size, backend=args.backend)
+                            workspace=args.workspace, batch_size=args.batch_size, backend=args.backend,
+                            **args.model_options)
     job = run_job(inputs.model, inputs.dataset, inputs.preset, args.workspace, backend=args.backend,
                   batch_size=inputs.sizes.batch_size)
     print_summary(job)

@@ -290,6 +290,10 @@ def _notes(dash: Dashboard, stored_count: int, alpha: float = 0.05) -> list[str]
     experiment = store.experiment
     notes = [f"Experiment: {experiment.describe() if experiment else store.folder}.",
              f"Results store {store.folder}; reference **{reference}**; variants: {', '.join(dash.results)}."]
+    from trtlab.views.report import skipped_note
+
+    if skipped := skipped_note(dash.results, experiment):  # the header's image count vs the tables', explained
+        notes.insert(1, f"Skipped: {skipped}")
     # Stores beside this one (same workspace): other models or data, which are never mixed in — say they exist.
     others = sibling_stores(store)
     if others:
