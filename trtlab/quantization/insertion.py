@@ -136,7 +136,8 @@ def _with_qdq(model, plan: QuantPlan, scales: dict[str, float], scale_dtype, cla
         _activation_pair(tensor, scales[tensor], consumers, node_index, new_inits, before)
     initializers = {init.name: init for init in graph.initializer}
     for weight, (node_name, axis) in plan.weights.items():
-        clamped["weights"] += _weight_dequantize(weight, initializers[weight], axis, node_index[node_name],
+        users = sorted(plan.weight_users.get(weight, [node_name]), key=order.__getitem__)
+        clamped["weights"] += _weight_dequantize(weight, initializers[weight], axis, [node_index[n] for n in users],
                                                  new_inits, before, scale_dtype)
     rebuilt = []
     for node in graph.node:
@@ -181,9 +182,9 @@ def _activation_pair(tensor, scale, consumers, node_index, new_inits, before) ->
         node_index[node_name].input[index] = dq_out
 
 
-def _weight_dequantize(weight, initializer, axis, node, new_inits, before, scale_dtype) -> int:
-    """The weight as INT8 + per-channel scales, read through a DequantizeLinear on `axis`; returns how many of its
-    scales were clamped into FP16's range."""
+def _weight_dequantize(weight, initializer, axis, nodes, new_inits, before, scale_dtype) -> int:
+    """The weight as INT8 + per-channel scales, read by `nodes` (graph order) through one DequantizeLinear on `axis`;
+    returns how many of its scales were clamped into FP16's range."""
     from onnx import helper, numpy_helper
 
     q, scale, clamped = _quantize_weight(numpy_helper.to_array(initializer), axis, scale_dtype)
@@ -191,10 +192,11 @@ def _weight_dequantize(weight, initializer, axis, node, new_inits, before, scale
     new_inits += [numpy_helper.from_array(q, q_name), numpy_helper.from_array(scale, s_name),
                   numpy_helper.from_array(np.zeros(len(scale), np.int8), z_name)]
     dq = helper.make_node("DequantizeLinear", [q_name, s_name, z_name], [dq_out], name=f"{weight}__DQ", axis=axis)
-    before.setdefault(node.name, []).append(dq)
-    for i, name in enumerate(node.input):
-        if name == weight:
-            node.input[i] = dq_out
+    before.setdefault(nodes[0].name, []).append(dq)
+    for node in nodes:
+        for i, name in enumerate(node.input):
+            if name == weight:
+                node.input[i] = dq_out
     return clamped
 
 

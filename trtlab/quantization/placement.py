@@ -41,6 +41,8 @@ from typing import Callable
 
 from trtlab.core.errors import UserValueError
 from trtlab.graph.guards import WEIGHTED_OPS, GuardedNode, resolve_guards
+from trtlab.graph.onnx_utils import attribute
+from trtlab.graph.onnx_utils import is_average_pool as _is_average_pool
 
 POOL_OPS = ("AveragePool", "GlobalAveragePool")
 #: Ops that commute with Q and DQ (TensorRT moves Q/DQ through them): quantizing their input equals quantizing
@@ -70,13 +72,16 @@ class QuantPlan:
 
     activations: list[str]  # tensor names that need a calibrated scale, graph order
     consumers: dict[str, list[tuple[str, int]]]  # tensor → [(node name, input index)] that read the DQ output
-    weights: dict[str, tuple[str, int]]  # initializer name → (node name, output-channel axis)
+    weights: dict[str, tuple[str, int]]  # initializer name → (first node reading it, output-channel axis)
     guarded: list[GuardedNode] = field(default_factory=list)
     skipped_nodes: list[str] = field(default_factory=list)  # weighted nodes left float because guarded
     excluded: dict[str, str] = field(default_factory=dict)  # weighted node → the exclusion rule that left it float
     shared_scales: list[ScaleGroup] = field(default_factory=list)
     rules: tuple = ()  # the rules that made the plan, in RULES order
     placed_by: dict[str, str] = field(default_factory=dict)  # tensor → the rule that put its Q/DQ there
+    #: initializer → every quantized node reading it (one weight DQ shared by all: graphs that share a weight, as
+    #: ONNX Runtime's constant sharing makes of identical initializers, quantize it for every reader)
+    weight_users: dict[str, list[str]] = field(default_factory=dict)
 
     def describe(self) -> dict:
         by_rule: dict[str, int] = {}
@@ -105,7 +110,7 @@ class QuantPlan:
     def quantizes(self, node: str) -> bool:
         """True when some input of `node` is read through a Q/DQ pair (or, for a weighted node, its weight)."""
         return any(n == node for uses in self.consumers.values() for n, _ in uses) \
-            or any(n == node for n, _ in self.weights.values())
+            or any(node in users for users in self.weight_users.values())
 
 
 @dataclass
@@ -174,12 +179,7 @@ def weight_axis(node, weight_dims) -> int:
 
 
 def _attr(node, name: str, default):
-    import onnx
-
-    for attribute in node.attribute:
-        if attribute.name == name:
-            return onnx.helper.get_attribute_value(attribute)
-    return default
+    return attribute(node, name, default)
 
 
 # -- exclusions (off by default) ------------------------------------------------------------------------------------
@@ -260,19 +260,8 @@ def residual_add_input(node, facts: GraphFacts) -> Placement | None:
 
 # -- rules over the whole plan ---------------------------------------------------------------------------------------
 def is_average_pool(node, facts: GraphFacts) -> bool:
-    """AveragePool / GlobalAveragePool, or a ReduceMean over the two spatial axes of a 4-D tensor with keepdims
-    (TensorRT replaces such a Reduce by a pooling layer)."""
-    if node.op_type in POOL_OPS:
-        return True
-    if node.op_type != "ReduceMean" or not _attr(node, "keepdims", 1):
-        return False
-    axes = _attr(node, "axes", None)
-    if axes is None and len(node.input) > 1 and node.input[1] in facts.initializers:
-        from onnx import numpy_helper
-
-        axes = numpy_helper.to_array(facts.initializers[node.input[1]]).tolist()
-    rank = len(facts.shapes.get(node.input[0]) or [])
-    return rank == 4 and axes is not None and sorted(a % 4 for a in axes) == [2, 3]
+    """trtlab.graph.onnx_utils.is_average_pool on this graph's initializers and inferred shapes."""
+    return _is_average_pool(node, facts.initializers, lambda name: len(facts.shapes.get(name) or []) or None)
 
 
 def _quantized_weighted_producer(tensor: str, plan: QuantPlan, facts: GraphFacts, depth: int = 8) -> bool:
@@ -442,7 +431,10 @@ def plan_quantization(model, guards=(), rules=None, int8_float_path: str | None 
         for index, tensor in placement.activations:
             plan.add(tensor, node.name, index, rule.name)
         for weight, axis in placement.weights:
-            plan.weights[weight] = (node.name, axis)
+            if weight not in plan.weights:
+                plan.weights[weight] = (node.name, axis)
+            if plan.weights[weight][1] == axis:  # a reader on another axis (rare) keeps the float weight
+                plan.weight_users.setdefault(weight, []).append(node.name)
     plan_rules = [RULES[name] for name in names if RULES[name].stage == "plan"]
     for rule in plan_rules:
         rule.fn(plan, facts)
