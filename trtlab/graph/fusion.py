@@ -155,7 +155,10 @@ def precision_report(onnx_path, name: str | None = None) -> PrecisionReport:
 
     model = onnx.load(str(onnx_path), load_external_data=False) if isinstance(onnx_path, (str, os.PathLike)) \
         else onnx_path
-    label = name or (os.fspath(onnx_path) if not isinstance(onnx_path, onnx.ModelProto) else model.graph.name)
+    if name is None and isinstance(onnx_path, (str, os.PathLike)):
+        path = os.fspath(onnx_path)  # a variant's model.onnx is named by its folder (label-key)
+        name = os.path.basename(os.path.dirname(path)) if os.path.basename(path) == "model.onnx" else path
+    label = name or model.graph.name
     return _Predictor(model, label).run()
 
 
