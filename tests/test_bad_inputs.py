@@ -236,7 +236,7 @@ def test_a_numbered_folder_beyond_the_classes_is_refused(model, ws, tmp_path, ca
 
 def test_a_csv_label_beyond_the_classes_is_refused(model, photos, ws, tmp_path, capsys, evaluated):
     csv_path = tmp_path / "labels.csv"
-    csv_path.write_text("file,label\nimg0.png,1000\nimg1.png,3\n")
+    csv_path.write_text("file,label\nn01440764/img0.png,1000\nn01440764/img1.png,3\n")  # each row names one image
     code, err = run_cli(capsys, "eval", "--model", model, "--data", photos, "--labels", csv_path, "--workspace", ws)
     line = one_error_line(err)
     assert code == 2 and "labels.csv" in line and "1000" in line and "0..999" in line
@@ -264,7 +264,7 @@ def test_rows_for_missing_files_are_reported(photos, tmp_path, caplog):
     from trtlab.data.dataset import Dataset
 
     csv_path = tmp_path / "labels.csv"
-    csv_path.write_text("file,label\nn01440764/img0.png,0\nimg1.png,1\nghost.png,5\nphantom.jpg,6\n")
+    csv_path.write_text("file,label\nn01440764/img0.png,0\nn01440764/img1.png,1\nghost.png,5\nphantom.jpg,6\n")
     with caplog.at_level(logging.INFO, logger="trtlab"):
         dataset = Dataset.from_folder(photos, labels_csv=csv_path)
     warning = next(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
@@ -299,7 +299,9 @@ def test_excel_csv_other_headers_and_swapped_columns_are_read(photos, tmp_path):
     for name, data in variants.items():
         (tmp_path / name).write_bytes(data)
         assert parse_labels_csv(tmp_path / name).labels == {"img0.png": 0, "img1.png": 1}, name
-    assert Dataset.from_folder(photos, labels_csv=tmp_path / "excel.csv").labelled_count == 4  # both folders
+    with pytest.raises(UserError) as err:  # 'img0.png' names a file in both folders: an error, not two labels
+        Dataset.from_folder(photos, labels_csv=tmp_path / "excel.csv")
+    assert "n01440764/img0.png" in err.value.line() and "n01443537/img0.png" in err.value.line()
     (tmp_path / "odd.csv").write_text("picture,kind\nimg0.png,1\n")
     with pytest.raises(UserError) as err:
         parse_labels_csv(tmp_path / "odd.csv")

@@ -619,11 +619,11 @@ def test_decode_cache_opens_for_reading_only(demo_cache, demo_data, session_work
 
 
 @pytest.mark.parametrize("victim, damage, reason", [
-    ("crops.u8", lambda p: p.write_bytes(p.read_bytes()[:-1]), "bytes and status"),
+    ("crops.u8", lambda p: p.write_bytes(p.read_bytes()[:-1]), "bytes, status"),
     ("status.npy", lambda p: p.write_bytes(b"not numpy"), "ValueError"),
     ("status.npy", lambda p: np.save(p, np.full(26, 7, np.int8)), "other than pending/decoded/failed"),
     ("meta.json", lambda p: p.write_text("[1, 2]"), "expected a JSON object"),
-    ("meta.json", lambda p: p.write_text(p.read_text().replace('"format": 1', '"format": 99')), "format 99"),
+    ("meta.json", lambda p: p.write_text(p.read_text().replace('"format": 2', '"format": 99')), "format 99"),
 ])
 def test_damaged_decode_cache_is_refused_untouched_and_thumbnails_fall_back(victim, damage, reason, real_store,
                                                                              demo_cache, demo_data, tmp_path):

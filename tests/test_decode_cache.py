@@ -202,3 +202,28 @@ def test_subset_view_reads_parent_cache_without_decoding(demo_cache, demo_data):
     batches = list(view.iter_batches(batch_size=3))
     assert [list(i) for i, _ in batches] == [[0, 1, 2], [3]]
     assert view.dataset.paths == [demo_data.paths[i] for i in indices]
+
+
+def test_skipped_images_are_named_with_file_and_reason_and_counts_agree(demo_data, tmp_path):
+    """What the run record and the report print: the evaluated images that could not be read, each with its id,
+    file and reason; decoded + skipped = the images asked for, in a subset's view too."""
+    folder = tmp_path / "set"
+    folder.mkdir()
+    for path in demo_data.paths[:5]:
+        shutil.copy(path, folder / Path(path).name)
+    jpeg = Path(demo_data.paths[0]).read_bytes()
+    (folder / "zz_cut.jpg").write_bytes(jpeg[: len(jpeg) // 3])
+    (folder / "aa_empty.png").write_bytes(b"")
+    dataset = Dataset.from_folder(folder)
+    cache = build_decode_cache(dataset, "tf-lite", tmp_path / "ws", progress=False)
+    skipped = cache.skipped()
+    assert [s["image"] for s in skipped] == ["aa_empty.png", "zz_cut.jpg"]
+    assert skipped[0] == {"image": "aa_empty.png", "file": str(folder / "aa_empty.png"), "reason": "empty file"}
+    assert skipped[1]["reason"].startswith("truncated JPEG") and str(folder) not in skipped[1]["reason"]
+    asked = np.arange(len(dataset))
+    assert len(np.intersect1d(asked, cache.valid_indices)) + len(cache.skipped(asked)) == len(asked)
+    half = cache.subset(np.arange(0, len(dataset), 2), name="half")  # rows 0, 2, 4, 6 of the full set
+    assert [s["image"] for s in half.skipped()] == [s["image"] for s in skipped if dataset.image_ids().index(
+        s["image"]) % 2 == 0]
+    assert len(half.valid_indices) + len(half.skipped()) == len(half.dataset)
+    assert cache.skipped([1, 2, 3]) == [] and cache.describe()["skipped"] == skipped

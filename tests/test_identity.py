@@ -273,8 +273,14 @@ def test_prepared_data_is_what_later_notebooks_use(photo_folder, tmp_path, caplo
     assert np.array_equal(split.evaluation, prep.split.evaluation)
     quick = trtlab.prepared_data(workspace, eval_per_class=1, announce=False)
     assert set(quick.split.evaluation) <= set(split.evaluation) and len(quick.split.evaluation) <= 13
-    # Images changed after preparation: refused (with the fix), never silently replaced by the demo photos.
+    # Touched only (same bytes): still the prepared set. Images changed after preparation — here as `cp -p` leaves
+    # a replacement (same size, old mtime) — are refused (with the fix), never silently replaced by the demo photos.
     victim = sorted(photo_folder.rglob("*.jpg"))[0]
+    os.utime(victim, (1, 1))
+    assert trtlab.prepared_data(workspace, announce=False).source == "prepared"
+    content = bytearray(victim.read_bytes())
+    content[len(content) // 2] ^= 0xFF
+    victim.write_bytes(bytes(content))
     os.utime(victim, (1, 1))
     with pytest.raises(ImageNetPrepError, match="changed since preparation"):
         trtlab.prepared_data(workspace)

@@ -340,7 +340,7 @@ def test_cli_prepares_and_decodes(tmp_path, demo_data, capsys):
     assert calib.crops.shape == (6, 224, 224, 3)
     shutil.rmtree(root / "val")
     assert prep_cli(["--root", str(root), "--workspace", str(tmp_path / "ws")]) == 2
-    assert "error: no .jpg/.jpeg/.png images under" in capsys.readouterr().err
+    assert "error: no images (.jpg/.jpeg/.png/.bmp/.tif(f)/.webp) under" in capsys.readouterr().err
 
 
 def test_cli_error_is_a_message_not_a_traceback(tmp_path, demo_data, capsys):

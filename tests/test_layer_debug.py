@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,9 @@ import numpy as np
 import onnx
 import pytest
 
-from trtlab.debug.layer_debug import ErrorSums, LayerDebugger, _session, compared_tensors
+from trtlab.debug.debugger import LayerDebugger
+from trtlab.debug.errors import ErrorSums
+from trtlab.debug.graphs import compared_tensors, literal_session
 from trtlab.cli.commands.debug import main as debug_main
 from trtlab.quantization.variants import Recipe
 
@@ -32,6 +35,33 @@ def _broken_layer(debugger: LayerDebugger) -> str:
     candidates = [name for name in debugger.layers[middle:]
                   if len(plan.consumers.get(debugger.layer_input(name), [])) == 1]
     return candidates[0]
+
+
+def _assert_readable(fig) -> None:
+    """Every text of a figure lies inside it, and titles, annotations, legends and each axis's tick labels overlap
+    none of each other (rendered with Agg, compared by their extents)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    bounds = fig.bbox.padded(1)
+    labels = []  # (name, extent) of free-standing texts: titles, axis labels, annotations, legends
+    for ax in fig.axes:
+        labels += [(t.get_text(), t.get_window_extent(renderer)) for t in
+                   (ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts) if t.get_visible() and t.get_text()]
+        if ax.get_legend():
+            labels.append(("legend", ax.get_legend().get_window_extent(renderer)))
+        for axis in (ax.xaxis, ax.yaxis):
+            low, high = sorted(axis.get_view_interval())
+            ticks = [t.get_window_extent(renderer) for t, at in zip(axis.get_majorticklabels(), axis.get_majorticklocs())
+                     if t.get_visible() and t.get_text() and low <= at <= high]  # labels beyond the limits are not drawn
+            assert all(bounds.contains(b.x0, b.y0) and bounds.contains(b.x1, b.y1) for b in ticks), "tick label clipped"
+            assert not any(a.overlaps(b) for i, a in enumerate(ticks) for b in ticks[i + 1:]), "tick labels overlap"
+    for name, box in labels:
+        assert bounds.contains(box.x0, box.y0) and bounds.contains(box.x1, box.y1), f"{name!r} is cut off"
+    for i, (name, box) in enumerate(labels):
+        for other, other_box in labels[i + 1:]:
+            assert not box.overlaps(other_box), f"{name!r} overlaps {other!r}"
 
 
 @pytest.fixture(scope="module")
@@ -86,24 +116,124 @@ def test_error_sums_match_direct_formulas_across_batches():
     assert math.isinf(exact.sqnr_db) and exact.cosine == pytest.approx(1.0)
 
 
+def test_error_sums_round_trip_and_logits_agreement():
+    ref = np.array([[3.0, 1.0, 0.0], [0.0, 2.0, 1.0]], np.float32)
+    test = np.array([[2.0, 2.5, 0.0], [0.0, 2.0, 1.5]], np.float32)  # first image's arg-max flips
+    sums = ErrorSums()
+    sums.update(ref, test, logits=True)
+    assert sums.top1_agree == 1 and sums.metrics(logits=True)["top1_agreement"] == 0.5
+    assert ErrorSums.from_dict(json.loads(json.dumps(sums.to_dict()))) == sums  # what the resume state stores
+    assert math.isnan(ErrorSums().top1_agreement)
+    with pytest.raises(ValueError, match="shape"):
+        sums.update(ref, test[:1])
+
+
+def _depth_table(drops, qdq=None):
+    import pandas as pd
+
+    n = len(drops)
+    return pd.DataFrame({"depth": range(n), "tensor": [f"t{i}" for i in range(n)], "node": [f"n{i}" for i in range(n)],
+                         "op_type": "Conv", "layer_output": True, "sqnr_db": 30.0, "drop_db": drops,
+                         "qdq_sqnr_db": qdq if qdq is not None else [math.nan] * n, "scale": 0.1})
+
+
+def test_jump_and_suspect_rules_pick_outliers_only():
+    from trtlab.debug.tensor_errors import find_jump, find_suspect_scales
+
+    steady = [2.0, 2.5, 1.5, 3.0, 2.0, 2.2, 1.8, 2.4]
+    assert find_jump(_depth_table(steady)) is None  # gradual loss: no jump
+    assert find_jump(_depth_table([5.0] * 8)) is None  # uniformly noisier, each step below the 6 dB floor
+    two_outliers = _depth_table(steady[:5] + [19.0] + steady[5:] + [25.0])
+    jump = find_jump(two_outliers)
+    assert jump["depth"] == 5 and jump["drop_db"] == 19.0  # the first outlier, not the largest
+    assert find_jump(two_outliers, jump_db=20.0)["depth"] == 9  # the floor is the caller's choice
+    qdq = [38.0, 40.0, 39.0, 41.0, 12.0, 40.5, math.nan, 39.5]
+    suspects = find_suspect_scales(_depth_table(steady, qdq))
+    assert [s["tensor"] for s in suspects] == ["t4"] and suspects[0]["median_db"] == pytest.approx(39.5)
+    assert find_suspect_scales(_depth_table(steady[:2], qdq[:2])) == []  # too few quantized tensors to judge
+
+
 # -- the in-memory variants are the real ones -----------------------------------------------------------------------
 def test_suffix_runs_equal_full_runs_bit_for_bit(clean):
     """Sensitivity runs start at the layer from a reference run's tensors; that must change nothing."""
-    batch = next(clean._batches(clean.debug_indices))[1]
+    batch = next(clean.batches(clean.debug_indices))[1]
     names = compared_tensors(clean.fp32)
     reference_model = clean.quantized_model(())[0]
     reference_model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in names
                                         if n != clean.output_name)
-    tensors = dict(zip(names, _session(reference_model).run(names, {clean.input_name: batch})))
+    tensors = dict(zip(names, literal_session(reference_model).run(names, {clean.input_name: batch})))
     tensors[clean.input_name] = batch
     for layer in (clean.layers[3], clean.layers[len(clean.layers) // 2], clean.layers[-1]):
         full, cut = clean.quantized_model([layer])
         assert cut == [clean.input_name]
         suffix, cut = clean.quantized_model([layer], start=clean.node_index[layer])
         assert clean.input_name not in cut and len(suffix.graph.node) < len(full.graph.node)
-        expected = _session(full).run([clean.output_name], {clean.input_name: batch})[0]
-        got = _session(suffix).run([clean.output_name], {t: tensors[t] for t in cut})[0]
+        expected = literal_session(full).run([clean.output_name], {clean.input_name: batch})[0]
+        got = literal_session(suffix).run([clean.output_name], {t: tensors[t] for t in cut})[0]
         np.testing.assert_array_equal(got, expected)
+
+
+def test_suffix_model_cuts_at_the_start_node(clean):
+    from trtlab.debug.graphs import suffix_model
+
+    nodes = list(clean.fp32.graph.node)
+    start = clean.node_index[clean.layers[len(clean.layers) // 2]]
+    suffix, cut = suffix_model(clean.fp32, start)
+    assert [n.name for n in suffix.graph.node] == [n.name for n in nodes[start:]]
+    produced_before = {o for n in nodes[:start] for o in n.output} | {clean.input_name}
+    assert cut and set(cut) <= produced_before and [i.name for i in suffix.graph.input] == cut
+    assert suffix_model(clean.fp32, len(nodes)) == (None, [])  # the output is made before the cut: no suffix
+
+
+def test_layers_are_named_by_the_models_blocks(clean):
+    from trtlab.debug.blocks import block_names, module_path
+
+    weights = {n.name: n.input[1] for n in clean.fp32.graph.node if n.name in set(clean.all_layers)}
+    blocks = [clean.block(name) for name in clean.all_layers]
+    assert blocks[0] == "_conv_stem" and blocks[-1] == "_fc" and len(set(blocks)) == 50  # one module per layer
+    assert all(weights[name] == f"{clean.block(name)}.weight" for name in clean.all_layers)
+    assert all(name.startswith("node_") for name in clean.all_layers)  # guards keep the node names
+    residual = next(n for n in clean.fp32.graph.node if n.op_type == "Add")
+    assert clean.block(residual.name) == f"{clean.block(clean.all_layers[8])} › Add"  # after block 2's project conv
+    assert module_path("_blocks.3._project_conv.weight") == "_blocks.3._project_conv"
+    assert module_path("model/conv1/kernel:0") == "model/conv1"
+    assert module_path("onnx::Conv_123") is None and module_path("W") is None  # not module paths: node names stay
+    # A graph whose weights carry no module names keeps its node names (here: weights made by ConstantOfShape).
+    light = onnx.load(str(Path(onnx.__file__).parent / "backend/test/data/light/light_resnet50.onnx"))
+    names = block_names(light)
+    assert names and all(block == node for node, block in names.items() if node)
+
+
+def test_tables_for_people_have_no_raw_floats(clean):
+    import pandas as pd
+
+    from trtlab.debug.tables import cosine, db, pct, search_steps_table
+
+    assert (pct(0.98949102), pct(1.0), pct(float("nan")), db(float("inf")), db(1.234, signed=True), cosine(0.98949102)) \
+        == ("98.9%", "100.0%", "—", "exact", "+1.2", "0.98949")
+    steps = pd.DataFrame([{"step": 0, "phase": "add", "guarded": "(recipe guards only)", "block": "", "guards": 0,
+                           "top1_agreement": 0.9, "cosine_mean": 0.98949102901, "sqnr_db": 17.4567,
+                           "int8_layers": 50},
+                          {"step": 1, "phase": "add", "guarded": clean.layers[3], "block": clean.block(clean.layers[3]),
+                           "guards": 1, "top1_agreement": 1.0, "cosine_mean": 0.99912345, "sqnr_db": 21.04,
+                           "int8_layers": 49}])
+    table = search_steps_table(steps)
+    assert list(table["top-1 agreement"]) == ["90.0%", "100.0%"] and list(table["logit SQNR (dB)"]) == ["17.5", "21.0"]
+    assert not any(isinstance(v, float) for v in table.to_numpy().ravel())
+
+
+def test_calibrate_command_names_the_recipe():
+    from trtlab.debug.guard_search import calibrate_command
+
+    recipe = Recipe(algorithm="percentile", percentile=99.9, calibration_images=64, calibration_batch=4,
+                    guards=("node:node_Conv_840", "node:node_Conv_875=fp16"))
+    assert calibrate_command(recipe) == ("python -m trtlab calibrate --algorithms percentile --percentile 99.9 "
+                                         "--calibration-images 64 --calibration-batch 4 "
+                                         "--guards node:node_Conv_840,node:node_Conv_875=fp16")
+    line = calibrate_command(Recipe(algorithm="minmax", calibration_images=6), model="/my models/m.onnx",
+                             data="/data", preset="torch", workspace=None)
+    assert shlex.split(line)[4:] == ["--model", "/my models/m.onnx", "--data", "/data", "--preset", "torch",
+                                     "--algorithms", "minmax", "--calibration-images", "6"]
 
 
 # -- 1. per-tensor comparison ----------------------------------------------------------------------------------------
@@ -135,13 +265,15 @@ def test_tensor_errors_find_the_broken_layer_where_the_error_jumps(clean, broken
     fig = damaged.plot()
     assert any(line.get_xdata()[0] == damaged.jump["depth"] for line in fig.axes[0].lines
                if line.get_linestyle() == "--")
+    _assert_readable(fig)  # the jump and the three suspect scales are labelled without covering each other
+    _assert_readable(normal.plot())
 
 
 MEMORY_PROBE = """
 import resource, sys
 from trtlab.data.decode_cache import build_decode_cache
 from trtlab.data.demo import demo_dataset, demo_split
-from trtlab.debug.layer_debug import LayerDebugger
+from trtlab.debug.debugger import LayerDebugger
 from trtlab.quantization.variants import Recipe
 workspace, model, images = sys.argv[1], sys.argv[2], int(sys.argv[3])
 data = demo_dataset()
@@ -171,7 +303,7 @@ def test_tensor_comparison_memory_is_bounded_by_the_batch(demo_model, session_wo
 
 
 # -- 2. sensitivity --------------------------------------------------------------------------------------------------
-def test_broken_layer_ranks_first_in_sensitivity(broken_sensitivity, broken_layer):
+def test_broken_layer_ranks_first_in_sensitivity(broken, broken_sensitivity, broken_layer):
     table = broken_sensitivity.table
     assert len(table) == 50 and table.index[0] == broken_layer and list(table["rank"]) == list(range(1, 51))
     top = table.iloc[0]
@@ -180,8 +312,11 @@ def test_broken_layer_ranks_first_in_sensitivity(broken_sensitivity, broken_laye
     assert top["all_but_gain_db"] == table["all_but_gain_db"].max()
     assert top["noise_share"] > 2 * table["noise_share"].iloc[1]
     assert broken_sensitivity.baseline["none"]["sqnr_db"] == math.inf  # every layer guarded = FP32 exactly
+    _assert_readable(broken_sensitivity.plot(top=50))  # long block names, every layer
     fig = broken_sensitivity.plot(top=10)
-    assert fig.axes[0].get_yticklabels()[0].get_text().startswith(broken_layer)
+    # named by the model's own block, with the node name a guard uses
+    assert fig.axes[0].get_yticklabels()[0].get_text() == f"{broken.block(broken_layer)} ({broken_layer})"
+    assert table.loc[broken_layer, "block"] == broken.block(broken_layer)
 
 
 def test_sensitivity_resumes_after_an_interruption(broken, broken_sensitivity, broken_layer):
@@ -223,17 +358,29 @@ def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(brok
     # The recipe names the calibration size the debugger really used (all 6 demo calibration photos).
     assert recipe == Recipe(algorithm="entropy", calibration_images=6, guards=tuple(found.guards))
     assert Recipe.from_dict(json.loads(json.dumps(recipe.to_dict()))) == recipe
+    assert "node_node" not in recipe.name and recipe.name.endswith("+" + "+".join(found.added))
+    # Searched on the first half of the 20 evaluation photos, verified on the other half: disjoint, and said so.
+    ids = broken.cache.dataset.image_ids()
+    assert found.search_image_ids == [ids[i] for i in broken.evaluation_indices[:10]] and found.evaluation_images == 10
     verified = found.verify()
-    assert verified["variant"] == recipe.name and verified["images"] == 20
-    # The guarded broken layer no longer reads the override, so the built variant equals the searched one.
-    # (FP32 there is trtlab's stored FP32 result: at most one borderline photo may differ from the search's FP32)
-    assert abs(verified["top1_agreement"] - found.metrics["top1_agreement"]) <= 1 / 20 + 1e-9
-    assert verified["meets_target"]
+    assert verified["variant"] == recipe.name and verified["images"] == 10
+    assert verified["image_ids"] == [ids[i] for i in broken.evaluation_indices[10:]]
+    assert not set(verified["image_ids"]) & set(found.search_image_ids)
+    # The verification is the built variant on the other images: what the in-memory variant gives there (FP32 there
+    # is trtlab's stored FP32 result: at most one borderline photo may differ from the debugger's FP32), judged
+    # against the target and said so — the guards chosen on 10 photos need not carry over to 10 others.
+    in_memory = broken.evaluate_guards(found.added, indices=broken.verify_indices)
+    assert in_memory["images"] == 10
+    assert abs(verified["top1_agreement"] - in_memory["top1_agreement"]) <= 1 / 10 + 1e-9
+    assert verified["meets_target"] == (verified["top1_agreement"] >= TARGET) and verified["target"] == TARGET
+    assert "10 evaluation images the search did not use" in verified.summary()
+    assert ("meets the target ≥ 99.5%" if verified["meets_target"] else "MISSES the target ≥ 99.5%") \
+        in verified._repr_markdown_()
     built = onnx.load(verified["model_path"])
-    batch = next(broken._batches(broken.debug_indices))[1]
+    batch = next(broken.batches(broken.debug_indices))[1]
     np.testing.assert_array_equal(  # the searched in-memory variant is bit for bit the file build_variant wrote
-        _session(built).run([broken.output_name], {broken.input_name: batch})[0],
-        _session(broken.quantized_model(found.added)[0]).run([broken.output_name], {broken.input_name: batch})[0])
+        literal_session(built).run([broken.output_name], {broken.input_name: batch})[0],
+        literal_session(broken.quantized_model(found.added)[0]).run([broken.output_name], {broken.input_name: batch})[0])
     producers = {o: n.op_type for n in built.graph.node for o in n.output}
     guarded = next(n for n in built.graph.node if n.name == broken_layer)
     assert producers.get(guarded.input[0]) != "DequantizeLinear" and guarded.input[1] not in producers
@@ -243,6 +390,41 @@ def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(brok
 
     resolved = resolve_guard_nodes(onnx.load(str(broken.model_path), load_external_data=False), found.guards)
     assert [g.name for g in resolved][: len(found.added)] == sorted(found.added, key=broken.all_layers.index)
+
+
+def test_guard_search_resumes_from_its_saved_evaluations(broken, broken_sensitivity, monkeypatch):
+    from trtlab.debug import guard_search
+
+    first = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity)
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("a resumed search evaluated a guard set again")
+
+    monkeypatch.setattr(guard_search, "evaluate_guards", must_not_run)
+    again = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity)
+    assert again.guards == first.guards and again.steps.equals(first.steps)
+    with pytest.raises(AssertionError, match="evaluated a guard set again"):
+        broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, resume=False)
+    detached = guard_search.GuardSearch(**{**vars(first), "debugger": None})
+    with pytest.raises(RuntimeError, match="without its debugger"):
+        detached.verify()
+
+
+def test_guard_search_bar_ends_complete_only_on_success(broken, broken_sensitivity, monkeypatch):
+    from trtlab.debug import guard_search
+
+    finished = []
+    monkeypatch.setattr(guard_search, "finish", lambda bar: finished.append(bar) or bar.close())
+    broken.search_guards(target=TARGET, sensitivity=broken_sensitivity)  # resumed from the saved evaluations
+    assert len(finished) == 1  # stopped early, at the target: closed as complete (green in a notebook)
+    broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, max_guards=0)
+    assert len(finished) == 1  # a missed target is not dressed up as a success
+
+
+def test_a_missed_target_says_so(broken, broken_sensitivity):
+    found = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, max_guards=0)
+    assert not found.reached and found.added == [] and "NOT reached" in found.summary()
+    assert len(found.steps) == 1 and found.int8_layers == 50
 
 
 def test_fp16_guards_and_a_satisfied_target(clean):
@@ -255,7 +437,7 @@ def test_fp16_guards_and_a_satisfied_target(clean):
     producers = {o: n.op_type for n in model.graph.node for o in n.output}
     assert producers[next(n for n in model.graph.node if n.name == last).input[0]] == "Cast"
     metrics = clean.evaluate_guards(one, precision="fp16")
-    assert metrics["images"] == 20 and 0.9 < metrics["cosine_mean"] < 1.0
+    assert metrics["images"] == 10 and 0.9 < metrics["cosine_mean"] < 1.0  # the search images
 
 
 def test_bad_input_is_refused_with_the_fix(demo_model, demo_cache, split, session_workspace, clean):
@@ -272,21 +454,46 @@ def test_bad_input_is_refused_with_the_fix(demo_model, demo_cache, split, sessio
         clean.search_guards(target=99.5)
     with pytest.raises(KeyError, match="not weighted layers"):
         clean.tensor_errors(extra_layers=["node:nope"])
+    with pytest.raises(KeyError, match="not layers of this model"):
+        clean.sensitivity(layers=["nope"])
+    with pytest.raises(ValueError, match="guard precision"):
+        clean.search_guards(precision="int4")
+    with pytest.raises(ValueError, match="search_images=21"):
+        LayerDebugger(demo_model, demo_cache, split.calibration, split.evaluation, images=2, search_images=21,
+                      workspace=session_workspace, progress=False)
+    whole = LayerDebugger(demo_model, demo_cache, split.calibration, split.evaluation, images=2, search_images=20,
+                          workspace=session_workspace, progress=False)
+    assert len(whole.verify_indices) == 0
+    with pytest.raises(ValueError, match="no evaluation images are left to verify on"):
+        whole.verify_recipe(whole.recipe)
 
 
 # -- CLI -------------------------------------------------------------------------------------------------------------
-def test_debug_cli_writes_results_and_guards(session_workspace, broken, broken_layer, broken_sensitivity, tmp_path,
-                                             capsys):
+def test_debug_cli_writes_results_and_guards(session_workspace, demo_model, broken, broken_layer, broken_sensitivity,
+                                             tmp_path, capsys):
     out = tmp_path / "debug"
     status = debug_main(["--workspace", str(session_workspace), "--images", str(IMAGES), "--batch-size", str(IMAGES),
                          "--scale-override", f"{broken_layer}={BROKEN_FACTOR:g}", "--target", str(TARGET),
                          "--out", str(out), "-q"])
     assert status == 0
     printed = capsys.readouterr().out
-    assert "error first jumps at" in printed and broken_layer in printed and "verified with build_variant" in printed
+    assert "error first jumps at" in printed and broken_layer in printed and "built by build_variant" in printed
+    assert broken.block(broken_layer) in printed  # layers named by the model's blocks too
     for name in ("tensor_errors.csv", "tensor_errors.png", "sensitivity.csv", "sensitivity.png", "guard_search.json"):
         assert (out / name).stat().st_size > 0
     saved = json.loads((out / "guard_search.json").read_text())
     assert saved["reached"] and saved["added"][0] == broken_layer
     assert Recipe.from_dict(saved["recipe"]).guards == tuple(saved["guards"])
-    assert saved["verified"]["meets_target"]
+    assert saved["verified"]["meets_target"] == (saved["verified"]["top1_agreement"] >= TARGET)
+    assert not set(saved["verified"]["image_ids"]) & set(saved["search_images"])
+    # The last line is a calibrate command with the found guards, not the recipe JSON, and pasting it works.
+    command = printed.strip().splitlines()[-1].strip()
+    assert '"algorithm"' not in printed and command.startswith("python -m trtlab calibrate ")
+    assert f"--algorithms entropy --calibration-images 6 --guards {','.join(saved['guards'])}" in command
+    words = shlex.split(command)[4:]
+    fresh = tmp_path / "workspace"  # the pasted run gets its own workspace: the shared one keeps its results as is
+    words[words.index("--workspace") + 1] = str(fresh)
+    from trtlab.cli.commands.calibrate import main as calibrate_main
+
+    assert calibrate_main(words + ["--model", str(demo_model)]) == 0
+    assert saved["verified"]["variant"] in capsys.readouterr().out

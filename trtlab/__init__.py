@@ -36,7 +36,7 @@ _EXPORTS = {
     "placement_rules": "quantization.placement:RULES",
     "prepare_imagenet": "data.imagenet", "load_imagenet": "data.imagenet", "prepared_data": "data.prepared",
     "Experiment": "evaluation.identity",
-    "layer_debugger": "debug.layer_debug", "LayerDebugger": "debug.layer_debug",
+    "layer_debugger": "debug.debugger", "LayerDebugger": "debug.debugger",
     "UserError": "core.errors",
     # notebook 00: TensorRT discovery, repair, loading and the machine report
     "discover_tensorrt": "env.discovery:discover", "tensorrt_candidates_frame": "env.discovery:candidates_frame",

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from trtlab.data.dataset import UNLABELLED, Dataset
+from trtlab.data.disk import writing_to
 from trtlab.core.workspace import atomic_path, workspace_dir
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ def export_demo_model(name: str = "efficientnet-lite0", workspace: str | os.Path
     import torch
 
     log.info(f"exporting {name} to ONNX (opset {opset}, dynamic batch) -> {target}")
-    with _quiet_third_party(), atomic_path(target, suffix=".onnx") as tmp:
+    with writing_to(target), _quiet_third_party(), atomic_path(target, suffix=".onnx") as tmp:
         model = load_torch_model(name)
         example = torch.zeros(1, 3, 224, 224)
         batch = torch.export.Dim("batch", min=1, max=4096)

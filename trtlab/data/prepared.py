@@ -44,7 +44,7 @@ def prepared_data(workspace=None, eval_per_class: int | None = None, announce: b
             subset = split.evaluation_subset(prep.dataset, eval_per_class)
             split = replace(split, evaluation=subset,
                             params={**split.params, "evaluation_per_class": eval_per_class})
-        what = "the demo stand-in (labelled demo photos, NOT ImageNet)" if _is_standin(folder) else "ImageNet val"
+        what = "the demo stand-in (labelled demo photos, NOT ImageNet)" if prep.standin else "ImageNet val"
         data = PreparedData(prep.dataset, split, "prepared",
                             f"{what} prepared by notebook 01 in {folder}: {len(prep.dataset):,} images, "
                             f"calibration {len(split.calibration):,} / evaluation {len(split.evaluation):,} "
@@ -62,8 +62,3 @@ def prepared_data(workspace=None, eval_per_class: int | None = None, announce: b
         log.info(f"data: {data.description}")
     return data
 
-
-def _is_standin(folder) -> bool:
-    import json
-
-    return bool(json.loads((folder / "prep.json").read_text()).get("standin"))

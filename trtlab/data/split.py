@@ -170,6 +170,9 @@ def saved_split(dataset: Dataset, calibration_images: int | None = None, seed: i
     if calibration_images is None and calibration_per_class is None:
         raise UserValueError(f"no calibration size given for the split of {dataset.name!r}",
                              "give calibration_images (a total, e.g. 500) or calibration_per_class (e.g. 10)")
+    if len(dataset) < 2:  # (no "use calibration_images ≤ 0" below)
+        raise CalibrationSizeError(f"dataset {dataset.name!r} has {len(dataset)} image(s); a split needs at least 2 "
+                                   f"(one to calibrate, one to evaluate)", "add images to the data folder")
     if calibration_images is not None and not 0 < calibration_images <= len(dataset) - 1:
         raise CalibrationSizeError(
             f"{calibration_images} calibration images asked for, but dataset {dataset.name!r} has {len(dataset)} "

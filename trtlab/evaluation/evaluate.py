@@ -120,8 +120,9 @@ def evaluate(
             "identity": identity,
             "recipe": recipe,
             "backend": description,
-            "dataset": {"name": cache.dataset.name, "fingerprint": cache.dataset.fingerprint(),
-                        "decode_cache": cache.key, "skipped_images": cache.failure_list()},
+            # the evaluation images that could not be read (file and reason): the report names them
+            "dataset": {"name": cache.dataset.name, "fingerprint": experiment.dataset_fingerprint,
+                        "decode_cache": cache.key, "skipped_images": cache.skipped(requested)},
             "preprocess": cache.preprocess.to_dict(),
             "batch_size": batch_size,
             "seconds": round(time.time() - started, 3),

@@ -30,7 +30,7 @@ class Experiment:
     model_sha256: str
     model_name: str  # the model file's stem, for people
     dataset_name: str
-    dataset_fingerprint: str  # the whole dataset: files (path, size, mtime) and labels
+    dataset_fingerprint: str  # the whole dataset: files (path and content hash) and labels
     evaluation_ids_hash: str  # which of its images are evaluated: the evaluation split
     evaluation_images: int
     preprocess: dict

@@ -1,9 +1,9 @@
 """`python -m trtlab debug`: per-tensor error, per-layer sensitivity and an automatic guard search."""
 from __future__ import annotations
 
-import json
 import logging
 import math
+from pathlib import Path
 
 from trtlab.cli.args import (ArgGroup, BackendArgs, CalibrationArgs, Command, GuardArgs, Items, ModelDataArgs,
                              OutputArgs, WorkspaceArgs, check_choice, positive)
@@ -73,8 +73,8 @@ main = COMMAND.main
 def run(args) -> int:
     """Tensor errors, sensitivity, guard search (+ verification) for one recipe: 0 when the target was reached
     (or no search ran), 1 when it was not."""
-    from trtlab.debug.layer_debug import _save_figure, layer_debugger
-    from trtlab.quantization.variants import Recipe
+    from trtlab.debug.debugger import layer_debugger
+    from trtlab.quantization.recipe import Recipe
     from trtlab.workflows.checks import checked_inputs
 
     # Everything checkable before any decoding or inference: workspace, model, guards, labels, sizes, --out.
@@ -89,33 +89,38 @@ def run(args) -> int:
                               images=args.images, batch_size=inputs.sizes.batch_size,
                               scale_overrides=args.scale_overrides, workspace=args.workspace,
                               progress=args.verbosity >= 0)
-    out = args.out or debugger.folder
-    import pandas as pd
+    out = Path(args.out) if args.out else debugger.folder
+    status = _analyse(debugger, args, out)
+    log.info("debug results in %s", out)
+    return status
+
+
+def _analyse(debugger, args, out: Path) -> int:
+    """Tensor errors, sensitivity, guard search (+ verification): printed for people, saved under `out`. The last
+    line is the calibrate command with the found guards, to paste."""
+    from trtlab.debug.plots import save_figure
+    from trtlab.debug.tables import search_steps_table, sensitivity_table
 
     errors = debugger.tensor_errors()
     errors.save(out)
-    _save_figure(errors.plot(), out / "tensor_errors.png")
+    save_figure(errors.plot(), out / "tensor_errors.png")
     print(errors.summary())
     sensitivity = debugger.sensitivity()
     sensitivity.save(out)
-    _save_figure(sensitivity.plot(), out / "sensitivity.png")
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(sensitivity.table.head(10)[["rank", "op_type", "noise_share", "only_sqnr_db", "all_but_gain_db",
-                                          "only_top1_agreement", "all_but_top1_agreement"]].round(4))
+    save_figure(sensitivity.plot(), out / "sensitivity.png")
+    ranked = sensitivity_table(sensitivity.table.head(10))
+    print(ranked.drop(columns=["op", "only it INT8", "all but it INT8"]).to_string(index=False))
     if args.no_search:
-        log.info("debug results in %s", out)
         return 0
     found = debugger.search_guards(target=args.target, sensitivity=sensitivity, max_guards=args.max_guards,
                                    precision=args.guard_precision)
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(found.steps.round(4).to_string(index=False))
+    print(search_steps_table(found.steps).to_string(index=False))
     print(found.summary())
     if found.reached and not args.no_verify:
-        verified = found.verify()
-        print(f"verified with build_variant + evaluate_variant: {verified['variant']} top-1 agreement "
-              f"{verified['top1_agreement']:.2%} on {verified['images']} images "
-              f"({'meets' if verified['meets_target'] else 'MISSES'} the target)")
+        print(found.verify().summary())
     found.save(out)
-    print(f"recipe: {json.dumps(found.recipe().to_dict())}")
-    log.info("debug results in %s", out)
+    command = found.calibrate_command(model=args.model, data=args.data, labels=args.labels, preset=args.preset,
+                                      workspace=args.workspace)
+    print(("calibrate with the found guards:" if found.reached else
+           "the target was not reached; the most guarded recipe tried:") + f"\n  {command}")
     return 0 if found.reached else 1

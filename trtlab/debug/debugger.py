@@ -1,0 +1,259 @@
+"""The layer debugger: what the analyses share — the sanitized FP32 graph, the calibrated scales, the images — and
+the INT8 variants they run, built in memory by the quantizer (so they equal what build_variant writes).
+
+`scale_overrides={tensor or layer name: factor}` multiplies calibrated activation scales: a debugging aid to break
+one layer on purpose and watch the tools find it. Overrides never reach a Recipe or a built variant.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from trtlab.core.workspace import hash_json, workspace_dir
+from trtlab.debug import guard_search as _guard_search
+from trtlab.debug import sensitivity as _sensitivity
+from trtlab.debug import tensor_errors as _tensor_errors
+from trtlab.debug.blocks import block_names
+from trtlab.debug.graphs import node_guard, plan_signature, suffix_model
+from trtlab.debug.guard_search import GuardSearch
+from trtlab.debug.sensitivity import Sensitivity
+from trtlab.debug.tensor_errors import JUMP_MIN_DB, TensorErrors
+
+
+class LayerDebugger:
+    """Everything the three tools share: the sanitized FP32 graph, calibrated scales, the images.
+
+    model_path: the ONNX classifier (it is sanitized exactly as build_variant does, and the same cached calibration
+    statistics are used, so an in-memory variant here equals what build_variant writes for the same recipe).
+    cache: the decode cache; calibration_indices / evaluation_indices: e.g. a Split's two halves.
+    recipe: the INT8 recipe to debug (its guards stay on throughout).
+    images: evaluation images used for the per-tensor comparison and the sensitivity runs (the first `images`).
+    search_images: evaluation images the guard search evaluates on (the first `search_images`; default: the first
+    half); the rest verify the found recipe, so the verification is on images the search never saw.
+    scale_overrides: {activation tensor or layer name: factor}; a debugging aid that multiplies calibrated scales.
+    """
+
+    def __init__(self, model_path, cache, calibration_indices, evaluation_indices, recipe=None, images: int = 8,
+                 batch_size: int = 8, scale_overrides: dict | None = None, workspace=None, progress: bool = True,
+                 search_images: int | None = None):
+        from trtlab.quantization.recipe import Recipe, select_calibration_indices
+
+        recipe = recipe or Recipe(algorithm="entropy")
+        if recipe.precision != "int8":
+            raise ValueError(f"layer debugging compares an INT8 recipe with FP32; got precision={recipe.precision!r}")
+        if images < 1 or batch_size < 1:
+            raise ValueError("images and batch_size must be ≥ 1")
+        self.model_path = Path(model_path)
+        self.cache = cache
+        self.workspace = workspace
+        self.progress = progress
+        self.batch_size = int(batch_size)
+        # The same selection build_variant makes, so the scales are the ones a built variant gets.
+        self.recipe, self.calibration_indices = select_calibration_indices(
+            cache, np.asarray(calibration_indices, np.int64), recipe)
+        self.evaluation_indices = np.asarray(evaluation_indices, np.int64)
+        self.evaluation_indices = self.evaluation_indices[np.isin(self.evaluation_indices, cache.valid_indices)]
+        if len(self.calibration_indices) == 0:
+            raise ValueError("no decodable calibration images; check the split and the decode cache failures")
+        if len(self.evaluation_indices) == 0:
+            raise ValueError("no decodable evaluation images; check the split and the decode cache failures")
+        self.debug_indices = self.evaluation_indices[:images]
+        self._split_search_and_verification(search_images)
+        self._load_graph(recipe)
+        self._calibrate(recipe, scale_overrides or {})
+        ids = cache.dataset.image_ids()
+        self.key = hash_json({"model": self.model_sha256, "recipe": recipe.to_dict(),
+                              "calibration": [ids[i] for i in self.calibration_indices],
+                              "pre": cache.preprocess.to_dict(), "overrides": sorted(self.scale_overrides.items())})
+        self.folder = (workspace_dir(workspace) / "debug" / f"{self.model_path.stem}-{self.model_sha256[:8]}"
+                       / f"{recipe.name}-{self.key}")
+        self.reference_logits: dict[bytes, np.ndarray] = {}  # FP32 logits per image set (guard_search.fp32_logits)
+
+    def _split_search_and_verification(self, search_images: int | None) -> None:
+        """The guard search evaluates on the first `search_images` evaluation images, verification on the rest:
+        a guard set chosen on some images is judged on others."""
+        count = len(self.evaluation_indices)
+        search = (count + 1) // 2 if search_images is None else int(search_images)
+        if not 1 <= search <= count:
+            raise ValueError(f"search_images={search_images}: the guard search needs 1 to {count} of the {count} "
+                             f"decodable evaluation images (the rest verify what it finds)")
+        self.search_indices = self.evaluation_indices[:search]
+        self.verify_indices = self.evaluation_indices[search:]
+
+    def image_ids(self, indices) -> list[str]:
+        """The dataset's ids (paths relative to its root) of `indices`."""
+        ids = self.cache.dataset.image_ids()
+        return [ids[i] for i in indices]
+
+    def _load_graph(self, recipe) -> None:
+        """The sanitized FP32 graph (nodes named), its layers, and the layers the recipe leaves to guard."""
+        import onnx
+
+        from trtlab.graph.classifier import inspect_classifier
+        from trtlab.graph.guards import resolve_guards, weighted_nodes_in_order
+        from trtlab.graph.sanitize import sanitize_model
+
+        self.info = inspect_classifier(self.model_path)
+        crop = self.cache.preprocess.crop
+        if self.info.image_size != (crop, crop):
+            raise ValueError(f"{self.model_path.name} takes {self.info.image_size[0]}×{self.info.image_size[1]} "
+                             f"images but the decode cache holds {crop}×{crop} crops; use a preprocessing with "
+                             f"crop={self.info.image_size[0]}")
+        self.model_sha256 = self.info.sha256
+        self.sanitized_path = sanitize_model(self.model_path, self.workspace)
+        self.fp32 = onnx.load(str(self.sanitized_path))  # sanitizing named every node, once
+        self.input_name = self.fp32.graph.input[0].name
+        self.output_name = self.fp32.graph.output[0].name
+        self.node_index = {n.name: i for i, n in enumerate(self.fp32.graph.node)}
+        self.blocks = block_names(self.fp32)  # {node name: the model's module path}, for people; guards use nodes
+        self.base_guards = list(resolve_guards(self.fp32, recipe.guards))
+        base_names = {g.name for g in self.base_guards}
+        self.all_layers = [n.name for n in weighted_nodes_in_order(self.fp32)]
+        self.layers = [name for name in self.all_layers if name not in base_names]  # candidates for guarding
+        if not self.layers:
+            raise ValueError(f"recipe guards {list(recipe.guards)} already keep every weighted layer out of INT8; "
+                             f"nothing to debug")
+
+    def _calibrate(self, recipe, scale_overrides: dict) -> None:
+        """Calibrated activation scales (the cached statistics build_variant uses), then the overrides."""
+        from trtlab.quantization.thresholds import compute_thresholds, scales_from_thresholds
+        from trtlab.quantization.variants import calibration_statistics
+
+        stats = calibration_statistics(self.sanitized_path, self.cache, self.calibration_indices,
+                                       recipe.calibration_batch, self.workspace, self.progress)
+        self.scale_overrides = self._resolve_overrides(scale_overrides, set(stats.tensors))
+        self.calibrated_scales = scales_from_thresholds(compute_thresholds(stats, recipe.algorithm,
+                                                                           recipe.percentile))
+        self.scales = dict(self.calibrated_scales)
+        for tensor, factor in self.scale_overrides.items():
+            self.scales[tensor] *= factor
+
+    # -- guards and variants -------------------------------------------------------------------------------------
+    def _resolve_overrides(self, overrides: dict, calibrated: set[str]) -> dict[str, float]:
+        """{tensor or layer name: factor} → {activation tensor: factor}, checked."""
+        resolved = {}
+        by_layer = {n.name: n.input[0] for n in self.fp32.graph.node if n.name in set(self.all_layers)}
+        for name, factor in overrides.items():
+            tensor = by_layer.get(name, name)
+            if tensor not in calibrated:
+                raise KeyError(f"scale override {name!r}: no calibrated activation tensor or layer of that name; "
+                               f"layers are e.g. {self.all_layers[:4]}, tensors e.g. {sorted(calibrated)[:4]}")
+            factor = float(factor)
+            if not (math.isfinite(factor) and factor > 0):
+                raise ValueError(f"scale override {name!r}: factor must be finite and > 0, got {factor}")
+            resolved[tensor] = resolved.get(tensor, 1.0) * factor
+        return resolved
+
+    def layer_names(self, layers) -> list[str]:
+        """Layer names from names or guard strings ('node:<name>[=fp16]'), checked."""
+        names = [g[5:].partition("=")[0] if g.startswith("node:") else g for g in layers]
+        unknown = [n for n in names if n not in set(self.all_layers)]
+        if unknown:
+            raise KeyError(f"not weighted layers of this model: {unknown[:4]}; layers are e.g. {self.all_layers[:4]}")
+        return names
+
+    def block(self, node: str) -> str:
+        """The readable block name of a node (`_blocks.3._project_conv`), or the node name when there is none."""
+        return self.blocks.get(node, node)
+
+    def layer_input(self, layer: str) -> str:
+        """The activation tensor a layer quantizes (its data input)."""
+        if layer not in self.node_index or layer not in set(self.all_layers):
+            raise KeyError(f"{layer!r} is not a weighted layer; layers are e.g. {self.all_layers[:6]}")
+        return self.fp32.graph.node[self.node_index[layer]].input[0]
+
+    def guard_strings(self, extra_layers=(), precision: str = "fp32") -> list[str]:
+        """The recipe's guards followed by `node:<name>` (with '=fp16' for precision='fp16') for each extra layer:
+        the list a Recipe, notebook 03, `python -m trtlab calibrate --guards` and `build --guard` accept."""
+        return list(self.recipe.guards) + [node_guard(name, precision) for name in extra_layers]
+
+    def node_guards(self, extra_layers=(), precision: str = "fp32") -> list[str]:
+        """Recipe guards resolved to node names (with their precision), plus the extra layers."""
+        return ([node_guard(g.name, g.precision) for g in self.base_guards]
+                + [node_guard(n, precision) for n in extra_layers])
+
+    def quantized_model(self, extra_layers=(), start: int | None = None, precision: str = "fp32"):
+        """(ModelProto, cut inputs): the INT8 variant with `extra_layers` guarded, built in memory by the quantizer;
+        with `start`, only the graph from node `start` on (cut tensors as inputs) when its Q/DQ plan provably
+        equals the full graph's there, else the full graph (cut inputs = [the graph input])."""
+        from trtlab.graph.guards import parse_guard
+        from trtlab.quantization.insertion import insert_qdq
+        from trtlab.quantization.placement import plan_quantization
+
+        guards = self.node_guards(extra_layers, precision)
+        full_plan = plan_quantization(self.fp32, guards)
+        if start:
+            suffix, cut = suffix_model(self.fp32, start)
+            if suffix is not None:
+                names = {n.name for n in suffix.graph.node}
+                plan = plan_quantization(suffix, [g for g in guards if parse_guard(g).target in names])
+                if plan_signature(plan, names) == plan_signature(full_plan, names):
+                    return insert_qdq(suffix, plan, {t: self.scales[t] for t in plan.activations}), cut
+        return insert_qdq(self.fp32, full_plan, {t: self.scales[t] for t in full_plan.activations}), [self.input_name]
+
+    # -- data ----------------------------------------------------------------------------------------------------
+    def batches(self, indices, batch_size: int | None = None):
+        """(dataset indices, float32 N×3×H×W images) of `indices`, from the one batch source."""
+        from trtlab.data.batches import iter_batches
+
+        for batch in iter_batches(self.cache, indices, batch_size or self.batch_size):
+            yield batch.indices, batch.images
+
+    def progress_bar(self, total, desc, unit):
+        from trtlab.core.progress import progress_bar
+
+        return progress_bar(total=total, desc=desc, unit=unit, enabled=self.progress)
+
+    # -- the analyses ----------------------------------------------------------------------------------------------
+    def tensor_errors(self, extra_layers=(), indices=None, precision: str = "fp32", batch_size: int | None = None,
+                      jump_db: float = JUMP_MIN_DB) -> TensorErrors:
+        """Every original tensor against FP32, in graph order, and where the error jumps (debug.tensor_errors)."""
+        return _tensor_errors.compare_tensors(self, extra_layers, indices, precision, batch_size, jump_db)
+
+    def sensitivity(self, layers=None, resume: bool = True) -> Sensitivity:
+        """Logits error vs FP32 with only each layer INT8 and with all but each layer INT8, ranked
+        (debug.sensitivity)."""
+        return _sensitivity.layer_sensitivity(self, layers, resume)
+
+    def sensitivity_state_path(self, layers=None) -> Path:
+        """Where sensitivity() saves its progress for these layers, images and batch size."""
+        return _sensitivity.state_path(self, layers)
+
+    def evaluate_guards(self, extra_layers=(), precision: str = "fp32", indices=None) -> dict:
+        """Top-1 agreement / logit cosine with FP32 on the search images (or `indices`), INT8 variant built in
+        memory."""
+        return _guard_search.evaluate_guards(self, extra_layers, precision, indices)
+
+    def search_guards(self, target: float = 0.995, sensitivity: Sensitivity | None = None,
+                      max_guards: int | None = None, precision: str = "fp32", prune: bool = True,
+                      resume: bool = True) -> GuardSearch:
+        """The fewest most-sensitive layers to guard for `target` top-1 agreement (debug.guard_search)."""
+        return _guard_search.search_guards(self, target, sensitivity, max_guards, precision, prune, resume)
+
+    def verify_recipe(self, recipe, backend: str = "ort", progress: bool | None = None, target: float | None = None,
+                      indices=None):
+        """Build `recipe` with build_variant, evaluate it and FP32 with evaluate_variant / evaluate on the
+        verification images (or `indices`), compare."""
+        return _guard_search.verify_recipe(self, recipe, backend, progress, target, indices)
+
+
+def layer_debugger(model_path, dataset, split=None, recipe=None, preprocess="tf-lite", images: int = 8,
+                   batch_size: int = 8, scale_overrides: dict | None = None, workspace=None,
+                   progress: bool = True, search_images: int | None = None) -> LayerDebugger:
+    """A LayerDebugger for `model_path` on `dataset`: decode cache and split as `trtlab.compare` makes them."""
+    from trtlab.data.decode_cache import build_decode_cache
+    from trtlab.data.preprocess import get_preprocess
+    from trtlab.quantization.recipe import Recipe
+    from trtlab.workflows.compare import default_calibration_pool, saved_split
+
+    recipe = recipe or Recipe(algorithm="entropy")
+    if isinstance(recipe, dict):
+        recipe = Recipe.from_dict(recipe)
+    cache = build_decode_cache(dataset, get_preprocess(preprocess), workspace, progress=progress)
+    split = split or saved_split(dataset, recipe.calibration_images or default_calibration_pool(dataset),
+                                 workspace=workspace)
+    return LayerDebugger(model_path, cache, split.calibration, split.evaluation, recipe, images=images,
+                         batch_size=batch_size, scale_overrides=scale_overrides, workspace=workspace,
+                         progress=progress, search_images=search_images)

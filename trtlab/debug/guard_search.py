@@ -1,0 +1,317 @@
+"""Guard search: guard the most sensitive layers one at a time (greedy on the sensitivity ranking), evaluating
+top-1 agreement with FP32 on the search images (the first half of the evaluation images) after each step, and stop
+as soon as the target is met; then prune guards a later one made unnecessary. The result is a guard list (`node:<name>` strings) that a `Recipe`,
+notebook 03, the calibrate CLI and both TensorRT paths accept; `GuardSearch.verify()` builds that recipe with
+`build_variant` and evaluates it with `evaluate_variant` (trtlab's own pipeline and results store) on the other
+evaluation images: a guard set is judged on images it was not chosen on. `calibrate_command()` is the same recipe
+as a `python -m trtlab calibrate` line to paste."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from trtlab.core.progress import finish
+from trtlab.core.workspace import atomic_write_json, hash_json, read_json_checked
+from trtlab.debug.errors import ErrorSums
+from trtlab.debug.graphs import literal_session
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class GuardSearch:
+    """Outcome of the greedy guard search."""
+
+    guards: list[str]  # recipe guards + the layers the search guarded, as the Recipe takes them
+    added: list[str]  # node names the search guarded (after pruning), most sensitive first
+    steps: object  # pandas DataFrame, one row per evaluated guard set ('add' phase, then 'prune')
+    target: float
+    reached: bool
+    layers: int  # weighted layers in the model
+    int8_layers: int  # of those, still INT8 with `guards`
+    recipe_template: dict
+    evaluation_images: int  # images the search evaluated on
+    metrics: dict = field(default_factory=dict)  # evaluation of the final guard set
+    pruned: list[str] = field(default_factory=list)  # guarded on the way, then found unnecessary
+    debugger: object = field(default=None, repr=False)  # the LayerDebugger that searched (verify() needs it)
+    verified: dict | None = None
+    search_image_ids: list[str] = field(default_factory=list)  # which images the search evaluated on
+    blocks: dict = field(default_factory=dict)  # {node name: block name} of the added and pruned layers
+
+    @property
+    def int8_fraction(self) -> float:
+        return self.int8_layers / self.layers if self.layers else math.nan
+
+    def recipe(self):
+        """The Recipe with the found guards (same algorithm and calibration as the debugged one)."""
+        from trtlab.quantization.recipe import Recipe
+
+        data = dict(self.recipe_template)
+        data["guards"] = list(self.guards)
+        return Recipe.from_dict(data)
+
+    def summary(self) -> str:
+        from trtlab.debug.blocks import labelled
+        from trtlab.debug.tables import image_list, pct
+
+        state = "reached" if self.reached else "NOT reached"
+        named = [labelled(self.blocks.get(n, n), n) for n in self.added]
+        text = (f"Target top-1 agreement ≥ {100 * self.target:g}% {state} on {self.evaluation_images} search images "
+                f"({image_list(self.search_image_ids)}): {pct(self.metrics['top1_agreement'])} with "
+                f"{len(self.added)} guarded layer(s){': ' + ', '.join(named) if named else ''}; "
+                f"{self.int8_layers}/{self.layers} layers ({self.int8_fraction:.0%}) stay INT8. "
+                f"Guards: {','.join(self.guards) or '(none)'}")
+        if self.pruned:
+            text += (f" ({len(self.pruned)} guard(s) added on the way proved unnecessary: "
+                     f"{', '.join(labelled(self.blocks.get(n, n), n) for n in self.pruned)})")
+        return text
+
+    def verify(self, backend: str = "ort", progress: bool | None = None) -> "Verification":
+        """Build the found recipe with build_variant, evaluate it and FP32 with trtlab's evaluation on the
+        evaluation images the search did not use, and compare."""
+        if self.debugger is None:
+            raise RuntimeError("this search result was loaded without its debugger; rebuild it with "
+                               "LayerDebugger(...).search_guards(...) to verify")
+        self.verified = verify_recipe(self.debugger, self.recipe(), backend=backend, progress=progress,
+                                      target=self.target)
+        return self.verified
+
+    def calibrate_command(self, **where) -> str:
+        """The found recipe as a `python -m trtlab calibrate` line: the debugger's model, data and preprocessing
+        unless `where` (model=, data=, labels=, preset=, workspace=) says otherwise."""
+        if self.debugger is not None:
+            dataset = self.debugger.cache.dataset
+            labels = dataset.label_source if str(dataset.label_source or "").lower().endswith(".csv") else None
+            where = {"model": str(self.debugger.model_path), "data": dataset.root, "labels": labels,
+                     "preset": self.debugger.cache.preprocess.name, **where}
+        return calibrate_command(self.recipe(), **where)
+
+    def save(self, folder) -> Path:
+        return atomic_write_json(Path(folder) / "guard_search.json", {
+            "guards": self.guards, "added": self.added, "blocks": self.blocks, "target": self.target,
+            "reached": self.reached, "layers": self.layers, "int8_layers": self.int8_layers,
+            "int8_fraction": self.int8_fraction, "metrics": self.metrics, "pruned": self.pruned,
+            "recipe": self.recipe().to_dict(), "evaluation_images": self.evaluation_images,
+            "search_images": self.search_image_ids,
+            "steps": json.loads(self.steps.to_json(orient="records")),
+            "verified": dict(self.verified) if self.verified is not None else None})
+
+    def show(self) -> None:
+        from trtlab.debug.plots import display
+        from trtlab.debug.tables import search_steps_table
+
+        display(self.summary(), table=search_steps_table(self.steps))
+
+
+class Verification(dict):
+    """What verify_recipe found (a dict, saved as JSON) that reads as a sentence where it is shown."""
+
+    def summary(self) -> str:
+        from trtlab.debug.tables import cosine, image_list, pct
+
+        text = (f"Verified on {self['images']} evaluation images the search did not use "
+                f"({image_list(self['image_ids'])}): {self['variant']}, built by build_variant and evaluated by "
+                f"evaluate_variant, agrees with FP32 on {pct(self['top1_agreement'])} of top-1 predictions "
+                f"(logit cosine {cosine(self['cosine_mean'])})")
+        if "meets_target" in self:
+            text += (f": meets the target ≥ {100 * self['target']:g}%" if self["meets_target"] else
+                     f": MISSES the target ≥ {100 * self['target']:g}% — the guards found on the search images do not "
+                     f"carry over to these; debug with more evaluation images, or lower the target")
+        if self.get("note"):
+            text += f". Note: {self['note']}"
+        return text + "."
+
+    def _repr_markdown_(self) -> str:
+        from trtlab.debug.plots import escape_markdown
+
+        return escape_markdown(self.summary())
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(self.summary())
+
+
+def evaluate_guards(debugger, extra_layers=(), precision: str = "fp32", indices=None) -> dict:
+    """Top-1 agreement / logit cosine with FP32 on the search images (or `indices`), INT8 variant built in
+    memory."""
+    indices = debugger.search_indices if indices is None else np.asarray(indices, np.int64)
+    reference = fp32_logits(debugger, indices)
+    model, _ = debugger.quantized_model(debugger.layer_names(extra_layers), precision=precision)
+    session = literal_session(model)
+    del model
+    sums = ErrorSums()
+    position = 0
+    for _, batch in debugger.batches(indices):
+        logits = session.run([debugger.output_name], {debugger.input_name: batch})[0]
+        sums.update(reference[position:position + len(batch)].astype(np.float32), logits, logits=True)
+        position += len(batch)
+    return {**sums.metrics(logits=True), "images": sums.images}
+
+
+def fp32_logits(debugger, indices) -> np.ndarray:
+    """FP32 logits of `indices` (float16, like the results store keeps them), computed once per debugger."""
+    key = np.asarray(indices, np.int64).tobytes()
+    cached = debugger.reference_logits
+    if key not in cached:
+        session = literal_session(debugger.fp32)
+        chunks = [session.run([debugger.output_name], {debugger.input_name: batch})[0].astype(np.float16)
+                  for _, batch in debugger.batches(indices)]
+        cached[key] = np.concatenate(chunks)
+    return cached[key]
+
+
+def search_guards(debugger, target: float = 0.995, sensitivity=None, max_guards: int | None = None,
+                  precision: str = "fp32", prune: bool = True, resume: bool = True) -> GuardSearch:
+    """Guard the most sensitive layers one by one (in `precision`: 'fp32' or 'fp16') until top-1 agreement
+    with FP32 on the search images reaches `target`, stopping at the first guard set that does. Then, with
+    `prune`, try removing each guard (least sensitive first) and keep every removal that still meets the
+    target: greedy order can pick a layer that a later guard made unnecessary."""
+    import pandas as pd
+
+    if not 0 < target <= 1:
+        raise ValueError(f"target is a top-1 agreement fraction in (0, 1], got {target}")
+    if precision not in ("fp32", "fp16"):
+        raise ValueError(f"guard precision must be 'fp32' or 'fp16', got {precision!r}")
+    evaluate = _ResumableEvaluation(debugger, precision, resume)
+    steps, added, reached = _add_phase(debugger, evaluate, target, sensitivity, max_guards, resume)
+    final, pruned = list(added), []
+    if reached and prune and len(added) > 1:
+        final, pruned = _prune_phase(debugger, evaluate, target, added, steps)
+    if not reached and debugger.progress:
+        log.warning(f"guard search: top-1 agreement {steps[-1]['top1_agreement']:.2%} with {len(added)} guarded "
+                    f"layer(s) is still below the target {target:.2%}; raise max_guards, use more calibration images "
+                    f"or another algorithm (minmax/percentile), or lower the target")
+    return GuardSearch(debugger.guard_strings(final, precision), final, pd.DataFrame(steps), float(target), reached,
+                       len(debugger.all_layers), len(debugger.layers) - len(final), debugger.recipe.to_dict(),
+                       len(debugger.search_indices), evaluate(final), pruned, debugger,
+                       search_image_ids=debugger.image_ids(debugger.search_indices),
+                       blocks={name: debugger.block(name) for name in added})
+
+
+class _ResumableEvaluation:
+    """evaluate_guards for one guard set, each result saved at once: a repeated or interrupted search resumes."""
+
+    def __init__(self, debugger, precision: str, resume: bool):
+        key = hash_json({"debugger": debugger.key, "eval": debugger.image_ids(debugger.search_indices)})
+        self.path = debugger.folder / f"search-{key}.json"
+        self.evaluated = (read_json_checked(self.path) or {}) if resume else {}
+        self.debugger, self.precision = debugger, precision
+
+    def __call__(self, added: list[str]) -> dict:
+        step_key = "|".join([self.precision] + added)
+        if step_key not in self.evaluated:
+            self.evaluated[step_key] = evaluate_guards(self.debugger, added, self.precision)
+            atomic_write_json(self.path, self.evaluated)  # resume point
+        return self.evaluated[step_key]
+
+
+def _step(debugger, number: int, phase: str, guarded: str, guards: list[str], metrics: dict,
+          layer: str | None = None) -> dict:
+    return {"step": number, "phase": phase, "guarded": guarded, "block": debugger.block(layer) if layer else "",
+            "guards": len(guards),
+            "top1_agreement": metrics["top1_agreement"], "cosine_mean": metrics["cosine_mean"],
+            "sqnr_db": metrics["sqnr_db"], "int8_layers": len(debugger.layers) - len(guards)}
+
+
+def _add_phase(debugger, evaluate, target: float, sensitivity, max_guards, resume: bool):
+    """Guard one more layer of the ranking per step until the target is met: (steps, guarded layers, reached)."""
+    steps, reached, ranking = [], False, []
+    limit = len(debugger.layers) if max_guards is None else min(int(max_guards), len(debugger.layers))
+    bar = debugger.progress_bar(limit + 1, f"guard search (target {target:.2%})", "step")
+    k = 0
+    while True:
+        added = ranking[:k]
+        metrics = evaluate(added)
+        steps.append(_step(debugger, k, "add", added[-1] if added else "(recipe guards only)", added, metrics,
+                           added[-1] if added else None))
+        bar.update(1)
+        if metrics["top1_agreement"] >= target:
+            reached = True
+            break
+        if k == 0:  # the ranking is needed only when the recipe alone misses the target
+            ranking = (sensitivity or debugger.sensitivity(resume=resume)).ranking
+            limit = min(limit, len(ranking))
+        if k >= limit:
+            break
+        k += 1
+    if reached:
+        finish(bar)  # stopping early at the target is success: the bar ends complete
+    else:
+        bar.close()
+    return steps, added, reached
+
+
+def _prune_phase(debugger, evaluate, target: float, added: list[str], steps: list[dict]):
+    """Try removing each guard, least sensitive first; keep every removal that still meets the target."""
+    final, pruned = list(added), []
+    for name in reversed(added):
+        trial = [other for other in final if other != name]
+        metrics = evaluate(trial)
+        steps.append(_step(debugger, len(steps), "prune", f"without {name}", trial, metrics, name))
+        if metrics["top1_agreement"] >= target:
+            final, pruned = trial, pruned + [name]
+    return final, pruned
+
+
+def verify_recipe(debugger, recipe, backend: str = "ort", progress: bool | None = None,
+                  target: float | None = None, indices=None) -> Verification:
+    """Build `recipe` with build_variant, evaluate it and FP32 with evaluate_variant / evaluate on the
+    verification images (or `indices`), compare."""
+    from trtlab.evaluation.evaluate import evaluate, evaluate_variant
+    from trtlab.evaluation.identity import experiment_of
+    from trtlab.evaluation.metrics import agreement
+    from trtlab.evaluation.results import ResultsStore
+    from trtlab.quantization.variants import build_variant
+
+    indices = debugger.verify_indices if indices is None else np.asarray(indices, np.int64)
+    if len(indices) == 0:
+        raise ValueError(f"no evaluation images are left to verify on: the search uses all "
+                         f"{len(debugger.search_indices)}; make the debugger with search_images < "
+                         f"{len(debugger.evaluation_indices)} (or a split with more evaluation images)")
+    progress = debugger.progress if progress is None else progress
+    reference = evaluate(debugger.model_path, debugger.cache, "fp32", recipe={"precision": "fp32"}, backend=backend,
+                         progress=progress, indices=indices, workspace=debugger.workspace)
+    store = ResultsStore.for_experiment(experiment_of(reference.record), debugger.workspace)
+    built = build_variant(debugger.model_path, recipe, debugger.cache, debugger.calibration_indices,
+                          debugger.workspace, progress=progress)
+    result = evaluate_variant(built, debugger.cache, indices, store, backend=backend, progress=progress,
+                              workspace=debugger.workspace)
+    agree = agreement(result, reference)
+    out = Verification(variant=built.name, model_path=str(built.model_path), guards=list(recipe.guards),
+                       top1_agreement=agree["top1_agreement"], cosine_mean=agree["cosine_mean"],
+                       images=agree["compared"], image_ids=debugger.image_ids(indices), store=str(store.folder),
+                       scale_overrides_applied=False)
+    if target is not None:
+        out["target"] = float(target)
+        out["meets_target"] = bool(agree["top1_agreement"] >= target)
+    if debugger.scale_overrides:
+        out["note"] = ("scale overrides are a debugging aid and never reach a recipe: the verified variant uses "
+                       "the calibrated scales")
+    return out
+
+
+def calibrate_command(recipe, model=None, data=None, labels=None, preset=None, workspace=None) -> str:
+    """`recipe` as a `python -m trtlab calibrate` command line to paste (options left out take the CLI's
+    defaults: the demo model, the demo photos, tf-lite preprocessing, the default workspace)."""
+    import shlex
+
+    words = ["python", "-m", "trtlab", "calibrate"]
+    for option, value in (("--model", model), ("--data", data), ("--labels", labels), ("--workspace", workspace)):
+        if value:
+            words += [option, str(value)]
+    if preset and preset != "tf-lite":
+        words += ["--preset", preset]
+    words += ["--algorithms", recipe.algorithm]
+    if recipe.algorithm == "percentile":
+        words += ["--percentile", f"{recipe.percentile:g}"]
+    if recipe.calibration_images is not None:
+        words += ["--calibration-images", str(recipe.calibration_images)]
+    if recipe.calibration_batch != 8:
+        words += ["--calibration-batch", str(recipe.calibration_batch)]
+    if recipe.guards:
+        words += ["--guards", ",".join(recipe.guards)]
+    return " ".join(shlex.quote(word) for word in words)
