@@ -83,6 +83,8 @@ def evaluate(
     variant = stored_label or store.free_label(variant, key)
     if len(indices) == 0:
         raise ValueError(f"no decodable images in dataset {cache.dataset.name!r}; see {cache.folder}/failures.json")
+    if runner_options is None and str(model_path).endswith(".onnx") and backend in ("auto", "ort"):
+        runner_options = _literal_options_for_fp16_qdq(model_path)
     runner = make_runner(model_path, backend=backend, **(runner_options or {}))
     checkpoint = EvaluationCheckpoint(store.folder / ".partial" / variant,
                                       {"model": info.sha256, "recipe": recipe, "ids": hash_json([ids[i] for i in indices]),
@@ -196,6 +198,15 @@ def infer_cached(runner, cache: DecodeCache, indices, batch_size: int = 32, desc
         bar.update(batch.count)
     bar.close()
     return chunks
+
+
+def _literal_options_for_fp16_qdq(model_path) -> dict | None:
+    """ONNX Runtime options for a Q/DQ graph with FP16 scales (the FP16 float path) evaluated without a self-check:
+    all optimizations off. ORT's Q/DQ fusions do not compute such graphs literally at any level from 'basic' (a
+    demo variant gave one class for every image); evaluate_variant picks the fastest literal setting instead."""
+    from trtlab.evaluation.literal_check import LITERAL_OPTIONS, qdq_float_type
+
+    return dict(LITERAL_OPTIONS) if qdq_float_type(model_path) == "fp16" else None
 
 
 def evaluate_variant(built, cache, eval_indices, store=None, backend: str = "auto",

@@ -386,11 +386,14 @@ LEGACY_RULES = ("weighted_op_inputs", "residual_add_input")  # trtlab's placemen
 
 def resolve_rules(rules=None, base=DEFAULT_RULES) -> tuple[str, ...]:
     """Rule names in RULES order: None → LEGACY_RULES (this module's functions keep their behaviour; a Recipe picks
-    its own default); an iterable of names; or {name: on} switches applied to `base`."""
+    its own default); an iterable of names (or of the rules' functions); or {name: on} switches applied to `base`."""
     if rules is None:
         return LEGACY_RULES
-    if isinstance(rules, str):
+    if isinstance(rules, str) or callable(rules):
         rules = [rules]
+    by_fn = {rule.fn: name for name, rule in RULES.items()}  # a rule's function names it (the API before the table)
+    if not isinstance(rules, dict):
+        rules = [by_fn.get(r, r) if callable(r) else r for r in rules]
     if isinstance(rules, dict):
         unknown = [name for name in rules if name not in RULES]
         chosen = {name for name in base if rules.get(name, True)} | {n for n, on in rules.items() if on}
