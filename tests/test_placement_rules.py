@@ -114,13 +114,14 @@ def test_concat_group_gets_one_threshold_from_the_pooled_histogram():
     model = light("inception_v1")
     plan = plan_quantization(model, (), DEFAULT_RULES)
     group = plan.shared_scales[0]
+    plan.shared_scales = [group]  # statistics below are made for this group only
     rng = np.random.default_rng(0)
     tensors = {}
     for i, name in enumerate(dict.fromkeys(group.tensors + group.pooled)):
         hist = TensorHistogram()
         hist.update(np.abs(rng.normal(scale=1 + i, size=4096)).astype(np.float32))
         tensors[name] = hist
-    stats = CalibrationStats(tensors, images=1, preprocess={})
+    stats = CalibrationStats(tensors, images=1, model_sha256="", preprocess={})
     own = {t: float(tensors[t].absmax) for t in tensors}
     joint = joint_thresholds(stats, plan, "minmax", 99.99, own)
     assert len({joint[t] for t in group.tensors}) == 1
