@@ -243,3 +243,24 @@ def test_light_resnet50_report_names_no_unfused_qdq(demo_cache, session_workspac
     assert report.unfused_qdq == [] and report.fp32_outside_guards == []
     assert report.summary()["weighted_layers"] == {"INT8": 54}  # 53 Conv + the Gemm
     assert report.mac_share["INT8"] == 1.0 and 3.5 < report.total_macs / 1e9 < 4.5  # ResNet-50: ≈ 4.1 GMAC
+
+
+def test_layer_debugger_debugs_the_fp16_path_graph_build_variant_writes(demo_model, demo_data, demo_cache,
+                                                                        demo_variants, session_workspace):
+    """The debugger quantizes by its recipe's float path and placement rules: its in-memory default variant is the
+    graph build_variant wrote, node for node and output for output."""
+    from trtlab.data.demo import demo_split
+    from trtlab.debug.debugger import LayerDebugger
+    from trtlab.debug.graphs import literal_session
+
+    split = demo_split(demo_data)
+    debugger = LayerDebugger(demo_model, demo_cache, split.calibration, split.evaluation, Recipe(algorithm="minmax"),
+                             images=4, batch_size=4, workspace=session_workspace, progress=False)
+    in_memory = debugger.quantized_model(())[0]
+    written = onnx.load(str(demo_variants["int8"].model_path))
+    assert [(n.op_type, list(n.input)) for n in in_memory.graph.node] == \
+        [(n.op_type, list(n.input)) for n in written.graph.node]
+    batch = next(debugger.batches(debugger.debug_indices))[1]
+    feed = {debugger.input_name: batch}
+    np.testing.assert_array_equal(literal_session(in_memory).run([debugger.output_name], feed)[0],
+                                  literal_session(written).run([debugger.output_name], feed)[0])
