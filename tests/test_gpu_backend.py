@@ -46,8 +46,10 @@ def demo_variants(demo_model, demo_data, demo_cache, session_workspace, tmp_path
     from trtlab.quantization.variants import Recipe, build_variant
 
     split = demo_split(demo_data)
-    recipes = {"fp16": Recipe(precision="fp16"), "int8-entropy": Recipe(algorithm="entropy"),
-               "int8-guarded": Recipe(algorithm="percentile", guards=("first_layer=fp16", "last_layer"))}
+    # INT8 on the FP32 float path (issue 17's FP32-path twin); "int8-fp16-path" below is its FP16 float path
+    recipes = {"fp16": Recipe(precision="fp16"), "int8-entropy": Recipe(algorithm="entropy", high_precision="fp32"),
+               "int8-guarded": Recipe(algorithm="percentile", guards=("first_layer=fp16", "last_layer"),
+                                      high_precision="fp32")}
     paths = {"fp32": demo_model}
     for label, recipe in recipes.items():
         paths[label] = build_variant(demo_model, recipe, demo_cache, split.calibration, session_workspace,

@@ -71,9 +71,14 @@ def split(demo_data):
     return demo_split(demo_data)
 
 
+DEBUG_RECIPE = Recipe(algorithm="entropy", high_precision="fp32")
+
+
 @pytest.fixture(scope="module")
 def clean(demo_model, demo_cache, split, session_workspace):
-    return LayerDebugger(demo_model, demo_cache, split.calibration, split.evaluation, Recipe(algorithm="entropy"),
+    # The FP32 float path: every layer guarded is FP32 exactly, so each error measured is INT8's alone (on the FP16
+    # path, the default, the debugger follows the recipe and FP16 rounding adds to every comparison).
+    return LayerDebugger(demo_model, demo_cache, split.calibration, split.evaluation, DEBUG_RECIPE,
                          images=IMAGES, batch_size=IMAGES, workspace=session_workspace, progress=False)
 
 
@@ -84,7 +89,7 @@ def broken_layer(clean):
 
 @pytest.fixture(scope="module")
 def broken(demo_model, demo_cache, split, session_workspace, broken_layer):
-    return LayerDebugger(demo_model, demo_cache, split.calibration, split.evaluation, Recipe(algorithm="entropy"),
+    return LayerDebugger(demo_model, demo_cache, split.calibration, split.evaluation, DEBUG_RECIPE,
                          images=IMAGES, batch_size=IMAGES, scale_overrides={broken_layer: BROKEN_FACTOR},
                          workspace=session_workspace, progress=False)
 
@@ -356,7 +361,8 @@ def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(brok
     # The guard list round-trips into a recipe that trtlab's own pipeline builds and evaluates.
     recipe = found.recipe()
     # The recipe names the calibration size the debugger really used (all 6 demo calibration photos).
-    assert recipe == Recipe(algorithm="entropy", calibration_images=6, guards=tuple(found.guards))
+    assert recipe == Recipe(algorithm="entropy", calibration_images=6, guards=tuple(found.guards),
+                            high_precision="fp32")
     assert Recipe.from_dict(json.loads(json.dumps(recipe.to_dict()))) == recipe
     assert "node_node" not in recipe.name and recipe.name.endswith("+" + "+".join(found.added))
     # Searched on the first half of the 20 evaluation photos, verified on the other half: disjoint, and said so.

@@ -57,7 +57,9 @@ def test_self_check_reports_k_of_n_and_chooses_the_fast_reference(demo_int8, dem
     assert message.startswith("int8-entropy: ") and "\n" not in message
     if not check["optimized_is_trustworthy"]:
         assert f"{check['disagree']} of {n} sample images disagree" in message
-        if u8s8_saturation_risk():
+        if check["qdq_float_type"] == "fp16":  # the FP16 float path (the default): ORT's Q/DQ fusions, any CPU
+            assert "FP16" in message and "disable_quant_qdq" in message and "TensorRT" in message
+        elif u8s8_saturation_risk():
             assert "without VNNI" in message and "saturating int16" in message and "TensorRT" in message
     assert f"{check['disagree']} of {n} (95 % upper bound " in message
     # the old record keys stay (run records, dashboards)

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from trtlab.quantization.insertion import insert_qdq, quantize_weight
-from trtlab.quantization.placement import RULES, plan_quantization, residual_add_input, weighted_op_inputs
+from trtlab.quantization.placement import LEGACY_RULES, RULES, plan_quantization, residual_add_input, weighted_op_inputs
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +100,8 @@ def test_weight_quantization_is_symmetric_with_zero_channels_kept():
 
 
 def test_placement_rules_are_a_table_of_named_functions(demo_model):
-    assert RULES == (weighted_op_inputs, residual_add_input)
+    assert [RULES[name].fn for name in LEGACY_RULES] == [weighted_op_inputs, residual_add_input]
+    assert all(rule.what and rule.stage in ("exclude", "node", "plan") for rule in RULES.values())
     model = onnx.load(str(demo_model))
     adds = {n.name for n in model.graph.node if n.op_type == "Add"}
     full = plan_quantization(model)

@@ -34,6 +34,9 @@ _EXPORTS = {
     "build_engines": "workflows.engines",
     "convert_to_fp16": "graph.precision", "plan_precisions": "graph.precision", "convert_precisions": "graph.precision",
     "sanitize_model": "graph.sanitize",
+    # issue 17: where TensorRT will compute each node (fusion-aware, no GPU), and the placement rules
+    "precision_report": "graph.fusion", "precision_overview": "graph.fusion",
+    "placement_rules": "quantization.placement:RULES",
     "prepare_imagenet": "data.imagenet", "load_imagenet": "data.imagenet", "prepared_data": "data.prepared",
     "Experiment": "evaluation.identity",
     "layer_debugger": "debug.debugger", "LayerDebugger": "debug.debugger",

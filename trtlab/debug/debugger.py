@@ -108,7 +108,8 @@ class LayerDebugger:
         self.output_name = self.fp32.graph.output[0].name
         self.node_index = {n.name: i for i, n in enumerate(self.fp32.graph.node)}
         self.blocks = block_names(self.fp32)  # {node name: the model's module path}, for people; guards use nodes
-        self.base_guards = list(resolve_guards(self.fp32, recipe.guards))
+        # bare first_layer / last_layer take the recipe's float path, as build_variant resolves them
+        self.base_guards = list(resolve_guards(self.fp32, recipe.guards, recipe.int8_float_path))
         base_names = {g.name for g in self.base_guards}
         self.all_layers = [n.name for n in weighted_nodes_in_order(self.fp32)]
         self.layers = [name for name in self.all_layers if name not in base_names]  # candidates for guarding
@@ -124,8 +125,9 @@ class LayerDebugger:
         stats = calibration_statistics(self.sanitized_path, self.cache, self.calibration_indices,
                                        recipe.calibration_batch, self.workspace, self.progress)
         self.scale_overrides = self._resolve_overrides(scale_overrides, set(stats.tensors))
-        self.calibrated_scales = scales_from_thresholds(compute_thresholds(stats, recipe.algorithm,
-                                                                           recipe.percentile))
+        self.stats = stats
+        self.thresholds = compute_thresholds(stats, recipe.algorithm, recipe.percentile)
+        self.calibrated_scales = scales_from_thresholds(self.thresholds)
         self.scales = dict(self.calibrated_scales)
         for tensor, factor in self.scale_overrides.items():
             self.scales[tensor] *= factor
@@ -179,19 +181,42 @@ class LayerDebugger:
         with `start`, only the graph from node `start` on (cut tensors as inputs) when its Q/DQ plan provably
         equals the full graph's there, else the full graph (cut inputs = [the graph input])."""
         from trtlab.graph.guards import parse_guard
-        from trtlab.quantization.insertion import insert_qdq
-        from trtlab.quantization.placement import plan_quantization
+        from trtlab.quantization.insertion import quantize_graph
 
         guards = self.node_guards(extra_layers, precision)
-        full_plan = plan_quantization(self.fp32, guards)
+        full_plan = self.plan(guards)
         if start:
             suffix, cut = suffix_model(self.fp32, start)
             if suffix is not None:
                 names = {n.name for n in suffix.graph.node}
-                plan = plan_quantization(suffix, [g for g in guards if parse_guard(g).target in names])
+                plan = self.plan([g for g in guards if parse_guard(g).target in names], suffix)
                 if plan_signature(plan, names) == plan_signature(full_plan, names):
-                    return insert_qdq(suffix, plan, {t: self.scales[t] for t in plan.activations}), cut
-        return insert_qdq(self.fp32, full_plan, {t: self.scales[t] for t in full_plan.activations}), [self.input_name]
+                    return quantize_graph(suffix, plan, self.plan_scales(plan), self.recipe.high_precision,
+                                          check=False).model, cut
+        return quantize_graph(self.fp32, full_plan, self.plan_scales(full_plan), self.recipe.high_precision,
+                              check=False).model, [self.input_name]
+
+    def plan(self, guards, model=None):
+        """The Q/DQ plan of `model` (default: the FP32 graph) with node `guards`, by the recipe's placement rules
+        and float path (what build_variant plans)."""
+        from trtlab.quantization.placement import plan_quantization
+
+        return plan_quantization(self.fp32 if model is None else model, guards, self.recipe.placement,
+                                 int8_float_path=self.recipe.high_precision)
+
+    def plan_scales(self, plan) -> dict[str, float]:
+        """The scales of `plan`'s activations: calibrated (one per Concat group, as build_variant makes them), then
+        the overrides."""
+        from trtlab.quantization.thresholds import scales_from_thresholds
+        from trtlab.quantization.variants import joint_thresholds
+
+        scales = {t: self.scales[t] for t in plan.activations if t in self.scales}
+        if plan.shared_scales:
+            joint = joint_thresholds(self.stats, plan, self.recipe.algorithm, self.recipe.percentile,
+                                     dict(self.thresholds))
+            scales.update({t: s * self.scale_overrides.get(t, 1.0) for t, s in
+                           scales_from_thresholds({t: joint[t] for t in joint if t in plan.consumers}).items()})
+        return scales
 
     # -- data ----------------------------------------------------------------------------------------------------
     def batches(self, indices, batch_size: int | None = None):

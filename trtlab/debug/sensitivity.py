@@ -141,7 +141,9 @@ class _BatchRuns:
         model, cut = d.quantized_model(extra, start=d.node_index[name])
         session = literal_session(model)
         del model
-        logits = session.run([d.output_name], {t: outputs[t] for t in cut})[0]
+        # The cut tensors are FP16 in an FP16-path reference variant; the suffix takes them as float32 (its boundary
+        # Cast gives back the same FP16 values).
+        logits = session.run([d.output_name], {t: np.asarray(outputs[t], np.float32) for t in cut})[0]
         del session
         key = f"{mode}|{name}"
         self.state["runs"][key] = _folded(self.state["runs"].get(key), b, fp32_logits, logits)

@@ -95,11 +95,9 @@ def compare_tensors(debugger, extra_layers=(), indices=None, precision: str = "f
     Q/DQ (its INT8 rounding and clipping on the variant's values): low means a bad scale."""
     import pandas as pd
 
-    from trtlab.quantization.placement import plan_quantization
-
     extra_layers = debugger.layer_names(extra_layers)
     quantized, _ = debugger.quantized_model(extra_layers, precision=precision)
-    plan = plan_quantization(debugger.fp32, debugger.node_guards(extra_layers, precision))
+    plan = debugger.plan(debugger.node_guards(extra_layers, precision))
     names = compared_tensors(debugger.fp32, quantized)
     sessions = (literal_session(with_outputs(debugger.fp32, names)), literal_session(with_outputs(quantized, names)))
     del quantized

@@ -76,6 +76,8 @@ def evaluate(
         store = ResultsStore.for_experiment(experiment, workspace)
     else:
         store.bind(experiment)
+    if runner_options is None and str(model_path).endswith(".onnx") and backend in ("auto", "ort"):
+        runner_options = _literal_options_for_fp16_qdq(model_path)  # ORT's fusions are not literal on FP16 Q/DQ
     runner, choice = backend_runner(model_path, backend, runner_options, announce=progress)
     base = identity or variant_identity(recipe)
     identity = with_backend(base, runner)
@@ -320,6 +322,15 @@ def iter_crops(cache: DecodeCache, indices, rows: int):
             crops = pending.result()
             pending = pool.submit(read, starts[k + 1]) if k + 1 < len(starts) else None
             yield len(crops), crops
+
+
+def _literal_options_for_fp16_qdq(model_path) -> dict | None:
+    """ONNX Runtime options for a Q/DQ graph with FP16 scales (the FP16 float path) evaluated without a self-check:
+    all optimizations off. ORT's Q/DQ fusions do not compute such graphs literally at any level from 'basic' (a
+    demo variant gave one class for every image); evaluate_variant picks the fastest literal setting instead."""
+    from trtlab.evaluation.literal_check import LITERAL_OPTIONS, qdq_float_type
+
+    return dict(LITERAL_OPTIONS) if qdq_float_type(model_path) == "fp16" else None
 
 
 def evaluate_variant(built, cache, eval_indices, store=None, backend: str = "auto",

@@ -11,10 +11,18 @@ VNNI or on ARM) and added `session.x64quantprecision` for some operators (micros
 U8S8 Gemm Precision Fix"). Measured here (AVX2, no VNNI): holdout top-1 agreement 25–44 % with full-range
 weights, 100 % (cosine 0.998) with 7-bit weights. TensorRT accumulates INT8 products in int32 and is unaffected.
 
-`ort_qdq_self_check` runs one sample batch three ways — all optimizations off (the literal reference), all on
-(ORT's fused INT8 kernels), and all on with `session.disable_quant_qdq=1` (Q/DQ left unfused: the faster literal
-reference) — and returns the numbers, the cause and one message line. `reference_runner_options(check)` is what
-INT8 evaluation should use: the fast literal reference when it reproduced the literal outputs, else optimizations off.
+FP16-path graphs (issue 17: everything not quantized in FP16, FP16 Q/DQ scales at opset 19) are another case: ONNX
+Runtime's Q/DQ graph transformations — on at every level from "basic" unless `session.disable_quant_qdq` — do not
+compute them literally at all (measured on the demo's FP16-path INT8 variants, this ORT 1.32 CPU: logit cosine
+0.03 to the all-off run at basic, extended and all; a ModelOpt FP16 graph gave ≈ 0 as well), whatever the CPU. The
+same graphs with `disable_quant_qdq` reproduce the all-off outputs exactly at "basic" and "extended" (and not at
+"all", whose NCHWc float convs re-round activations). FP16 variants without Q/DQ are unaffected (6.8e-7 at "all").
+
+`ort_qdq_self_check` runs one sample batch through the graph — all optimizations off (the literal reference), all
+on (ORT's fused INT8 kernels), and the fast literal candidates (`FAST_CANDIDATES`: Q/DQ left unfused, "extended",
+then "basic") until one reproduces the literal outputs — and returns the numbers, the cause and one message line;
+FP32-path and FP16-path graphs alike (`qdq_float_type` says which). `reference_runner_options(check)` is what INT8
+evaluation should use: the fast candidate that reproduced the literal outputs, else optimizations off.
 """
 from __future__ import annotations
 
@@ -48,6 +56,9 @@ SELF_CHECK_CONFIDENCE = 0.95
 _SELF_CHECK_CHUNK = 16  # images per ONNX Runtime run (optimizations off holds every activation of the batch)
 LITERAL_OPTIONS = {"graph_optimization": "disable"}
 FAST_LITERAL_OPTIONS = {"graph_optimization": "extended", "disable_quant_qdq": True}
+#: The settings that may stand in for the literal reference, fastest first; each counts as literal on a graph only
+#: where the self-check saw it reproduce the all-off outputs (FAST_REFERENCE_RTOL) on that graph's sample batch.
+FAST_CANDIDATES = (FAST_LITERAL_OPTIONS, {"graph_optimization": "basic", "disable_quant_qdq": True})
 
 
 @functools.lru_cache(maxsize=1)
@@ -87,8 +98,27 @@ def describe_cpu(features: dict | None = None) -> str:
     return f"{f['machine']} CPU with {'/'.join(isa)}, {'with' if f['vnni'] else 'without'} VNNI"
 
 
-def disagreement_cause(features: dict | None = None) -> str:
+def qdq_float_type(model_path) -> str | None:
+    """'fp16' when the graph's Q/DQ scales are float16 (the FP16 float path), 'fp32' when float32, None without
+    Q/DQ."""
+    import onnx
+    from onnx import TensorProto
+
+    model = onnx.load(str(model_path), load_external_data=False)
+    inits = {i.name: i.data_type for i in model.graph.initializer}
+    types = {inits.get(n.input[1]) for n in model.graph.node
+             if n.op_type in ("QuantizeLinear", "DequantizeLinear") and len(n.input) > 1}
+    if TensorProto.FLOAT16 in types:
+        return "fp16"
+    return "fp32" if types else None
+
+
+def disagreement_cause(features: dict | None = None, float_type: str | None = None) -> str:
     f = features or cpu_features()
+    if float_type == "fp16":
+        return ("the graph's Q/DQ scales are FP16 (the FP16 float path): ONNX Runtime's Q/DQ graph fusions (on from "
+                "'basic' unless session.disable_quant_qdq) do not compute such graphs literally, on any CPU; "
+                "TensorRT implements the literal Q/DQ semantics and is not affected")
     if u8s8_saturation_risk(f):
         return (f"this {describe_cpu(f)}: ONNX Runtime's fused U8S8 INT8 kernels add uint8×int8 products in "
                 f"saturating int16 on AVX2 without VNNI (documented by ONNX Runtime); TensorRT accumulates in int32 "
@@ -151,11 +181,11 @@ def ort_qdq_self_check(model_path, cache, indices, images: int = SELF_CHECK_IMAG
     batch = np.concatenate([b.images for b in iter_batches(cache, chunk, _SELF_CHECK_CHUNK)])
     reference = _infer(model_path, batch, **LITERAL_OPTIONS)
     optimized = _infer(model_path, batch, graph_optimization="all")
-    fast = _infer(model_path, batch, **FAST_LITERAL_OPTIONS)
+    fast_options, fast_match = fast_literal_reference(model_path, batch, reference)
     disagree = int((reference.argmax(1) != optimized.argmax(1)).sum())
     cosine = float(cosine_per_image(reference, optimized).min())
-    fast_match = literal_outputs_match(reference, fast)
     features = cpu_features()
+    float_type = qdq_float_type(model_path)
     check = {
         "images": int(len(chunk)),
         "disagree": disagree,
@@ -168,12 +198,27 @@ def ort_qdq_self_check(model_path, cache, indices, images: int = SELF_CHECK_IMAG
         "u8s8_saturation_risk": u8s8_saturation_risk(features),
         "fast_reference_matches": fast_match["matches"],
         "fast_reference_max_relative_logit_error": fast_match["max_relative_logit_error"],
-        "reference_options": dict(FAST_LITERAL_OPTIONS if fast_match["matches"] else LITERAL_OPTIONS),
+        "fast_candidates_tried": fast_match["tried"],
+        "qdq_float_type": float_type,
+        "reference_options": dict(fast_options if fast_match["matches"] else LITERAL_OPTIONS),
     }
-    check["cause"] = None if check["optimized_is_trustworthy"] else disagreement_cause(features)
+    check["cause"] = None if check["optimized_is_trustworthy"] else disagreement_cause(features, float_type)
     check["seconds"] = round(time.perf_counter() - started, 3)
     check["message"] = self_check_message(check, variant or Path(str(model_path)).parent.name)
     return check
+
+
+def fast_literal_reference(model_path, batch: np.ndarray, reference: np.ndarray) -> tuple[dict, dict]:
+    """The first of FAST_CANDIDATES that reproduces `reference` (the all-off outputs of `batch`) and its match
+    (literal_outputs_match plus `tried`: each candidate's max relative logit error); the last candidate tried and
+    its failed match when none does."""
+    tried = []
+    for options in FAST_CANDIDATES:
+        match = literal_outputs_match(reference, _infer(model_path, batch, **options))
+        tried.append({**options, "max_relative_logit_error": match["max_relative_logit_error"]})
+        if match["matches"]:
+            break
+    return dict(options), {**match, "tried": tried}
 
 
 def self_check_message(check: dict, variant: str) -> str:

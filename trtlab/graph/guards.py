@@ -2,11 +2,15 @@
 
 A guard is written `<selector>[=<precision>]`: the selector is `first_layer`, `last_layer` (the first / last
 weighted node: Conv, ConvTranspose, Gemm, MatMul), `softmax` (Softmax and LogSoftmax), `op:<OpType>` or
-`node:<name>`; the precision `fp32` or `fp16` (without one, the selector's default, `DEFAULT_PRECISION`).
+`node:<name>`; the precision `fp32` or `fp16`. Without one, the seeds' meaning (issue 17; seed 000's FAQ names them
+INT8_FP16_FIRST / INT8_FP16_LAST / INT8_FP32_SOFTMAX): `first_layer` and `last_layer` run in the float path's
+precision — FP16 inside an INT8 graph with the FP16 float path (the default), FP32 on the FP32 float path and in FP16
+variants, where keeping FP32 is the only thing a guard can mean — while `softmax`, `op:` and `node:` mean FP32.
 `parse_guard` turns text into a Guard at the boundary (CLI, Recipe, widgets) and refuses anything else in one line;
-everything after that reads the Guard's fields. The quantizer leaves guarded nodes unquantized, and the one precision
-converter (trtlab.graph.precision) runs them in their precision in the graph; only TensorRT 10's legacy weakly typed
-builds map guards to layer.precision + OBEY_PRECISION_CONSTRAINTS.
+everything after that reads the Guard's fields, and `resolve_guards(..., int8_float_path=)` gives every selected node
+its precision. The quantizer leaves guarded nodes unquantized, and the one precision converter
+(trtlab.graph.precision) runs them in their precision in the graph; only TensorRT 10's legacy weakly typed builds map
+guards to layer.precision + OBEY_PRECISION_CONSTRAINTS.
 """
 from __future__ import annotations
 
@@ -18,9 +22,13 @@ from trtlab.core.errors import UserValueError
 WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 NAMED_GUARDS = ("first_layer", "last_layer", "softmax")
 PRECISIONS = ("fp32", "fp16")
-#: The precision a guard written without '=…' means. Issue 17's seeds make first/last layer FP16 and Softmax FP32:
-#: changing this table changes what a bare guard means (and so needs a calibration/graph revision bump).
-DEFAULT_PRECISION = {"first_layer": "fp32", "last_layer": "fp32", "softmax": "fp32", "op": "fp32", "node": "fp32"}
+#: The precision a guard written without '=…' means: a precision, or FLOAT_PATH — the float path's precision where
+#: the guard is resolved (FP16 in an INT8 graph with the FP16 float path, else FP32). Changing this table changes
+#: what a bare guard means (and so needs a variant revision bump, trtlab.quantization.variants.VARIANT_REVISION).
+FLOAT_PATH = "float-path"
+DEFAULT_PRECISION = {"first_layer": FLOAT_PATH, "last_layer": FLOAT_PATH, "softmax": "fp32", "op": "fp32",
+                     "node": "fp32"}
+INT8_FLOAT_PATHS = ("fp16", "fp32")
 ACCEPTED_FORMS = ("first_layer, last_layer, softmax, op:<OpType> or node:<node name>, optionally followed by "
                   "=fp16 or =fp32 (e.g. last_layer=fp16, node:Conv_12)")
 
@@ -29,11 +37,12 @@ class Guard(str):
     """A node selector and the precision its nodes keep: `kind`, `target` (op type or node name) and `precision`,
     parsed once. A Guard *is* its canonical text (a `str`: the selector, with '=precision' unless it is the
     selector's default), so it compares, hashes, sorts and is stored in JSON records exactly as that text, and lists
-    of guard texts and of Guards are the same guards."""
+    of guard texts and of Guards are the same guards. `precision` is '' for a bare `first_layer` / `last_layer`
+    (the float path's precision, given by `precision_in`)."""
 
     kind: str  # 'first_layer' | 'last_layer' | 'softmax' | 'op' | 'node'
     target: str  # the op type (kind 'op') or node name (kind 'node'); '' otherwise
-    precision: str  # 'fp32' | 'fp16'
+    precision: str  # 'fp32' | 'fp16' | '' (bare first_layer / last_layer: the float path's)
 
     def __new__(cls, kind: str, target: str = "", precision: str = ""):
         if kind not in NAMED_GUARDS + ("op", "node"):
@@ -42,12 +51,14 @@ class Guard(str):
         if (kind in ("op", "node")) != bool(target):
             raise UserValueError(f"guard {kind!r} {'needs a' if kind in ('op', 'node') else 'takes no'} target "
                                  f"(got {target!r})", f"write a guard as {ACCEPTED_FORMS}")
-        precision = precision or DEFAULT_PRECISION[kind]
-        if precision not in PRECISIONS:
+        if precision and precision not in PRECISIONS:
             raise UserValueError(f"guard precision {precision!r} is not one of {', '.join(PRECISIONS)}",
                                  f"write a guard as {ACCEPTED_FORMS}")
+        default = DEFAULT_PRECISION[kind]
+        if precision == default or not precision:  # spelled like the default: stored as the bare selector
+            precision = "" if default == FLOAT_PATH else default
         selector = f"{kind}:{target}" if target else kind
-        guard = super().__new__(cls, selector + ("" if precision == DEFAULT_PRECISION[kind] else f"={precision}"))
+        guard = super().__new__(cls, selector + ("" if precision in ("", default) else f"={precision}"))
         for name, value in (("kind", kind), ("target", target), ("precision", precision)):
             object.__setattr__(guard, name, value)
         return guard
@@ -69,10 +80,26 @@ class Guard(str):
     @property
     def label(self) -> str:
         """The guard's part of a variant label: 'last_layer', 'Conv_12' (a node guard is its node's name, without
-        a 'node' prefix), 'op_Softmax'; '-fp16' / '-fp32' when not the default precision. Safe in file names."""
+        a 'node' prefix), 'op_Softmax'; '-fp16' / '-fp32' when spelled out. Safe in file names."""
         base = self.target if self.kind == "node" else (f"op_{self.target}" if self.kind == "op" else self.kind)
-        suffix = "" if self.precision == DEFAULT_PRECISION[self.kind] else f"-{self.precision}"
+        suffix = "" if self.precision in ("", DEFAULT_PRECISION[self.kind]) else f"-{self.precision}"
         return re.sub(r"[^A-Za-z0-9_.-]", "_", base) + suffix
+
+    @property
+    def explicit(self) -> bool:
+        """True when the precision does not depend on where the guard is used."""
+        return bool(self.precision)
+
+    def precision_in(self, int8_float_path: str | None = None) -> str:
+        """The precision this guard's nodes run in: its own, or for a bare first_layer / last_layer the float path's
+        — 'fp16' only in an INT8 graph with the FP16 float path (`int8_float_path='fp16'`); FP32 on the FP32 float
+        path and in FP16 variants (None), where a guard can only mean "keep FP32"."""
+        if self.precision:
+            return self.precision
+        if int8_float_path not in (None,) + INT8_FLOAT_PATHS:
+            raise UserValueError(f"float path {int8_float_path!r} is not one of {', '.join(INT8_FLOAT_PATHS)}",
+                                 "use 'fp16' (the default INT8 float path) or 'fp32'")
+        return "fp16" if int8_float_path == "fp16" else "fp32"
 
     def with_precision(self, precision: str) -> "Guard":
         return Guard(self.kind, self.target, precision)
@@ -138,10 +165,12 @@ def weighted_nodes_in_order(model) -> list:
     return [n for n in model.graph.node if n.op_type in WEIGHTED_OPS]
 
 
-def resolve_guards(model, guards) -> list[GuardedNode]:
+def resolve_guards(model, guards, int8_float_path: str | None = None) -> list[GuardedNode]:
     """The nodes of `model` (onnx.ModelProto) selected by `guards` (Guards or texts), in graph order, one entry per
-    node (a later guard naming the same node overrides its precision). A guard that selects nothing is refused
-    naming what exists — except `softmax` on a classifier exported without Softmax (logits out)."""
+    node (a later guard naming the same node overrides its precision), each with its precision — a bare
+    first_layer / last_layer takes the INT8 graph's float path (`int8_float_path`: 'fp16', 'fp32', or None for an
+    FP16 variant / TensorRT's layer precisions, where it means FP32). A guard that selects nothing is refused naming
+    what exists — except `softmax` on a classifier exported without Softmax (logits out)."""
     chosen: dict[str, GuardedNode] = {}
     nodes = list(model.graph.node)
     for guard in parse_guards(guards):
@@ -156,6 +185,6 @@ def resolve_guards(model, guards) -> list[GuardedNode]:
             ops = sorted({n.op_type for n in nodes})
             raise UserValueError(f"guard {str(guard)!r} selects no node", f"the graph's op types are {ops}")
         for node in matched:
-            chosen[node.name] = GuardedNode(node.name, node.op_type, guard.precision, guard)
+            chosen[node.name] = GuardedNode(node.name, node.op_type, guard.precision_in(int8_float_path), guard)
     order = {n.name: i for i, n in enumerate(nodes)}
     return sorted(chosen.values(), key=lambda g: order[g.name])

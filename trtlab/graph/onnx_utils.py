@@ -20,3 +20,29 @@ def with_outputs(model, names) -> object:
             out.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
             existing.add(name)
     return out
+
+
+def attribute(node, name: str, default=None):
+    """The value of `node`'s attribute `name` (onnx.helper.get_attribute_value), or `default`."""
+    import onnx
+
+    for attr in node.attribute:
+        if attr.name == name:
+            return onnx.helper.get_attribute_value(attr)
+    return default
+
+
+def is_average_pool(node, initializers: dict, rank_of) -> bool:
+    """AveragePool / GlobalAveragePool, or a ReduceMean over the two spatial axes of a 4-D tensor with keepdims — a
+    Reduce that TensorRT replaces by a pooling layer ("Types of Fusions": Reduce). `rank_of(tensor)` gives a
+    tensor's rank (None when unknown); `initializers` maps names to TensorProtos (ReduceMean-18 axes input)."""
+    if node.op_type in ("AveragePool", "GlobalAveragePool"):
+        return True
+    if node.op_type != "ReduceMean" or not attribute(node, "keepdims", 1):
+        return False
+    axes = attribute(node, "axes")
+    if axes is None and len(node.input) > 1 and node.input[1] in initializers:
+        from onnx import numpy_helper
+
+        axes = numpy_helper.to_array(initializers[node.input[1]]).tolist()
+    return rank_of(node.input[0]) == 4 and axes is not None and sorted(a % 4 for a in axes) == [2, 3]

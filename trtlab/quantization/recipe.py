@@ -1,9 +1,18 @@
-"""What a variant is: a `Recipe` (precision, calibration algorithm and images, guards), checked when it is made.
+"""What a variant is: a `Recipe` (precision, calibration algorithm and images, float path, placement rules, guards),
+checked when it is made.
 
 Every impossible value — a precision or algorithm trtlab does not have, a percentile outside (0, 100], a calibration
-size or batch below 1, a guard that is not understood — is refused at construction as one `UserValueError` line
-(`error: <what> — <fix>` on the CLI, the same line in the widgets). Guards are parsed once here (texts accepted) and
-held as `Guard` values (trtlab.graph.guards); nothing downstream re-parses guard strings.
+size or batch below 1, a float path or placement rule that does not exist, a guard that is not understood — is
+refused at construction as one `UserValueError` line (`error: <what> — <fix>` on the CLI, the same line in the
+widgets). Guards are parsed once here (texts accepted) and held as `Guard` values (trtlab.graph.guards); nothing
+downstream re-parses guard strings.
+
+INT8 recipes have a float path (`high_precision`, trtlab.quantization.insertion): 'fp16' (the default: everything
+not quantized in FP16, FP16 Q/DQ scales at opset 19) or 'fp32' (the graph trtlab made before issue 17, kept for A/B:
+FP32 float path with the placement rules of that time). The label marks the FP32 path (`int8-entropy@6+fp32path`);
+the FP16 path is the unmarked default. `placement` lists the placement rules (trtlab.quantization.placement.RULES);
+None means the float path's default (DEFAULT_RULES on the FP16 path, LEGACY_RULES on the FP32 path), and rules that
+differ from it show in the label ('+no-pool', '+gemv').
 """
 from __future__ import annotations
 
@@ -19,6 +28,8 @@ from trtlab.core.workspace import hash_json
 from trtlab.data.split import (DEFAULT_CALIBRATION_IMAGES, CalibrationSizeError,  # noqa: F401  (re-exported)
                                select_calibration_images)
 from trtlab.graph.guards import parse_guards
+from trtlab.quantization.insertion import HIGH_PRECISIONS
+from trtlab.quantization.placement import DEFAULT_RULES, LEGACY_RULES, RULES, resolve_rules
 from trtlab.quantization.thresholds import ALGORITHMS
 
 PRECISIONS = ("fp32", "fp16", "int8")
@@ -26,8 +37,9 @@ PRECISIONS = ("fp32", "fp16", "int8")
 
 @dataclass(frozen=True)
 class Recipe:
-    """What a variant is. `algorithm`, `percentile`, `calibration_images`, `calibration_batch` and `seed` apply to
-    int8 only; fp16 converts the graph to float16 (guards keep their nodes in their precision)."""
+    """What a variant is. `algorithm`, `percentile`, `calibration_images`, `calibration_batch`, `seed`,
+    `high_precision` and `placement` apply to int8 only; fp16 converts the graph to float16 (guards keep their nodes
+    in their precision)."""
 
     precision: str = "int8"
     algorithm: str = "entropy"
@@ -36,6 +48,8 @@ class Recipe:
     calibration_batch: int = 8
     guards: tuple = ()  # Guard values (texts are parsed on construction)
     seed: int = 0
+    high_precision: str = "fp16"  # the INT8 float path: 'fp16' (default) or 'fp32' (the graph before issue 17)
+    placement: tuple | None = None  # placement rule names; None: the float path's default (resolved on construction)
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
@@ -55,7 +69,23 @@ class Recipe:
         _check_count("calibration_batch", self.calibration_batch)
         if not isinstance(self.seed, numbers.Integral) or isinstance(self.seed, bool):
             raise UserValueError(f"seed {self.seed!r} is not a whole number", "use e.g. seed=0")
+        if self.high_precision not in HIGH_PRECISIONS:
+            raise UserValueError(f"high_precision {self.high_precision!r} is not one of {', '.join(HIGH_PRECISIONS)}",
+                                 "use 'fp16' (everything not quantized in FP16, the default) or 'fp32' (A/B only)")
+        default = self.default_placement
+        object.__setattr__(self, "placement", default if self.placement is None else
+                           resolve_rules(self.placement, base=default))
         object.__setattr__(self, "guards", parse_guards(self.guards))
+
+    @property
+    def default_placement(self) -> tuple:
+        """The placement rules of this recipe's float path when none are named."""
+        return DEFAULT_RULES if self.high_precision == "fp16" else LEGACY_RULES
+
+    @property
+    def int8_float_path(self) -> str | None:
+        """The float path bare first_layer / last_layer guards follow (None outside INT8: they mean FP32)."""
+        return self.high_precision if self.precision == "int8" else None
 
     @property
     def name(self) -> str:
@@ -71,8 +101,17 @@ class Recipe:
         algo += f"@{self.calibration_images or 'auto'}" \
             + (f"b{self.calibration_batch}" if self.calibration_batch != 8 else "") \
             + (f"s{self.seed}" if self.seed else "")
+        algo += ("+fp32path" if self.high_precision == "fp32" else "") + self.placement_label
         name = re.sub(r"[^A-Za-z0-9_.+=@-]", "_", f"int8-{algo}") + guards
         return name if len(name) <= 80 else f"int8-{algo}+{len(self.guards)}guards-{hash_json(self.guard_texts, 8)}"
+
+    @property
+    def placement_label(self) -> str:
+        """'' for the float path's default rules; else '+no-<rule>' per default rule left out and '+<rule>' per
+        rule added (short names, e.g. '+no-pool+gemv')."""
+        default = set(self.default_placement)
+        return "".join(f"+no-{RULES[n].label}" for n in RULES if n in default and n not in self.placement) \
+            + "".join(f"+{RULES[n].label}" for n in RULES if n in self.placement and n not in default)
 
     @property
     def guard_texts(self) -> list[str]:
@@ -86,13 +125,14 @@ class Recipe:
             return {"precision": "fp16", "guards": self.guard_texts}
         data = dataclasses.asdict(self)
         data["guards"] = self.guard_texts
+        data["placement"] = list(self.placement)
         if self.algorithm != "percentile":
             data.pop("percentile")
         return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Recipe":
-        return cls(**{k: (tuple(v) if k == "guards" else v) for k, v in data.items()})
+        return cls(**{k: (tuple(v) if k in ("guards", "placement") and v is not None else v) for k, v in data.items()})
 
     @classmethod
     def of(cls, item) -> "Recipe":

@@ -26,8 +26,10 @@ from trtlab.quantization.thresholds import compute_thresholds, scales_from_thres
 log = logging.getLogger(__name__)
 
 #: Part of every variant's key and identity: bumped when the graph a recipe makes changes (2: nodes named once at
-#: sanitize; '=fp16' guards by the one precision converter, without Cast pairs), so old variant folders are rebuilt.
-VARIANT_REVISION = 2
+#: sanitize; '=fp16' guards by the one precision converter, without Cast pairs; 3: issue 17 — the FP16 float path by
+#: default, placement rules, bare first_layer / last_layer guards following the float path), so old variant folders
+#: (an FP32-path graph under a recipe that now means the FP16 path) are rebuilt, never reused.
+VARIANT_REVISION = 3
 
 
 @dataclass
@@ -70,14 +72,25 @@ def variant_key(identity: dict) -> str:
 
 
 def stats_tensors(model) -> list[str]:
-    """Every tensor any guard set may quantize: the unguarded plan's tensors plus both inputs of every Add."""
-    from trtlab.quantization.placement import plan_quantization
+    """Every tensor any guard set and placement may quantize: the unguarded plans of the legacy and of all
+    placement rules, both inputs of every Add, the input and output of every average pool (guards can make the
+    pool rule quantize its output) and every Concat output (its histogram gives the Concat's shared scale)."""
+    from trtlab.quantization.placement import LEGACY_RULES, RULES, GraphFacts, is_average_pool, plan_quantization
 
-    plan = plan_quantization(model, ())
+    everything = plan_quantization(model, (), rules=[n for n, r in RULES.items() if r.stage != "exclude"])
+    legacy = plan_quantization(model, (), rules=LEGACY_RULES)
     initializers = {i.name for i in model.graph.initializer}
-    extra = [name for node in model.graph.node if node.op_type in ("Add", "Sum") for name in node.input
-             if name and name not in initializers]
-    return list(dict.fromkeys(plan.activations + extra))
+    facts = GraphFacts.of(model, set())
+    extra = []
+    for node in model.graph.node:
+        if node.op_type in ("Add", "Sum"):
+            extra += list(node.input)
+        elif node.op_type == "Concat":
+            extra.append(node.output[0])
+        elif is_average_pool(node, facts):
+            extra += [node.input[0], node.output[0]]
+    extra = [name for name in extra if name and name not in initializers]
+    return list(dict.fromkeys(legacy.activations + everything.activations + extra))
 
 
 def statistics_path(model_path, cache, indices, workspace=None) -> Path:
@@ -105,11 +118,14 @@ def calibration_statistics(model_path, cache, indices, batch_size: int, workspac
 
     path = statistics_path(model_path, cache, indices, workspace)
     stats = stored_statistics(path)
-    if stats is not None:
+    tensors = stats_tensors(onnx.load(str(model_path), load_external_data=False))
+    if stats is not None and set(tensors) <= set(stats.tensors):
         if progress:
             log.info(f"calibration statistics for these {stats.images} images reused from {path.name}")
         return stats
-    tensors = stats_tensors(onnx.load(str(model_path), load_external_data=False))
+    if stats is not None:  # collected by a trtlab that quantized fewer tensors: collected again, for all of them
+        log.info(f"{path.name} lacks {len(set(tensors) - set(stats.tensors))} tensor(s) placement may quantize; "
+                 f"collecting the statistics again")
     stats = collect_statistics(model_path, tensors, cache, indices, batch_size, progress)
     stats.save(path)
     return stats
@@ -229,7 +245,7 @@ class _Int8Build:
 
         from trtlab.graph.sanitize import sanitize_model
         from trtlab.quantization.calibration_cache import write_calibration_cache
-        from trtlab.quantization.insertion import check_quantized_model, insert_qdq
+        from trtlab.quantization.insertion import quantize_graph
         from trtlab.quantization.placement import plan_quantization
 
         record = None if force else reusable_record(self.folder, self.identity)
@@ -240,11 +256,16 @@ class _Int8Build:
         # Quantize the sanitized graph (constants and BatchNorm folded, opset ≥ 13, nodes named): what TensorRT sees.
         source = sanitize_model(self.model_path, self.workspace)
         model = onnx.load(str(source))
-        plan = plan_quantization(model, self.recipe.guards)
+        recipe = self.recipe
+        plan = plan_quantization(model, recipe.guards, recipe.placement, int8_float_path=recipe.high_precision)
         scales = self.imported_scales(source, model, plan, progress) if self.imported else \
             self.calibrated_scales(source, plan, progress)
-        quantized = insert_qdq(model, plan, scales)
-        check_quantized_model(quantized)
+        graph = quantize_graph(model, plan, scales, recipe.high_precision)  # checked: onnx.checker + shapes
+        quantized = graph.model
+        described = {**plan.describe(), **graph.summary()}
+        if graph.summary()["clamped_scales"]:
+            log.info(f"{recipe.name}: {graph.summary()['clamped_scales']} scale(s) below FP16's smallest subnormal "
+                     f"raised to it ({graph.clamped_scales})")
         self.folder.mkdir(parents=True, exist_ok=True)
         # The cache always lives with the variant; a requested path gets a copy (export_calibration_cache).
         cache_file = write_calibration_cache(self.folder / "calibration.cache",
@@ -253,10 +274,10 @@ class _Int8Build:
         atomic_write_json(self.folder / "variant.json", {
             "identity": self.identity, "recipe": self.recipe.to_dict(), "model": str(self.model_path),
             "model_sha256": self.sha, "calibration_ids": self.calib_ids, "calibration": self.calibration,
-            "scales": self.scales_source, "plan": plan.describe()})
+            "scales": self.scales_source, "plan": described})
         if self.cache_path and not self.imported:
             export_calibration_cache(cache_file, self.cache_path)
-        return self.built(plan.describe(), cache_file)
+        return self.built(described, cache_file)
 
     def cache_metadata(self):
         from trtlab.quantization.calibration_cache import CacheMetadata
@@ -271,6 +292,7 @@ class _Int8Build:
         stats = calibration_statistics(source, self.cache, self.indices, self.recipe.calibration_batch,
                                        self.workspace, progress)
         thresholds = compute_thresholds(stats, self.recipe.algorithm, self.recipe.percentile)
+        thresholds.update(joint_thresholds(stats, plan, self.recipe.algorithm, self.recipe.percentile, thresholds))
         return scales_from_thresholds({t: thresholds[t] for t in plan.activations})
 
     def imported_scales(self, source: Path, model, plan, progress: bool) -> dict[str, float]:
@@ -300,6 +322,54 @@ def tensor_names(model) -> set[str]:
     return names
 
 
+def joint_thresholds(stats: CalibrationStats, plan, algorithm: str, percentile: float,
+                     thresholds: dict[str, float]) -> dict[str, float]:
+    """One threshold per shared-scale group (placement rule `concat_shared_scale`), for every tensor of the group:
+    the threshold of the Concat output's histogram — the pooled values of all the Concat's inputs — or, for a group
+    joined over several Concats, of their histograms merged (`merge_histograms`)."""
+    from trtlab.quantization.statistics import CalibrationStats as Stats
+
+    joint = {}
+    for group in plan.shared_scales:
+        pooled = [name for name in group.pooled if name in stats.tensors]
+        if not pooled:  # statistics without the Concat output: the widest member threshold keeps every value
+            value = max(thresholds[t] for t in group.tensors)
+        elif len(pooled) == 1:
+            value = thresholds[pooled[0]]
+        else:
+            merged = Stats({"joint": merge_histograms([stats.tensors[n] for n in pooled])}, stats.images,
+                           stats.model_sha256, stats.preprocess)
+            value = compute_thresholds(merged, algorithm, percentile)["joint"]
+        joint.update({tensor: value for tensor in group.tensors})
+    return joint
+
+
+def merge_histograms(histograms):
+    """One |x| histogram of the values of several: the widest bin width of them, each source bin's count moved to
+    the bin holding its centre (exact for the widest histogram, within one bin for the others)."""
+    import math
+
+    import numpy as np
+
+    from trtlab.quantization.statistics import TensorHistogram
+
+    widths = [h.bin_width for h in histograms if h.range]
+    absmax = max(h.absmax for h in histograms)
+    if not widths:
+        return TensorHistogram(counts=np.array([sum(int(h.counts.sum()) for h in histograms)], np.int64),
+                               absmax=absmax, values=sum(h.values for h in histograms))
+    width = max(widths)
+    bins = max(1, math.ceil(max(max(h.range for h in histograms), absmax) / width))
+    counts = np.zeros(bins, np.int64)
+    for h in histograms:
+        if not h.range:
+            counts[0] += int(h.counts.sum())
+            continue
+        centres = (np.arange(h.bins) + 0.5) * h.bin_width
+        np.add.at(counts, np.minimum((centres / width).astype(np.int64), bins - 1), h.counts)
+    return TensorHistogram(counts=counts, range=bins * width, absmax=absmax, values=sum(h.values for h in histograms))
+
+
 def export_calibration_cache(cache_file: Path, target) -> Path:
     """Copy a variant's calibration cache (and its .json provenance) to `target`, atomically."""
     from trtlab.core.workspace import atomic_write_bytes
@@ -325,4 +395,4 @@ def tensorrt_version() -> str | None:
 __all__ = ["BuiltVariant", "Recipe", "CalibrationSizeError", "DEFAULT_CALIBRATION_IMAGES", "PRECISIONS",
            "build_variant", "build_fp16_variant", "select_calibration_indices", "variant_identity", "variant_key",
            "stats_tensors", "statistics_path", "stored_statistics", "calibration_statistics",
-           "export_calibration_cache", "VARIANT_REVISION"]
+           "export_calibration_cache", "joint_thresholds", "merge_histograms", "VARIANT_REVISION"]

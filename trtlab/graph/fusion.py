@@ -1,0 +1,508 @@
+"""Where TensorRT will compute each node of an ONNX graph, predicted without a GPU: fused layers, their precision,
+the share of multiply-accumulates (MACs) per precision, FP32 islands, unfused Q/DQ and precision boundaries.
+
+`precision_report(onnx_path)` reads the exact graph TensorRT would receive (a variant's model.onnx) and applies the
+fusion rules TensorRT documents for explicitly quantized, strongly typed networks:
+
+1. Q/DQ propagation ("TensorRT Processing of Q/DQ Networks", developer guide → Explicit Quantization): DQ moves
+   forward and Q backward through layers that commute with them (MaxPool, Reshape/Flatten/Transpose/Squeeze/
+   Unsqueeze, Identity), so data stays INT8 through them ("Q/DQ Fusion → Commutate Q/DQ nodes"); a Q after a
+   Concat moves to each of its inputs (one scale for all: the "concat elimination" ModelOpt's
+   get_concat_eliminated_tensors describes).
+2. Weighted layers ("Fuse Q/DQ with weighted node": [DQ(activation), DQ(weight)] → Conv/Gemm/MatMul → Q): a Conv,
+   ConvTranspose, Gemm or MatMul whose data and weight inputs are both dequantized INT8 computes in INT8. Its
+   epilogue fuses into it ("Types of Fusions": Convolution and ReLU / Clip / GELU activation, Convolution and
+   Scale, Convolution and ElementWise Operation): bias, BatchNormalization, Add/Mul/Sub/Div by a constant,
+   activations (Relu, Clip, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Elu, Selu, Softplus, Gelu, and
+   x·Sigmoid(x)), and one residual Add/Sum. A trailing Q (every reader of the epilogue's output a Q, possibly after
+   commuting ops) fuses too and the layer writes INT8 — unless the residual input is float: "the precision of the
+   residual input determines the precision of the fused output" (Q/DQ Layer-Placement Recommendations), and then
+   the Q stays a layer of its own.
+3. Non-weighted quantizable layers ("Fuse Q/DQ with non-weighted node": DQ → op → Q): an AveragePool,
+   GlobalAveragePool or spatial ReduceMean (TensorRT makes it a pooling layer), an element-wise Add/Sum/Mul/Sub/
+   Max/Min or a Concat whose float inputs are all dequantized INT8 and whose output only Q reads computes in INT8.
+   "Non-weighted layers with INT8 inputs also need INT8 outputs": with a float reader, the DQ stays a layer.
+4. Everything else computes in the type the graph gives it (strongly typed networks): FP16 or FP32. A Cast is a
+   precision boundary; a Q/DQ that no layer absorbs is unfused (its own kernel, inside the network); the Q that
+   quantizes the graph's input is always a layer of its own and listed apart.
+
+MACs come from the shapes ONNX shape inference gives with the batch set to 1: Conv N·Cout·H·W·(Cin/groups)·kh·kw,
+ConvTranspose N·Cin·H·W·(Cout/groups)·kh·kw, Gemm / MatMul M·N·K (per image).
+
+What a graph cannot tell (so neither can this report): which tactic (kernel) TensorRT times fastest — an INT8 layer
+may still be slower than FP16 on a small or oddly shaped layer; the reformat layers TensorRT inserts between tensor
+layouts (e.g. NCHW ↔ NC/32HW32 for INT8 convolutions) or precisions; whether a fusion these rules allow is taken
+(kernel availability on the GPU, PointWise fusion of float element-wise chains, Myelin regions); and latency —
+only an engine build and its inspector / profiler show those.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from trtlab.graph.guards import WEIGHTED_OPS
+from trtlab.graph.onnx_utils import attribute, is_average_pool
+
+COMMUTING = frozenset({"MaxPool", "GlobalMaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze",
+                       "Identity"})
+ACTIVATIONS = frozenset({"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Selu",
+                         "Softplus", "Gelu", "PRelu"})
+SCALE_OPS = frozenset({"Add", "Sub", "Mul", "Div"})
+ELEMENTWISE_INT8 = frozenset({"Add", "Sum", "Mul", "Sub", "Max", "Min", "Concat"})
+NO_COMPUTE = frozenset({"Shape", "Constant", "ConstantOfShape", "Gather", "Unsqueeze", "Squeeze", "Reshape",
+                        "Flatten", "Transpose", "Identity", "Concat", "Slice", "Size", "Range", "Expand"})
+PRECISION_KEY = "trtlab.graph.precision"  # the precision converter's record (trtlab.graph.precision_rewrite)
+LIMITS = ("Predicted from the graph: TensorRT's tactic choice, its reformat layers (layout/precision changes "
+          "between layers), whether each allowed fusion is taken on a given GPU, and latency show only in a built "
+          "engine (engine inspector / profiler).")
+
+
+@dataclass
+class Layer:
+    """One predicted TensorRT layer: the ONNX nodes fused into it (main node first) and its precisions."""
+
+    name: str
+    kind: str  # the main node's op type, or 'Quantize' / 'Dequantize' / 'Cast' for layers of their own
+    nodes: list
+    computes_in: str  # 'INT8' | 'FP16' | 'FP32' | '-' (moves data only)
+    output: str  # the precision it writes
+    macs: int = 0
+    note: str = ""
+
+
+@dataclass
+class PrecisionReport:
+    """The prediction for one graph: layers, per-node rows, MAC shares and the lists the summary names."""
+
+    model: str
+    layers: list
+    nodes: object  # pandas DataFrame, one row per ONNX node
+    mac_share: dict  # {'INT8': share, 'FP16': share, 'FP32': share} of the weighted layers' MACs
+    total_macs: int
+    fp32_islands: list = field(default_factory=list)  # [{'nodes': [...], 'macs': n, 'guarded': bool}]
+    unfused_qdq: list = field(default_factory=list)  # [{'node', 'op', 'why'}]
+    input_quantize: list = field(default_factory=list)  # Q nodes quantizing the graph input
+    boundaries: list = field(default_factory=list)  # [{'node', 'from', 'to', 'where'}]
+    guarded_fp32: list = field(default_factory=list)  # nodes the precision converter kept FP32 by a guard
+
+    @property
+    def fp32_outside_guards(self) -> list:
+        """FP32 compute nodes that no guard asked for."""
+        return [n for island in self.fp32_islands for n in island["nodes"] if n not in set(self.guarded_fp32)]
+
+    def table(self):
+        """The predicted layers that compute (weighted, pooling, element-wise), plus unfused Q/DQ and Casts."""
+        import pandas as pd
+
+        rows = [{"layer": " + ".join(layer.nodes[:4]) + (" …" if len(layer.nodes) > 4 else ""), "type": layer.kind,
+                 "computes in": layer.computes_in, "writes": layer.output, "MACs": layer.macs, "note": layer.note}
+                for layer in self.layers if layer.computes_in != "-"]
+        return pd.DataFrame(rows, columns=["layer", "type", "computes in", "writes", "MACs", "note"])
+
+    def summary(self) -> dict:
+        counts: dict[str, int] = {}
+        for layer in self.layers:
+            if layer.kind in WEIGHTED_OPS:
+                counts[layer.computes_in] = counts.get(layer.computes_in, 0) + 1
+        return {"model": self.model, "mac_share": {k: round(v, 4) for k, v in self.mac_share.items()},
+                "gmacs_per_image": round(self.total_macs / 1e9, 4), "weighted_layers": counts,
+                "fp32_islands": len(self.fp32_islands), "fp32_outside_guards": len(self.fp32_outside_guards),
+                "unfused_qdq": len(self.unfused_qdq), "input_quantize": len(self.input_quantize),
+                "casts": len(self.boundaries)}
+
+    def headline(self) -> str:
+        share = " · ".join(f"{k} {100 * v:.1f} %" for k, v in self.mac_share.items())
+        s = self.summary()
+        islands = (f"{s['fp32_islands']} FP32 island(s) ({s['fp32_outside_guards']} node(s) outside guards)"
+                   if self.fp32_islands else "no FP32 island")
+        weighted = ", ".join(f"{n} {k}" for k, n in sorted(s["weighted_layers"].items()))
+        return (f"MACs: {share} of {self.total_macs / 1e9:.3f} GMAC per image · weighted layers: {weighted} · "
+                f"{islands} · {len(self.unfused_qdq)} unfused Q/DQ · {len(self.boundaries)} Cast(s)")
+
+    def __repr__(self) -> str:
+        import pandas as pd
+
+        lines = [f"Precision report of {self.model} (TensorRT predicted from the graph, no GPU)", self.headline()]
+        for title, items in (("FP32 islands", [", ".join(i["nodes"][:6]) for i in self.fp32_islands]),
+                             ("Unfused Q/DQ", [f"{q['node']} ({q['why']})" for q in self.unfused_qdq]),
+                             ("Casts", [f"{b['node']}: {b['from']}→{b['to']} ({b['where']})" for b in self.boundaries])):
+            if items:
+                lines.append(f"{title}: " + "; ".join(items[:8]) + (" …" if len(items) > 8 else ""))
+        with pd.option_context("display.max_rows", 400, "display.width", 160, "display.max_colwidth", 60):
+            lines.append(self.table().to_string(index=False))
+        lines.append(LIMITS)
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        import html
+
+        items = []
+        for title, entries in (("FP32 islands", [", ".join(i["nodes"]) for i in self.fp32_islands]),
+                               ("Unfused Q/DQ", [f"{q['node']} ({q['why']})" for q in self.unfused_qdq]),
+                               ("Casts", [f"{b['node']}: {b['from']}→{b['to']} ({b['where']})"
+                                          for b in self.boundaries])):
+            text = "; ".join(entries) if entries else "none"
+            items.append(f"<li><b>{title}</b>: {html.escape(text)}</li>")
+        return (f"<p><b>Precision report of {html.escape(self.model)}</b> (TensorRT predicted from the graph, no GPU)"
+                f"<br>{html.escape(self.headline())}</p><ul>{''.join(items)}</ul>"
+                + self.table().to_html(index=False) + f"<p><i>{html.escape(LIMITS)}</i></p>")
+
+
+def precision_report(onnx_path, name: str | None = None) -> PrecisionReport:
+    """The fusion-aware prediction for the graph at `onnx_path` (or a ModelProto); see the module docstring."""
+    import onnx
+
+    model = onnx.load(str(onnx_path), load_external_data=False) if isinstance(onnx_path, (str, os.PathLike)) \
+        else onnx_path
+    if name is None and isinstance(onnx_path, (str, os.PathLike)):
+        path = os.fspath(onnx_path)  # a variant's model.onnx is named by its folder (label-key)
+        name = os.path.basename(os.path.dirname(path)) if os.path.basename(path) == "model.onnx" else path
+    label = name or model.graph.name
+    return _Predictor(model, label).run()
+
+
+def precision_overview(reports: dict):
+    """One row per report (label → PrecisionReport): MAC shares, weighted layers by precision, FP32 islands,
+    unfused Q/DQ and Casts — notebook 02's table of every variant."""
+    import pandas as pd
+
+    rows = []
+    for label, report in reports.items():
+        s = report.summary()
+        rows.append({"variant": label, **{f"{k} MACs %": round(100 * v, 2) for k, v in report.mac_share.items()},
+                     **{f"{k} weighted": n for k, n in s["weighted_layers"].items()},
+                     "FP32 islands": s["fp32_islands"], "FP32 outside guards": s["fp32_outside_guards"],
+                     "unfused Q/DQ": s["unfused_qdq"], "Casts": s["casts"]})
+    table = pd.DataFrame(rows).set_index("variant").fillna(0)
+    counts = [c for c in table.columns if "MACs" not in c]
+    table[counts] = table[counts].astype(int)
+    table.attrs["note"] = LIMITS
+    return table
+
+
+class _Predictor:
+    """One pass over a graph: Q/DQ propagation, weighted-layer chains, quantizable ops, the rest by type."""
+
+    def __init__(self, model, label: str):
+        self.model, self.label = model, label
+        graph = model.graph
+        self.nodes = list(graph.node)
+        self.inits = {i.name: i for i in graph.initializer}
+        self.producer = {o: n for n in self.nodes for o in n.output if o}
+        self.readers: dict[str, list] = {}
+        for node in self.nodes:
+            for index, name in enumerate(node.input):
+                if name:
+                    self.readers.setdefault(name, []).append((node, index))
+        self.graph_inputs = {i.name for i in graph.input if i.name not in self.inits}
+        self.graph_outputs = {o.name for o in graph.output}
+        self.types, self.shapes = _types_and_shapes(model)
+        self.layer_of: dict[str, Layer] = {}  # node name → its layer
+        self.layers: list[Layer] = []
+        self.notes: dict[str, str] = {}
+        self._int8: dict[str, bool] = {}
+
+    # -- propagation -------------------------------------------------------------------------------------------------
+    def int8_data(self, tensor: str) -> bool:
+        """A dequantized INT8 tensor: a DQ's output, or the output of a commuting op on one (DQ forward)."""
+        if tensor not in self._int8:
+            node = self.producer.get(tensor)
+            self._int8[tensor] = node is not None and (
+                node.op_type == "DequantizeLinear"
+                or (node.op_type in COMMUTING and self.int8_data(node.input[0])))
+        return self._int8[tensor]
+
+    def q_readers(self, tensor: str) -> tuple[list, list] | None:
+        """(Q nodes, commuting nodes) when every reader of `tensor` is a Q, directly or after commuting ops (Q
+        backward propagation); None when some reader needs the float value (or the tensor is a graph output)."""
+        readers = self.readers.get(tensor, [])
+        if not readers or tensor in self.graph_outputs:
+            return None
+        quantizers, commuting = [], []
+        for node, index in readers:
+            if node.op_type == "QuantizeLinear" and index == 0:
+                quantizers.append(node)
+            elif (node.op_type in COMMUTING and index == 0 or node.op_type == "Concat") \
+                    and (below := self.q_readers(node.output[0])) is not None:
+                commuting += [node] + below[1]
+                quantizers += below[0]
+            else:
+                return None
+        return quantizers, commuting
+
+    def int8_readers_only(self, tensor: str) -> bool:
+        """Every reader of `tensor` (after commuting ops) is a layer computing in INT8, or a Q (requantization)."""
+        readers = self.readers.get(tensor, [])
+        if not readers or tensor in self.graph_outputs:
+            return False
+        for node, _ in readers:
+            layer = self.layer_of.get(node.name)
+            if layer is not None and layer.computes_in == "INT8" or node.op_type == "QuantizeLinear":
+                continue
+            if node.op_type in COMMUTING and self.int8_readers_only(node.output[0]):
+                continue
+            return False
+        return True
+
+    def scale_of(self, tensor: str) -> float | None:
+        """The per-tensor scale of a Q's input or of dequantized INT8 data (through commuting ops)."""
+        from onnx import numpy_helper
+
+        node = self.producer.get(tensor)
+        while node is not None and node.op_type in COMMUTING:
+            node = self.producer.get(node.input[0])
+        if node is None or node.op_type != "DequantizeLinear" or node.input[1] not in self.inits:
+            return None
+        values = numpy_helper.to_array(self.inits[node.input[1]])
+        return float(values) if values.size == 1 else None
+
+    def float_type(self, tensor: str) -> str:
+        return {1: "FP32", 10: "FP16", 16: "BF16", 3: "INT8"}.get(self.types.get(tensor), "-")
+
+    # -- layers ------------------------------------------------------------------------------------------------------
+    def add_layer(self, layer: Layer) -> None:
+        self.layers.append(layer)
+        for name in layer.nodes:
+            self.layer_of.setdefault(name, layer)
+
+    def run(self) -> PrecisionReport:
+        for node in self.nodes:
+            if node.op_type in WEIGHTED_OPS and node.name not in self.layer_of:
+                self.weighted_layer(node)
+        for node in self.nodes:
+            if node.name not in self.layer_of and node.op_type not in ("QuantizeLinear", "DequantizeLinear"):
+                self.other_layer(node)
+        for node in self.nodes:
+            if node.name not in self.layer_of:
+                self.qdq_layer(node)
+        return self.report()
+
+    def weighted_layer(self, node) -> None:
+        int8 = all(self.int8_data(name) for name in node.input[:2] if name)
+        chain, end, residual_int8 = self.epilogue(node)
+        computes = "INT8" if int8 else self.float_type(node.output[0])
+        found = self.q_readers(end) if int8 and residual_int8 is not False else None
+        nodes = [node.name] + [n.name for n in chain]
+        note = ""
+        if found:
+            nodes += [q.name for q in found[0]]
+            output = "INT8"
+        else:
+            output = self.float_type(end)
+            if int8 and residual_int8 is False:
+                note = "float residual input: the fused output stays float"
+        self.add_layer(Layer(node.name, node.op_type, nodes, computes, output, self.macs(node), note))
+        for op in (found[1] if found else []):
+            self.commuted(op, "its Q moved before it (commutes): runs on INT8 data")
+
+    def commuted(self, node, note: str) -> None:
+        if node.name not in self.layer_of:
+            self.add_layer(Layer(node.name, node.op_type, [node.name], "INT8" if node.op_type.endswith("Pool")
+                                 else "-", "INT8", 0, note))
+
+    def epilogue(self, node):
+        """Nodes TensorRT fuses after a weighted node, the tensor they end on, and whether the residual input fused
+        is INT8 (None: no residual)."""
+        chain, tensor, residual = [], node.output[0], None
+        while True:
+            readers = self.readers.get(tensor, [])
+            if tensor in self.graph_outputs or not readers:
+                return chain, tensor, residual
+            if len(readers) == 2 and {r.op_type for r, _ in readers} == {"Sigmoid", "Mul"}:  # x · Sigmoid(x)
+                sig = next(r for r, _ in readers if r.op_type == "Sigmoid")
+                mul = next(r for r, _ in readers if r.op_type == "Mul")
+                if sig.output[0] in mul.input and len(self.readers.get(sig.output[0], [])) == 1:
+                    chain += [sig, mul]
+                    tensor = mul.output[0]
+                    continue
+            if len(readers) != 1:
+                return chain, tensor, residual
+            reader, index = readers[0]
+            others = [n for i, n in enumerate(reader.input) if i != index and n]
+            constant = all(n in self.inits or self._constant(n) for n in others)
+            if reader.op_type in ACTIVATIONS or reader.op_type == "BatchNormalization" and index == 0 \
+                    or reader.op_type in SCALE_OPS and constant:
+                pass
+            elif reader.op_type in ("Add", "Sum") and len(others) == 1 and residual is None:
+                residual = self.int8_data(others[0])
+            else:
+                return chain, tensor, residual
+            chain.append(reader)
+            tensor = reader.output[0]
+
+    def _constant(self, name: str) -> bool:
+        """A constant input: an initializer, a Constant's output or a dequantized initializer (a weight)."""
+        node = self.producer.get(name)
+        return name in self.inits or node is not None and (
+            node.op_type == "Constant" or node.op_type == "DequantizeLinear" and node.input[0] in self.inits)
+
+    def other_layer(self, node) -> None:
+        floats = [n for n in node.input if n and not self._constant(n)
+                  and self.float_type(n) in ("FP16", "FP32", "BF16")]
+        out = node.output[0] if node.output else ""
+        if node.op_type in COMMUTING and floats[:1] and self.int8_data(floats[0]):
+            self.commuted(node, "commutes with Q/DQ: runs on INT8 data")
+            return
+        quantizable = is_average_pool(node, self.inits, lambda t: len(self.shapes.get(t) or []) or None) \
+            or node.op_type in ELEMENTWISE_INT8
+        if quantizable and floats and all(self.int8_data(n) for n in floats):
+            found = self.q_readers(out)
+            if found:
+                scales = {self.scale_of(n) for n in floats} | {self.scale_of(q.output[0]) for q in found[0]}
+                note = "DQ → op → Q fused" + ("; input and output scales differ: requantizes" if node.op_type in
+                                               COMMUTING | {"Concat"} and len(scales) > 1 else "")
+                self.add_layer(Layer(node.name, node.op_type, [node.name] + [q.name for q in found[0]], "INT8",
+                                     "INT8", 0, note))
+                for op in found[1]:
+                    self.commuted(op, "its Q moved before it (commutes): runs on INT8 data")
+                return
+            self.notes[node.name] = "INT8 inputs but a float reader: its DQs stay layers of their own"
+        if node.op_type == "Cast":
+            self.add_layer(Layer(node.name, "Cast", [node.name], self.float_type(out), self.float_type(out)))
+            return
+        computes = "-" if node.op_type in NO_COMPUTE or self.float_type(out) == "-" else self.float_type(out)
+        self.add_layer(Layer(node.name, node.op_type, [node.name], computes, self.float_type(out), self.macs(node),
+                             self.notes.get(node.name, "")))
+
+    def qdq_layer(self, node) -> None:
+        """A Q or DQ no layer absorbed: the input quantization, a weight DQ of a float layer, or unfused."""
+        if node.op_type == "DequantizeLinear":
+            readers = [r for r, _ in self.readers.get(node.output[0], [])]
+            if self.int8_readers_only(node.output[0]):  # absorbed by the INT8 layers reading it
+                target = next((self.layer_of[r.name] for r in readers if r.name in self.layer_of), None)
+                if target is not None:
+                    target.nodes.append(node.name)
+                    self.layer_of[node.name] = target
+                    return
+            if node.input[0] in self.inits:
+                self.add_layer(Layer(node.name, "Dequantize", [node.name], "-", self.float_type(node.output[0]), 0,
+                                     "weight dequantized when the engine is built (its layer runs float)"))
+                return
+            kind, note = "Dequantize", "unfused: read by a float layer (" + ", ".join(
+                sorted({r.op_type for r in readers if self.layer_of.get(r.name) is None
+                        or self.layer_of[r.name].computes_in != "INT8"})) + ")"
+        else:
+            source = self._through_casts(node.input[0])
+            producer = self.producer.get(source)
+            kind, note = ("Quantize", "quantizes the graph input") if source in self.graph_inputs else \
+                ("Quantize", f"unfused: its producer ({producer.op_type if producer else '?'}) is a float layer — "
+                             f"a Quantize kernel, or at best part of a PointWise kernel")
+        self.add_layer(Layer(node.name, kind, [node.name], self.float_type(node.input[0]) if kind == "Quantize"
+                             else self.float_type(node.output[0]), "INT8" if kind == "Quantize" else
+                             self.float_type(node.output[0]), 0, note))
+
+    def _through_casts(self, tensor: str) -> str:
+        node = self.producer.get(tensor)
+        while node is not None and node.op_type == "Cast":
+            tensor = node.input[0]
+            node = self.producer.get(tensor)
+        return tensor
+
+    # -- MACs ----------------------------------------------------------------------------------------------------------
+    def macs(self, node) -> int:
+        """Multiply-accumulates per image of a weighted node (0 for other nodes or unknown shapes)."""
+        if node.op_type not in WEIGHTED_OPS:
+            return 0
+        out = self.shapes.get(node.output[0])
+        weight = self.shapes.get(node.input[1]) if len(node.input) > 1 else None
+        data = self.shapes.get(node.input[0])
+        if not out or not weight or None in out or None in weight or not data or None in data:
+            return 0
+        prod = lambda dims: int(__import__("math").prod(dims))  # noqa: E731
+        if node.op_type == "Conv":
+            return prod(out) * prod(weight[1:])
+        if node.op_type == "ConvTranspose":
+            return prod(data) * prod(weight[1:])
+        k = data[-2] if node.op_type == "Gemm" and attribute(node, "transA", 0) else data[-1]
+        return prod(out) * int(k)
+
+    # -- the report ------------------------------------------------------------------------------------------------
+    def report(self) -> PrecisionReport:
+        import pandas as pd
+
+        rows = []
+        for node in self.nodes:
+            layer = self.layer_of[node.name]
+            rows.append({"node": node.name, "op": node.op_type, "layer": layer.name, "computes in": layer.computes_in,
+                         "writes": layer.output, "MACs": layer.macs if layer.name == node.name else 0,
+                         "note": layer.note if layer.name == node.name else f"fused into {layer.name}"})
+        macs: dict[str, int] = {}
+        for layer in self.layers:
+            if layer.kind in WEIGHTED_OPS:
+                macs[layer.computes_in] = macs.get(layer.computes_in, 0) + layer.macs
+        total = sum(macs.values())
+        share = {k: macs.get(k, 0) / total if total else 0.0 for k in ("INT8", "FP16", "FP32")}
+        guarded = self._guarded_fp32()
+        return PrecisionReport(
+            self.label, self.layers, pd.DataFrame(rows), share, total, self._fp32_islands(guarded),
+            [{"node": l.name, "op": l.kind, "why": l.note} for l in self.layers if l.note.startswith("unfused")],
+            [l.name for l in self.layers if l.note == "quantizes the graph input"], self._casts(), guarded)
+
+    def _guarded_fp32(self) -> list:
+        record = next((p.value for p in self.model.metadata_props if p.key == PRECISION_KEY), None)
+        if not record:
+            return []
+        return [name for name, precision in json.loads(record).get("guards", []) if precision == "fp32"]
+
+    def _fp32_islands(self, guarded: list) -> list:
+        """Connected groups of layers that compute in FP32 (Casts and data movement left out)."""
+        fp32 = {l.name: l for l in self.layers if l.computes_in == "FP32" and l.kind not in ("Cast", "Quantize",
+                                                                                            "Dequantize")}
+        parent = {name: name for name in fp32}
+        by_name = {n.name: n for n in self.nodes}
+
+        def find(x):
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for layer in fp32.values():
+            for name in layer.nodes:
+                node = by_name.get(name)
+                for tensor in (node.input if node is not None else []):
+                    source = self.producer.get(tensor)
+                    other = self.layer_of.get(source.name) if source is not None else None
+                    if other is not None and other.name in fp32 and other.name != layer.name:
+                        parent[find(other.name)] = find(layer.name)
+        groups: dict[str, list] = {}
+        for name in fp32:
+            groups.setdefault(find(name), []).append(name)
+        return [{"nodes": names, "macs": sum(fp32[n].macs for n in names),
+                 "guarded": all(n in set(guarded) for n in names)} for names in groups.values()]
+
+    def _casts(self) -> list:
+        casts, by_name = [], {n.name: n for n in self.nodes}
+        for layer in self.layers:
+            if layer.kind != "Cast":
+                continue
+            node = by_name[layer.name]
+            source = self.float_type(node.input[0])
+            where = ("graph input" if node.input[0] in self.graph_inputs else
+                     "graph output" if node.output[0] in self.graph_outputs else "between precision regions")
+            casts.append({"node": node.name, "from": source, "to": layer.output, "where": where})
+        return casts
+
+
+def _types_and_shapes(model) -> tuple[dict, dict]:
+    """Element types and shapes of every tensor, by ONNX shape inference with symbolic (batch) dims set to 1."""
+    import onnx
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for value in list(copy.graph.input) + list(copy.graph.output):
+        for dim in value.type.tensor_type.shape.dim:
+            if not dim.HasField("dim_value"):
+                dim.dim_value = 1
+    del copy.graph.value_info[:]
+    inferred = onnx.shape_inference.infer_shapes(copy)
+    types, shapes = {}, {}
+    for value in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
+        tensor = value.type.tensor_type
+        types[value.name] = tensor.elem_type
+        shapes[value.name] = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+    for init in inferred.graph.initializer:
+        types[init.name] = init.data_type
+        shapes[init.name] = list(init.dims)
+    return types, shapes
