@@ -57,31 +57,29 @@ def prepare(assets: Path, workspace: str | None) -> None:
     from trtlab.core.workspace import atomic_write_json, sha256_file
     from trtlab.data.decode_cache import build_decode_cache
     from trtlab.data.demo import demo_dataset, export_demo_model
-    from trtlab.graph.precision import convert_to_fp16
-    from trtlab.quantization.variants import Recipe, build_variant
+    import dataclasses
 
-    import onnx
+    from trtlab.quantization.variants import Recipe, build_variant
 
     workspace = workspace or tempfile.mkdtemp(prefix="trtlab-bench-")
     model = export_demo_model("efficientnet-lite0", workspace)
     cache = build_decode_cache(demo_dataset(), "tf-lite", workspace, progress=False)
-    recipe = Recipe(algorithm="entropy", calibration_images=24, calibration_batch=8)
+    # "int8": the FP32 float path (Recipe(high_precision="fp32"), the marked twin); "int8-fp16path": the same
+    # calibration on trtlab's default FP16 float path (FP16 outside Q/DQ, FP16 scales at opset 19, boundary Casts).
+    recipe = Recipe(algorithm="entropy", calibration_images=24, calibration_batch=8, high_precision="fp32")
     int8 = build_variant(model, recipe, cache, cache.valid_indices, workspace=workspace, progress=False)
+    path16 = build_variant(model, dataclasses.replace(recipe, high_precision="fp16"), cache, cache.valid_indices,
+                           workspace=workspace, progress=False)
     fp16 = build_variant(model, Recipe(precision="fp16"), workspace=workspace)
     guarded = build_variant(model, Recipe(algorithm="percentile", guards=("first_layer=fp16", "last_layer"),
-                                          calibration_images=24), cache, cache.valid_indices, workspace=workspace,
-                            progress=False)
+                                          calibration_images=24, high_precision="fp32"), cache, cache.valid_indices,
+                            workspace=workspace, progress=False)
     assets.mkdir(parents=True, exist_ok=True)
     shutil.copy(model, assets / VARIANT_FILES["fp32"])
     shutil.copy(int8.model_path, assets / VARIANT_FILES["int8"])
     shutil.copy(fp16.model_path, assets / VARIANT_FILES["fp16"])
     shutil.copy(guarded.model_path, assets / VARIANT_FILES["int8-guarded"])
-    # The FP16 float path (issue 17's default for INT8): FP16 everywhere outside Q/DQ, FP16 scales at opset 19.
-    path16 = onnx.load(str(int8.model_path))
-    for entry in path16.opset_import:
-        if entry.domain in ("", "ai.onnx"):
-            entry.version = max(entry.version, 19)
-    convert_to_fp16(path16, keep_op_types=frozenset(), output_path=assets / VARIANT_FILES["int8-fp16path"])
+    shutil.copy(path16.model_path, assets / VARIANT_FILES["int8-fp16path"])
     crops = np.asarray(cache.crops[cache.valid_indices])
     np.save(assets / "crops.npy", crops)
     np.save(assets / "labels.npy", np.asarray(cache.dataset.labels[cache.valid_indices], np.int64))  # bench_ab

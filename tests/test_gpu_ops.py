@@ -259,11 +259,20 @@ def test_real_classifier_graphs_match_onnx_runtime_tensor_by_tensor(graph):
     read = {i for node in model.graph.node for i in node.input} | {o.name for o in model.graph.output}
     names = [o for node in model.graph.node for o in node.output  # (an unread Dropout mask changed type at opset 10)
              if o in ours and o in read and node.op_type != "ConstantOfShape"]
+    producer = {o: node for node in model.graph.node for o in node.output}
     session = ort_session(with_outputs(model, names), optimization="disable")
     theirs = dict(zip([o.name for o in session.get_outputs()], session.run(None, {session.get_inputs()[0].name: x})))
     worst = max(float(np.abs(ours[n].numpy() - theirs[n]).max() / max(np.abs(theirs[n]).max(), 1e-30))
-                for n in names)
+                for n in names if producer[n].op_type != "Softmax")
     assert len(names) > 50 and worst < 1e-4, worst
+    # The light graphs' constant weights give logits of ~1e18, whose rounding differences (~1e13, within 1e-4 of
+    # their range above) are huge in absolute terms: Softmax of them depends on summation order (on the H200
+    # machine's ONNX Runtime 1.30 every class came out 0.001). So Softmax is checked given ONNX Runtime's input.
+    for node in (n for n in model.graph.node if n.op_type == "Softmax" and n.output[0] in names):
+        given = torch.from_numpy(theirs[node.input[0]]) if node.input[0] in theirs else ours[node.input[0]]
+        step = next(s for s in module.steps if s.outputs[0] == node.output[0])
+        with torch.inference_mode():
+            np.testing.assert_allclose(step.fn(given).numpy(), theirs[node.output[0]], rtol=1e-5, atol=1e-6)
 
 
 # -- refusals -----------------------------------------------------------------------------------------------------
