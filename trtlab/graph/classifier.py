@@ -109,6 +109,17 @@ def inspect_classifier(path: str | os.PathLike) -> ModelInfo:
     return replace(info, sha256=sha256_with_companions(path, info.external_data))
 
 
+def model_sha256(path: str | os.PathLike) -> str:
+    """The identity of a model file with its external-data files, without the classifier checks (for graphs that
+    are not read as classifiers: the sanitizer's cache key)."""
+    import onnx
+
+    path = Path(path)
+    external = _external_data_files(onnx.load(str(path), load_external_data=False), path)
+    _check_external_files(path, external)
+    return sha256_with_companions(path, external)
+
+
 @functools.lru_cache(maxsize=64)
 def _inspect_cached(path_text: str, size: int, mtime_ns: int, ctime_ns: int) -> ModelInfo:
     import onnx
@@ -198,7 +209,7 @@ def _check_external_files(path: Path, files) -> None:
             f"{path.name} keeps its weights in external data file(s) {shown} (expected at "
             f"{missing[0]}{' …' if len(missing) > 1 else ''}), which {'is' if len(missing) == 1 else 'are'} not there",
             f"put the file(s) beside the model as the model names them, or re-export it with the weights inside "
-            f"(onnx.save(model, path, save_as_external_data=False))")
+            "(onnx.save(model, path, save_as_external_data=False))")
 
 
 # -- ops ONNX Runtime cannot run ----------------------------------------------------------------------------------

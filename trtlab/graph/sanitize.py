@@ -58,17 +58,17 @@ def sanitize_model(model_path, workspace=None, force: bool = False) -> Path:
     import onnx
 
     from trtlab.core.ort_session import ort_session
-    from trtlab.graph.classifier import ModelInputError, inspect_classifier
+    from trtlab.graph.classifier import model_sha256
 
     model_path = Path(model_path)
-    sha = inspect_classifier(model_path).sha256  # the model with its external-data files: new weights, new copy
+    sha = model_sha256(model_path)  # the model with its external-data files: new weights, new copy
     target = workspace_dir(workspace) / "sanitized" / f"{model_path.stem}-{sha[:12]}-r{SANITIZE_REVISION}.onnx"
     if target.exists() and not force:
         try:
-            inspect_classifier(target)  # parses, one image input, N×C output: what trtlab wrote
+            onnx.checker.check_model(str(target))  # what trtlab wrote, unless hand-damaged or cut short
             return target
-        except ModelInputError as exc:  # hand-damaged or truncated copy: set aside (named) and rebuilt below
-            set_aside(target, exc.what)
+        except Exception as exc:  # damaged or truncated copy: set aside (named) and rebuilt below
+            set_aside(target, f"{type(exc).__name__}: {str(exc)[:200]}")
     model = onnx.load(str(model_path))
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
     if opset < MIN_OPSET:
