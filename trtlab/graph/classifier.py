@@ -208,7 +208,7 @@ def _check_external_files(path: Path, files) -> None:
         raise UserFileNotFound(
             f"{path.name} keeps its weights in external data file(s) {shown} (expected at "
             f"{missing[0]}{' …' if len(missing) > 1 else ''}), which {'is' if len(missing) == 1 else 'are'} not there",
-            f"put the file(s) beside the model as the model names them, or re-export it with the weights inside "
+            "put the file(s) beside the model as the model names them, or re-export it with the weights inside "
             "(onnx.save(model, path, save_as_external_data=False))")
 
 
