@@ -226,13 +226,13 @@ def self_check_message(check: dict, variant: str) -> str:
     does about it."""
     n, k = check["images"], check["disagree"]
     bound = check.get("disagreement_upper_bound", disagreement_upper_bound(k, n))
-    interval = f"{k} of {n} (95 % upper bound {100 * bound:.1f} %)"
+    bound_text = f"95 % upper bound on the rate {100 * bound:.1f} %"
     if check["optimized_is_trustworthy"]:
         return (f"{variant}: ONNX Runtime's fused INT8 kernels agree with the literal Q/DQ graph on all {n} sample "
-                f"images: top-1 differs on {interval}")
+                f"images ({bound_text})")
     return (f"{variant}: {k} of {n} sample images disagree between ONNX Runtime's fused INT8 kernels and the literal "
-            f"Q/DQ graph: {interval}, worst logit cosine {check['worst_cosine_optimized_vs_reference']:.4f}; cause: "
-            f"{check['cause']}. trtlab evaluates the literal graph, so this variant's results are unaffected")
+            f"Q/DQ graph ({bound_text}), worst logit cosine {check['worst_cosine_optimized_vs_reference']:.4f}; "
+            f"cause: {check['cause']}. trtlab evaluates the literal graph, so this variant's results are unaffected")
 
 
 def report_self_check(check: dict, key=None) -> None:
