@@ -28,7 +28,7 @@ TARGET = 0.995
 def _broken_layer(debugger: LayerDebugger) -> str:
     """The first layer past the middle of the network whose input tensor is read by that layer only (so guarding
     the layer removes the broken Q/DQ entirely)."""
-    from trtlab.quantization.qdq import plan_quantization
+    from trtlab.quantization.placement import plan_quantization
 
     plan = plan_quantization(debugger.fp32, ())
     middle = len(debugger.layers) // 2

@@ -227,7 +227,7 @@ class CalibrationArgs(ArgGroup):
     def _choices(self) -> tuple:
         if self.choices is not None:
             return tuple(self.choices)
-        from trtlab.quantization.calibrate import ALGORITHMS
+        from trtlab.quantization.thresholds import ALGORITHMS
 
         return tuple(ALGORITHMS)
 

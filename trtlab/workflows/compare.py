@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trtlab.quantization.calibrate import ALGORITHMS
+from trtlab.quantization.thresholds import ALGORITHMS
 from trtlab.data.dataset import Dataset
 from trtlab.data.decode_cache import DecodeCache, build_decode_cache
 from trtlab.evaluation.results import ResultsStore
