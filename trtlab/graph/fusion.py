@@ -42,7 +42,7 @@ import os
 from dataclasses import dataclass, field
 
 from trtlab.graph.guards import WEIGHTED_OPS
-from trtlab.graph.onnx_utils import attribute, is_average_pool
+from trtlab.graph.onnx_utils import attribute, is_average_pool, types_and_shapes
 
 COMMUTING = frozenset({"MaxPool", "GlobalMaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze",
                        "Identity"})
@@ -197,7 +197,7 @@ class _Predictor:
                     self.readers.setdefault(name, []).append((node, index))
         self.graph_inputs = {i.name for i in graph.input if i.name not in self.inits}
         self.graph_outputs = {o.name for o in graph.output}
-        self.types, self.shapes = _types_and_shapes(model)
+        self.types, self.shapes = types_and_shapes(model)
         self.layer_of: dict[str, Layer] = {}  # node name → its layer
         self.layers: list[Layer] = []
         self.notes: dict[str, str] = {}
@@ -483,26 +483,3 @@ class _Predictor:
                      "graph output" if node.output[0] in self.graph_outputs else "between precision regions")
             casts.append({"node": node.name, "from": source, "to": layer.output, "where": where})
         return casts
-
-
-def _types_and_shapes(model) -> tuple[dict, dict]:
-    """Element types and shapes of every tensor, by ONNX shape inference with symbolic (batch) dims set to 1."""
-    import onnx
-
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    for value in list(copy.graph.input) + list(copy.graph.output):
-        for dim in value.type.tensor_type.shape.dim:
-            if not dim.HasField("dim_value"):
-                dim.dim_value = 1
-    del copy.graph.value_info[:]
-    inferred = onnx.shape_inference.infer_shapes(copy)
-    types, shapes = {}, {}
-    for value in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
-        tensor = value.type.tensor_type
-        types[value.name] = tensor.elem_type
-        shapes[value.name] = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
-    for init in inferred.graph.initializer:
-        types[init.name] = init.data_type
-        shapes[init.name] = list(init.dims)
-    return types, shapes

@@ -46,3 +46,26 @@ def is_average_pool(node, initializers: dict, rank_of) -> bool:
 
         axes = numpy_helper.to_array(initializers[node.input[1]]).tolist()
     return rank_of(node.input[0]) == 4 and axes is not None and sorted(a % 4 for a in axes) == [2, 3]
+
+
+def types_and_shapes(model) -> tuple[dict, dict]:
+    """Element types and shapes of every tensor, by ONNX shape inference with symbolic (batch) dims set to 1."""
+    import onnx
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for value in list(copy.graph.input) + list(copy.graph.output):
+        for dim in value.type.tensor_type.shape.dim:
+            if not dim.HasField("dim_value"):
+                dim.dim_value = 1
+    del copy.graph.value_info[:]
+    inferred = onnx.shape_inference.infer_shapes(copy)
+    types, shapes = {}, {}
+    for value in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
+        tensor = value.type.tensor_type
+        types[value.name] = tensor.elem_type
+        shapes[value.name] = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+    for init in inferred.graph.initializer:
+        types[init.name] = init.data_type
+        shapes[init.name] = list(init.dims)
+    return types, shapes
