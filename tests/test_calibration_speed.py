@@ -112,20 +112,29 @@ def test_statistics_save_and_load_keep_the_multiplier_and_the_device(tmp_path):
     assert (loaded.device, loaded.counting) == ("cuda", "torch on X")
 
 
-def test_worker_processes_count_what_threads_count(demo_model, demo_cache, caplog):
+def test_worker_processes_count_what_threads_count(demo_model, demo_cache, caplog, monkeypatch):
+    """Every CPU counting path — threads with the compiled counter, threads with numpy, numpy worker processes —
+    gives the same histograms on the demo model's 60 tensors."""
+    from trtlab.quantization.native_counting import native_counter
+
+    if native_counter() is None:
+        pytest.skip("no C compiler here: the compiled counter is tested where there is one")
     tensors = stats_tensors(onnx.load(str(demo_model)))
     indices = np.tile(demo_cache.valid_indices, 2)[:24]
     stats = {}
-    for mode in ("threads", "processes"):
-        with caplog.at_level("INFO", logger="trtlab.quantization.statistics"):
-            stats[mode] = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=8, progress=False,
-                                             device="cpu", counting=mode)
-    assert "counting processes" in stats["processes"].counting and "threads" in stats["threads"].counting
-    assert "counting processes" in caplog.text
-    for name in tensors:
-        _assert_same(stats["threads"].tensors[name], stats["processes"].tensors[name])
-    for algorithm in ("minmax", "entropy", "percentile"):  # identical histograms: identical thresholds
-        assert compute_thresholds(stats["threads"], algorithm) == compute_thresholds(stats["processes"], algorithm)
+    for label, mode, native in (("C", "threads", "1"), ("numpy", "threads", "0"), ("processes", "processes", "0")):
+        monkeypatch.setenv("TRTLAB_NATIVE_COUNTING", native)
+        with caplog.at_level("INFO", logger="trtlab.quantization"):
+            stats[label] = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=8, progress=False,
+                                              device="cpu", counting=mode)
+    assert stats["C"].counting.endswith("counting threads (C)")
+    assert stats["numpy"].counting.endswith("counting threads (numpy)")
+    assert "counting processes" in stats["processes"].counting and "counting processes" in caplog.text
+    for other in ("numpy", "processes"):
+        for name in tensors:
+            _assert_same(stats["C"].tensors[name], stats[other].tensors[name])
+        for algorithm in ("minmax", "entropy", "percentile"):  # identical histograms: identical thresholds
+            assert compute_thresholds(stats["C"], algorithm) == compute_thresholds(stats[other], algorithm)
 
 
 def test_a_failing_worker_is_reported_with_its_error():
@@ -180,15 +189,23 @@ def test_calibration_device_follows_the_block_then_the_environment(monkeypatch):
 
 def test_counting_mode_is_processes_only_where_it_pays(monkeypatch):
     from trtlab.core.errors import UserValueError
+    from trtlab.quantization import statistics_ort
     from trtlab.quantization.histogram_workers import processes_available
 
     monkeypatch.delenv("TRTLAB_CALIBRATION_COUNTING", raising=False)
-    monkeypatch.setattr(statistics, "_cores", lambda: 4)
-    small, large = 10_000_000, 10 * statistics.PROCESS_COUNTING_MIN_VALUES
-    assert statistics.counting_mode(None, [(1,)], small) == "threads"
-    assert statistics.counting_mode(None, [(1,)], large) == ("processes" if processes_available() else "threads")
-    assert statistics.counting_mode(None, None, large) == "threads"  # shapes unknown: no shared-memory layout
-    monkeypatch.setattr(statistics, "_cores", lambda: 1)
-    assert statistics.counting_mode(None, [(1,)], large) == "threads"
+    monkeypatch.setattr(statistics_ort, "cores", lambda: 4)
+    small, large = 10_000_000, 10 * statistics_ort.PROCESS_COUNTING_MIN_VALUES
+    mode = statistics_ort.counting_mode
+    # with the compiled counter, threads count without the GIL: no processes needed
+    monkeypatch.setattr(statistics_ort, "native_counter", lambda: object())
+    assert mode(None, [(1,)], large) == "threads"
+    assert mode("processes", [(1,)], large) == ("processes" if processes_available() else "threads")
+    # numpy counting: processes for large calibrations only
+    monkeypatch.setattr(statistics_ort, "native_counter", lambda: None)
+    assert mode(None, [(1,)], small) == "threads"
+    assert mode(None, [(1,)], large) == ("processes" if processes_available() else "threads")
+    assert mode(None, None, large) == "threads"  # shapes unknown: no shared-memory layout
+    monkeypatch.setattr(statistics_ort, "cores", lambda: 1)
+    assert mode(None, [(1,)], large) == "threads"
     with pytest.raises(UserValueError, match="counting='gpu'"):
-        statistics.counting_mode("gpu", [(1,)], large)
+        mode("gpu", [(1,)], large)

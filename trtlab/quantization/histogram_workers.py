@@ -1,8 +1,10 @@
-"""Histogram counting in worker processes: every core counts, none waits for the GIL.
+"""Histogram counting in worker processes: every core counts, none waits for the GIL. This is how large calibrations
+count where the compiled counter (native_counting) is not available — numpy holds the GIL between its steps, so
+threads would not use every core; with the compiled counter, threads of the calling process do (statistics_ort).
 
 ONNX Runtime writes each sub-batch's exposed tensors straight into one of two slots of anonymous shared memory
-(IO binding: no copy into fresh numpy arrays); while it computes the next sub-batch into the other slot, worker
-processes histogram this one. Each worker owns a fixed set of tensors (balanced by size) and keeps their
+(IO binding into exposed_slots.ExposedSlots over a memfd); while it computes the next sub-batch into the other slot,
+worker processes histogram this one. Each worker owns a fixed set of tensors (balanced by size) and keeps their
 TensorHistograms, updating them in sub-batch order — the same sequence of updates as one thread, hence the same
 counts. At the end the workers send their histograms back.
 
@@ -23,10 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-log = logging.getLogger(__name__)
+from trtlab.quantization.exposed_slots import ExposedSlots
 
-SLOTS = 2
-_ALIGN = 64
+log = logging.getLogger(__name__)
 
 
 def processes_available() -> bool:
@@ -44,27 +45,19 @@ def _balanced(sizes: list[int], workers: int) -> list[list[int]]:
 
 
 class CountingPool:
-    """Two shared-memory slots, each holding `rows` images of every tensor in `layout` ((name, per-image shape),
-    float32), and the worker processes that histogram them."""
+    """Two shared-memory slots (exposed_slots.ExposedSlots over a memfd), each holding `rows` images of every tensor
+    in `layout` ((name, per-image shape), float32), and the worker processes that histogram them."""
 
     def __init__(self, layout: list[tuple[str, tuple]], rows: int, workers: int, histograms: dict):
-        self.layout, self.rows = list(layout), int(rows)
-        self.offsets, offset = [], 0
-        for _, shape in self.layout:
-            self.offsets.append(offset)
-            nbytes = 4 * self.rows * int(np.prod(shape, dtype=np.int64))
-            offset += -(-nbytes // _ALIGN) * _ALIGN
-        self.slot_bytes = max(offset, _ALIGN)
-        self.size = SLOTS * self.slot_bytes
         self.fd = os.memfd_create("trtlab-calibration")
-        self.processes, self.logs = [], []
+        self.processes, self.logs, self.slots = [], [], None
         try:
-            os.ftruncate(self.fd, self.size)
-            self.buffer = mmap.mmap(self.fd, self.size)
+            self.slots = ExposedSlots(layout, rows, fd=self.fd)
+            self.layout, self.size = self.slots.layout, self.slots.size
             sizes = [int(np.prod(shape, dtype=np.int64)) for _, shape in self.layout]
             for mine in _balanced(sizes, max(1, workers)):
-                self._start({"size": self.size, "slot_bytes": self.slot_bytes, "rows": self.rows,
-                             "tensors": [(self.layout[k][0], self.offsets[k], tuple(self.layout[k][1]))
+                self._start({"size": self.size, "slot_bytes": self.slots.slot_bytes, "rows": self.slots.rows,
+                             "tensors": [(self.layout[k][0], self.slots.offsets[k], tuple(self.layout[k][1]))
                                          for k in mine],
                              "histograms": {self.layout[k][0]: histograms[self.layout[k][0]].state() for k in mine}})
             for process in range(len(self.processes)):
@@ -112,9 +105,7 @@ class CountingPool:
 
     def views(self, slot: int, rows: int) -> list[np.ndarray]:
         """The first `rows` rows of every tensor in `slot`: where ONNX Runtime writes them."""
-        base = slot * self.slot_bytes
-        return [np.ndarray((rows,) + tuple(shape), np.float32, buffer=self.buffer, offset=base + offset)
-                for (_, shape), offset in zip(self.layout, self.offsets)]
+        return self.slots.views(slot, rows)
 
     def submit(self, slot: int, rows: int) -> None:
         """Count the first `rows` rows of every tensor in `slot` (asynchronously: `wait(slot)`)."""
@@ -155,13 +146,8 @@ class CountingPool:
         for log_file in self.logs:
             log_file.close()
         self.processes, self.logs = [], []
-        buffer = getattr(self, "buffer", None)
-        if buffer is not None:
-            try:
-                buffer.close()
-            except BufferError:  # a numpy view still points into it: the mapping goes with the last view
-                pass
-            self.buffer = None
+        if self.slots is not None:
+            self.slots.close()
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None

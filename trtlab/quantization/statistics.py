@@ -19,9 +19,9 @@ counts do not depend on how a batch is cut into chunks, threads, processes or GP
 the torch update (statistics_torch, CPU or CUDA) give the same histograms to the count on the same tensors.
 
 Where the counting runs (`collect_statistics(device=...)`):
-- "cpu": ONNX Runtime computes the sub-batches; their tensors are histogrammed while ONNX Runtime runs the next
-  one, by worker processes that read them from shared memory (histogram_workers; every core counts, no GIL) or,
-  for small calibrations or where shared memory is not available, by threads of this process;
+- "cpu" (statistics_ort): ONNX Runtime computes the sub-batches; their tensors are histogrammed while ONNX Runtime
+  runs the next one, by the compiled counter (native_counting) in one thread per core — without a C compiler, by
+  numpy in worker processes (histogram_workers) or threads;
 - "cuda" (default where torch sees a GPU): the FP32 graph runs on the GPU through the torch backend and the
   histograms are counted there (statistics_torch), at forward-pass speed.
 
@@ -36,10 +36,11 @@ import logging
 import math
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from trtlab.quantization.native_counting import native_counter
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +55,6 @@ MAX_HISTOGRAM_BINS = 32 * HISTOGRAM_BINS
 MEMORY_BUDGET_MB = 512
 _CHUNK = 1 << 16  # values per histogram step: small enough that abs/scale/index stay in the CPU cache
 DEVICES = ("auto", "cpu", "cuda", "torch-cpu")
-COUNTING = ("auto", "processes", "threads")
-# Below this many activation values in all (images × values per image) worker processes cost more to start than
-# they save; EfficientNet-Lite0 exposes 6.9 M values per image, so from ~70 images on.
-PROCESS_COUNTING_MIN_VALUES = 500_000_000
 _device_override: contextvars.ContextVar = contextvars.ContextVar("trtlab_calibration_device", default=None)
 
 
@@ -149,8 +146,9 @@ class TensorHistogram:
         self.values += int(values)
 
     # -- numpy update ------------------------------------------------------------------------------------------------
-    def update(self, values: np.ndarray, consume: bool = False) -> None:
-        """Add a batch of values (any shape; not modified — `consume` is accepted for compatibility)."""
+    def update(self, values: np.ndarray, consume: bool = False, native: bool = True) -> None:
+        """Add a batch of values (any shape; not modified — `consume` is accepted for compatibility). float32
+        values are counted by the compiled loop where there is one (`native=False`: by numpy; same counts)."""
         flat = np.asarray(values).reshape(-1)
         if flat.size == 0:
             return
@@ -161,6 +159,10 @@ class TensorHistogram:
                 self.values += flat.size
                 return
             self.start(top)
+        counter = native_counter() if native and flat.dtype == np.float32 else None
+        if counter is not None:
+            self._update_native(counter, flat)
+            return
         top, found = 0.0, None
         scratch = np.empty(min(_CHUNK, flat.size), np.float32)
         index = np.empty(len(scratch), np.intp)
@@ -187,6 +189,21 @@ class TensorHistogram:
             counted = np.bincount(idx, minlength=self.bins)
             found = counted if found is None else _add_counts(found, counted)
         self.commit(found, top, flat.size)
+
+    def _update_native(self, counter, flat: np.ndarray) -> None:
+        """One pass at the current multiplier and bins; when the batch's max needs more bins (or merges), the
+        histogram grows first and the batch is counted again at the new multiplier (rare after the first batches)."""
+        found, top, finite = counter.count(flat, self.scale, self.bins)
+        if not finite:
+            raise _non_finite()
+        merges, bins = self.plan(top)
+        if merges or bins != self.bins:
+            self.merge(merges)
+            self.grow(bins)
+            found, _, _ = counter.count(flat, self.scale, self.bins)
+        self.counts += found
+        self.absmax = max(self.absmax, top)
+        self.values += flat.size
 
     def state(self) -> dict:
         """Everything a worker process sends back (statistics_torch and histogram_workers rebuild from it)."""
@@ -343,8 +360,8 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
     histograms' bin width, set by the first sub-batch (module docstring), and every device groups the images alike.
     `device`: 'cpu' (ONNX Runtime), 'cuda' / 'cuda:N' (the GPU through torch), 'torch-cpu' (torch on the CPU: how
     the GPU path is checked without a GPU) or None (module docstring). `threads`: ONNX Runtime intra-op threads.
-    `counting` (CPU only): 'processes', 'threads' or None/'auto' ($TRTLAB_CALIBRATION_COUNTING, else processes for
-    large calibrations). A model exported with a fixed batch runs exactly that batch; padded rows are not counted.
+    `counting` (CPU only): 'processes', 'threads' or None/'auto' ($TRTLAB_CALIBRATION_COUNTING, else threads with
+    the compiled counter, processes for large numpy calibrations: statistics_ort). A model exported with a fixed batch runs exactly that batch; padded rows are not counted.
     """
     import onnx
 
@@ -368,7 +385,9 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
     device = resolve_calibration_device(device)
     started = time.time()
     if device == "cpu":
-        histograms, peak, how = _collect_on_ort(model, info, requested, input_tensors, shapes, per_tensor, cache,
+        from trtlab.quantization.statistics_ort import collect_on_ort
+
+        histograms, peak, how = collect_on_ort(model, info, requested, input_tensors, shapes, per_tensor, cache,
                                                 indices, sub_batch, threads, bins, progress, counting)
     else:
         from trtlab.quantization.statistics_torch import collect_on_torch
@@ -395,98 +414,3 @@ def _sub_batch(info, batch_size: int, per_tensor: list[int] | None, budget: floa
         log.info("calibration batch %d: exposed tensor sizes unknown to shape inference, no sub-batching",
                  batch_size)
     return sub_batch
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def counting_mode(counting: str | None, shapes, values: int) -> str:
-    """'processes' or 'threads' for the CPU path (see collect_statistics)."""
-    requested = counting or os.environ.get("TRTLAB_CALIBRATION_COUNTING") or "auto"
-    if requested not in COUNTING:
-        from trtlab.core.errors import UserValueError
-
-        raise UserValueError(f"counting={requested!r} is not one of {', '.join(COUNTING)}",
-                             "use 'processes' (every core), 'threads' or 'auto'")
-    from trtlab.quantization.histogram_workers import processes_available
-
-    possible = shapes is not None and processes_available()
-    if requested == "processes" and not possible:
-        log.info("histogram counting in threads: %s", "exposed tensor shapes unknown" if shapes is None else
-                 "no anonymous shared memory (os.memfd_create) here")
-    if requested == "auto":
-        return "processes" if possible and _cores() > 1 and values >= PROCESS_COUNTING_MIN_VALUES else "threads"
-    return "processes" if requested == "processes" and possible else "threads"
-
-
-def _collect_on_ort(model, info, requested, input_tensors, shapes, per_tensor, cache, indices, sub_batch, threads,
-                    bins, progress, counting):
-    from trtlab.core.ort_session import ort_session
-    from trtlab.data.batches import iter_batches
-    from trtlab.graph.onnx_utils import with_outputs
-
-    existing_outputs = {o.name for o in model.graph.output}
-    # ONNX Runtime's idle intra-op threads spin by default; here they would take the cores from the histogram
-    # counting that runs while the next sub-batch is computed.
-    session = ort_session(with_outputs(model, [n for n in requested if n not in existing_outputs]), threads=threads,
-                          spinning=False)
-    per_image_values = (sum(per_tensor) // 4 if per_tensor else 0) + int(np.prod(info.input_shape[1:]))
-    mode = counting_mode(counting, shapes, len(indices) * per_image_values)
-    batches = iter_batches(cache, indices, sub_batch, fixed_batch=info.fixed_batch, prefetch=True)
-    histograms = {name: TensorHistogram(bins=bins) for name in requested + input_tensors}
-    if mode == "processes":
-        from trtlab.quantization.histogram_workers import count_in_processes
-
-        workers = _cores()
-        peak = count_in_processes(session, info.input_name, requested, shapes, input_tensors, histograms, batches,
-                                  sub_batch, len(indices), progress, workers)
-        return histograms, peak, f"ONNX Runtime, {workers} counting processes"
-    peak = _accumulate(_SubBatchRunner(session, info.input_name, requested), histograms, requested, input_tensors,
-                       per_tensor, batches, len(indices), progress)
-    return histograms, peak, f"ONNX Runtime, counting threads"
-
-
-class _SubBatchRunner:
-    """One ONNX Runtime run of a batch; only the real rows (`batch.count`) of each output are kept."""
-
-    def __init__(self, session, input_name: str, requested: list[str]):
-        self.session, self.input_name, self.requested = session, input_name, requested
-
-    def __call__(self, batch):
-        outputs = self.session.run(self.requested, {self.input_name: batch.images}) if self.requested else []
-        return batch, [o[:batch.count] for o in outputs]
-
-
-def _accumulate(run, stats: dict, requested: list[str], input_tensors: list[str], per_tensor, batches, total: int,
-                progress: bool) -> int:
-    """Histogram every batch's outputs while ONNX Runtime computes the next batch; returns the peak bytes held.
-
-    The next sub-batch runs in ONNX Runtime (which releases the GIL) while this one's histograms are updated by one
-    thread per available core (numpy's elementwise steps and np.bincount's counting loop release the GIL; the
-    Python between them does not, which is why large calibrations count in processes instead)."""
-    from trtlab.core.progress import progress_bar
-
-    def count(outputs, k):
-        stats[requested[k]].update(outputs[k])
-        outputs[k] = None  # free each tensor once counted: the peak stays about one sub-batch
-
-    workers = max(1, min(4, _cores()))
-    order = sorted(range(len(requested)), key=lambda k: -(per_tensor[k] if per_tensor else 0))
-    bar = progress_bar(total=total, desc="calibrate (collect stats)", unit="img", enabled=progress)
-    peak = 0
-    with ThreadPoolExecutor(1) as pool, ThreadPoolExecutor(workers) as counters:
-        first = next(batches, None)
-        pending = pool.submit(run, first) if first is not None else None
-        while pending is not None:
-            batch, outputs = pending.result()
-            following = next(batches, None)
-            pending = pool.submit(run, following) if following is not None else None
-            peak = max(peak, 2 * (sum(o.nbytes for o in outputs) + batch.images.nbytes))
-            list(counters.map(lambda k: count(outputs, k), order))  # largest tensors first: even load
-            for name in input_tensors:
-                stats[name].update(batch.images[:batch.count])
-            bar.update(batch.count)
-            del outputs, batch
-    bar.close()
-    return peak
