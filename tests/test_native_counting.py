@@ -143,7 +143,27 @@ def test_the_library_is_compiled_once_into_the_cache(fresh_loader, caplog):
     with caplog.at_level(logging.INFO, logger="trtlab.quantization.native_counting"):
         again = native_counter()
     assert again.path == first.path and "compiled" not in caplog.text  # found, not rebuilt
-    assert not list(first.path.parent.glob(".*.tmp"))
+    assert sorted(p.name for p in first.path.parent.iterdir()) == [first.path.name, first.path.name + ".sha256"]
+
+
+def test_a_damaged_library_in_the_cache_is_built_again(fresh_loader):
+    import os
+    import sys
+
+    first = native_counter()
+    if first is None:
+        pytest.skip("no C compiler here")
+    size = first.path.stat().st_size
+    damaged = first.path.with_name("damaged")
+    damaged.write_bytes(first.path.read_bytes()[:1000])  # cut short (a new file: this process maps the old one)
+    damaged.replace(first.path)
+    # a fresh process (this one already has the library loaded under that name)
+    check = ("import numpy as np; from trtlab.quantization.native_counting import native_counter, numpy_bins; "
+             "c = native_counter(); v = np.arange(10, dtype=np.float32); "
+             "assert (c.count(v, 1.0, 16)[0] == numpy_bins(v, 1.0, 16)).all(); print(c.path)")
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(first.path) and first.path.stat().st_size == size
 
 
 def test_an_unwritable_cache_falls_back_to_the_temp_folder(fresh_loader, monkeypatch):

@@ -1,7 +1,7 @@
 """The calibration histogram's counting loop in C (histogram_count.c), compiled once per machine.
 
 numpy needs five passes per value (max, min, |x|·s into an index array, bincount's own range check, its count
-loop) and holds the GIL between them; the C loop makes one pass, about 3× faster per value, and ctypes releases the
+loop) and holds the GIL between them; the C loop makes one pass, about 4× faster per value, and ctypes releases the
 GIL for the call, so counting threads use every core while ONNX Runtime computes the next sub-batch. It counts the
 same bins as TensorHistogram's numpy update (trunc(float32(|x|·s)), the last bin taking values at or past the
 upper edge); a self-test against numpy's formula runs before it is used.
@@ -94,8 +94,8 @@ def _cache_root() -> Path:
 
 def _load(compiler: str | None) -> NativeCounter | None:
     if compiler is None:
-        log.warning("no C compiler (cc, gcc or clang) here: calibration histograms are counted by numpy, about 3× "
-                    "slower on the CPU — install gcc (apt-get install gcc) or set CC")
+        log.warning("no C compiler (cc, gcc or clang) here: calibration histograms are counted by numpy, which "
+                    "makes calibration on the CPU about 2× slower — install gcc (apt-get install gcc) or set CC")
         return None
     source = SOURCE.read_bytes()
     digest = hashlib.sha256(source + "\0".join((compiler, platform.machine(), platform.system(), *FLAGS)).encode())
@@ -103,7 +103,9 @@ def _load(compiler: str | None) -> NativeCounter | None:
     for root in (_cache_root(), Path(tempfile.gettempdir()) / "trtlab-native"):
         library = root / name / "libtrtlab_histogram.so"
         try:
-            if not library.exists():
+            # a damaged library would crash the process when loaded (a cut-short ELF is mapped past its end), so the
+            # checksum written beside it is checked first; missing or different: build it again
+            if not _intact(library):
                 _compile(compiler, library)
             counter = NativeCounter(library)
         except (OSError, subprocess.SubprocessError, RuntimeError) as error:
@@ -116,15 +118,16 @@ def _load(compiler: str | None) -> NativeCounter | None:
                         "compiler's version", library, problem)
             return None
         return counter
-    log.warning("the calibration histogram counter did not compile with %s: numpy counts instead (about 3× slower "
-                "on the CPU) — check that `%s --version` works, or set CC to a working C compiler", compiler,
-                compiler)
+    log.warning("the calibration histogram counter did not compile with %s: numpy counts instead (calibration on "
+                "the CPU about 2× slower) — check that `%s --version` works, or set CC to a working C compiler",
+                compiler, compiler)
     return None
 
 
 def _compile(compiler: str, library: Path) -> None:
     library.parent.mkdir(parents=True, exist_ok=True)
     tmp = library.with_name(f".{library.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    digest = tmp.with_suffix(".sha256")
     errors = ""
     try:
         # the AVX2 path needs x86 intrinsics and __builtin_cpu_supports: retry without it
@@ -132,13 +135,27 @@ def _compile(compiler: str, library: Path) -> None:
             done = subprocess.run([compiler, *FLAGS, *extra, "-o", str(tmp), str(SOURCE)], capture_output=True,
                                   text=True, timeout=120)
             if done.returncode == 0:
+                digest.write_text(hashlib.sha256(tmp.read_bytes()).hexdigest())
                 os.replace(tmp, library)
+                os.replace(digest, _checksum_path(library))
                 log.info("compiled the calibration histogram counter (once per machine): %s", library)
                 return
             errors = done.stderr
         raise RuntimeError(errors or f"{compiler} failed")
     finally:
         tmp.unlink(missing_ok=True)
+        digest.unlink(missing_ok=True)
+
+
+def _checksum_path(library: Path) -> Path:
+    return library.with_name(library.name + ".sha256")
+
+
+def _intact(library: Path) -> bool:
+    try:
+        return hashlib.sha256(library.read_bytes()).hexdigest() == _checksum_path(library).read_text().strip()
+    except OSError:
+        return False
 
 
 def _self_test(counter: NativeCounter) -> str | None:
