@@ -127,7 +127,7 @@ def test_worker_processes_count_what_threads_count(demo_model, demo_cache, caplo
         with caplog.at_level("INFO", logger="trtlab.quantization"):
             stats[label] = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=8, progress=False,
                                               device="cpu", counting=mode)
-    assert stats["C"].counting.endswith("counting threads (C)")
+    assert stats["C"].counting.endswith("counting threads (compiled counter)")
     assert stats["numpy"].counting.endswith("counting threads (numpy)")
     assert "counting processes" in stats["processes"].counting and "counting processes" in caplog.text
     for other in ("numpy", "processes"):

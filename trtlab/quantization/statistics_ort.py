@@ -85,7 +85,7 @@ def collect_on_ort(model, info, requested, input_tensors, shapes, per_tensor, ca
                                  progress, workers)
     finally:
         runner.close()
-    return histograms, peak, f"ONNX Runtime, {workers} counting threads ({'C' if native else 'numpy'})"
+    return histograms, peak, f"ONNX Runtime, {workers} counting threads ({'compiled counter' if native else 'numpy'})"
 
 
 class SubBatchRunner:
