@@ -68,4 +68,16 @@ class ExposedSlots:
             self.buffer = None
 
 
-__all__ = ["ExposedSlots", "SLOTS", "advise_huge_pages"]
+def run_into(session, input_name: str, images: np.ndarray, names: list[str], outputs: list[np.ndarray],
+             binding=None) -> None:
+    """One ONNX Runtime run of `images` with output `names[k]` written into `outputs[k]` (IO binding; `binding`: an
+    io_binding to reuse)."""
+    binding = binding or session.io_binding()
+    binding.bind_cpu_input(input_name, np.ascontiguousarray(images))
+    for name, out in zip(names, outputs):
+        binding.bind_output(name, "cpu", 0, np.float32, list(out.shape), out.ctypes.data)
+    if names:
+        session.run_with_iobinding(binding)
+
+
+__all__ = ["ExposedSlots", "SLOTS", "advise_huge_pages", "run_into"]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trtlab.quantization.exposed_slots import ExposedSlots
+from trtlab.quantization.exposed_slots import ExposedSlots, run_into
 
 log = logging.getLogger(__name__)
 
@@ -178,11 +178,7 @@ def count_in_processes(session, input_name: str, requested: list[str], shapes: l
         counting, slot, batch = None, 0, first
         while batch is not None:
             views = pool.views(slot, len(batch.images))
-            binding.bind_cpu_input(input_name, batch.images)
-            for name, view in zip(requested, views):
-                binding.bind_output(name, "cpu", 0, np.float32, list(view.shape), view.ctypes.data)
-            if requested:
-                session.run_with_iobinding(binding)
+            run_into(session, input_name, batch.images, requested, views, binding)
             for view in views[len(requested):]:
                 np.copyto(view, batch.images)
             if counting is not None:

@@ -61,8 +61,8 @@ class NativeCounter:
 
 def numpy_bins(values: np.ndarray, scale: float, bins: int) -> np.ndarray:
     """The reference formula (TensorHistogram's numpy update, without its chunking): what the C loop must count."""
-    index = np.multiply(np.abs(np.asarray(values, np.float32).reshape(-1)), np.float32(scale)).astype(np.float64)
-    return np.bincount(np.minimum(index, bins - 1).astype(np.intp), minlength=bins)
+    product = np.multiply(np.abs(np.asarray(values, np.float32).reshape(-1)), np.float32(scale))
+    return np.bincount(np.minimum(product, bins - 1).astype(np.intp), minlength=bins)
 
 
 def native_counter() -> NativeCounter | None:

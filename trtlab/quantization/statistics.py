@@ -361,7 +361,8 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
     `device`: 'cpu' (ONNX Runtime), 'cuda' / 'cuda:N' (the GPU through torch), 'torch-cpu' (torch on the CPU: how
     the GPU path is checked without a GPU) or None (module docstring). `threads`: ONNX Runtime intra-op threads.
     `counting` (CPU only): 'processes', 'threads' or None/'auto' ($TRTLAB_CALIBRATION_COUNTING, else threads with
-    the compiled counter, processes for large numpy calibrations: statistics_ort). A model exported with a fixed batch runs exactly that batch; padded rows are not counted.
+    the compiled counter, processes for large numpy calibrations: statistics_ort). A model exported with a fixed
+    batch runs exactly that batch; padded rows are not counted.
     """
     import onnx
 

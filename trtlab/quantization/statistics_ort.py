@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from trtlab.quantization.exposed_slots import ExposedSlots
+from trtlab.data.decode_cache import default_workers as cores
+from trtlab.quantization.exposed_slots import ExposedSlots, run_into
 from trtlab.quantization.native_counting import native_counter
 from trtlab.quantization.statistics import TensorHistogram
 
@@ -25,10 +26,6 @@ COUNTING = ("auto", "processes", "threads")
 # Below this many activation values in all (images × values per image) worker processes cost more to start than
 # they save; EfficientNet-Lite0 exposes 6.9 M values per image, so from ~70 images on. (numpy counting only.)
 PROCESS_COUNTING_MIN_VALUES = 500_000_000
-
-
-def cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def counting_mode(counting: str | None, shapes, values: int) -> str:
@@ -68,6 +65,7 @@ def collect_on_ort(model, info, requested, input_tensors, shapes, per_tensor, ca
                           spinning=False)
     per_image_values = (sum(per_tensor) // 4 if per_tensor else 0) + int(np.prod(info.input_shape[1:]))
     mode = counting_mode(counting, shapes, len(indices) * per_image_values)
+    native = native_counter() is not None
     batches = iter_batches(cache, indices, sub_batch, fixed_batch=info.fixed_batch, prefetch=True)
     histograms = {name: TensorHistogram(bins=bins) for name in requested + input_tensors}
     workers = cores()
@@ -77,7 +75,6 @@ def collect_on_ort(model, info, requested, input_tensors, shapes, per_tensor, ca
         peak = count_in_processes(session, info.input_name, requested, shapes, input_tensors, histograms, batches,
                                   sub_batch, len(indices), progress, workers)
         return histograms, peak, f"ONNX Runtime, {workers} counting processes (numpy)"
-    native = native_counter() is not None
     workers = workers if native else max(1, min(4, workers))
     runner = SubBatchRunner(session, info.input_name, requested, shapes, max(sub_batch, info.fixed_batch or 0))
     try:
@@ -97,22 +94,18 @@ class SubBatchRunner:
     def __init__(self, session, input_name: str, requested: list[str], shapes: list[tuple] | None = None,
                  rows: int = 0):
         self.session, self.input_name, self.requested = session, input_name, requested
-        self.rows, self.turn = rows, 0
+        self.turn = 0
         self.slots = ExposedSlots(list(zip(requested, shapes)), rows) if shapes is not None and requested else None
 
     def __call__(self, batch):
         if not self.requested:
             return batch, []
-        if self.slots is None or len(batch.images) > self.rows:
+        if self.slots is None:
             outputs = self.session.run(self.requested, {self.input_name: batch.images})
         else:
             outputs = self.slots.views(self.turn, len(batch.images))
             self.turn = 1 - self.turn
-            binding = self.session.io_binding()
-            binding.bind_cpu_input(self.input_name, np.ascontiguousarray(batch.images))
-            for name, out in zip(self.requested, outputs):
-                binding.bind_output(name, "cpu", 0, np.float32, list(out.shape), out.ctypes.data)
-            self.session.run_with_iobinding(binding)
+            run_into(self.session, self.input_name, batch.images, self.requested, outputs)
         return batch, [o[:batch.count] for o in outputs]
 
     def close(self) -> None:
