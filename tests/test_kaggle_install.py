@@ -1,0 +1,151 @@
+"""Installing trtlab on Kaggle in one cell, the three ways README's "On Kaggle" names, each under an emulated
+Kaggle layout: /kaggle/input read-only, /kaggle/working writable, a fresh Python process after the install,
+trtlab imported with /kaggle/working as the current directory (where a Kaggle kernel starts).
+
+a. internet on: `pip install git+<repository>` (here a git+file:// URL of a local repository of this tree);
+b. the repository attached as a dataset: `pip install /kaggle/input/<dataset>`, the source mounted read-only (a
+   read-only bind mount in a user namespace where `unshare` allows it, `chmod -R a-w` otherwise; nothing may be
+   written into it either way);
+c. a clone at /kaggle/working/trtlab, `pip install -e .` or `pip install .` inside it.
+
+Quick and offline: each install goes into a bare venv whose site-packages reach this interpreter's packages through
+a .pth (the dependencies are reused, never downloaded: pip runs with --no-index --no-deps --no-build-isolation),
+without running this interpreter's own .pth files, so the editable trtlab of the checkout under test is not seen.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+COPY_IGNORED = (".git", ".trt-bindings", ".whl", "runs", "build", "dist", "*.egg-info", "__pycache__", ".venv",
+                ".pytest_cache")
+
+
+def _snapshot(root: Path) -> dict:
+    """Every file and folder under `root`, with mode and content hash: any write into the tree changes it."""
+    return {str(p.relative_to(root)): ("dir", p.stat().st_mode) if p.is_dir() else
+            (p.stat().st_mode, hashlib.sha256(p.read_bytes()).hexdigest()) for p in sorted(root.rglob("*"))}
+
+
+def _copy_tree(destination: Path) -> Path:
+    """This repository's files as a fresh clone has them (no workspace, build outputs or bindings)."""
+    shutil.copytree(REPO, destination, ignore=shutil.ignore_patterns(*COPY_IGNORED), symlinks=True)
+    return destination
+
+
+def _environment(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("TRTLAB_", "PIP_", "KAGGLE_")) and k not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_CACHE_DIR="1", PYTHONNOUSERSITE="1")
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def kaggle(tmp_path) -> dict:
+    """An emulated /kaggle (input, working) and a bare venv that reuses this interpreter's packages."""
+    root = tmp_path / "kaggle"
+    (root / "input").mkdir(parents=True)
+    (root / "working").mkdir()
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    shared = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
+    # Appended after the venv's own site-packages, as --system-site-packages would, but without the other .pth
+    # files there (one of them is the editable install of the checkout these tests run from).
+    (site / "zz_reuse_installed_packages.pth").write_text("".join(f"{p}\n" for p in shared))
+    found = _run([python, "-c", "import importlib.util as u; s = u.find_spec('trtlab'); print(s and s.origin)"],
+                 tmp_path, _environment())
+    if found != "None":
+        pytest.skip(f"a trtlab is installed as a regular package in {found}: it would shadow the one installed here")
+    return {"root": root, "input": root / "input", "working": root / "working", "python": python, "site": site}
+
+
+def _run(argv, cwd: Path, env: dict) -> str:
+    done = subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{' '.join(map(str, argv))} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    return done.stdout.strip()
+
+
+def _pip_install(kaggle, *args, cwd: Path, wrap=()) -> None:
+    _run([*wrap, kaggle["python"], "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", *args], cwd,
+         _environment())
+
+
+def _fresh_kernel(kaggle, cwd: Path | None = None) -> tuple[Path, Path]:
+    """(trtlab/__init__.py, default workspace) as a new kernel started in /kaggle/working sees them."""
+    code = ("import trtlab, trtlab.cli.main\n"
+            "from trtlab.core.workspace import default_workspace, on_kaggle\n"
+            "assert callable(trtlab.run_demo) and on_kaggle()\n"
+            "print(trtlab.__file__); print(default_workspace()[0])")
+    env = _environment(TRTLAB_KAGGLE_ROOT=str(kaggle["root"]), KAGGLE_KERNEL_RUN_TYPE="Interactive")
+    module, workspace = _run([kaggle["python"], "-c", code], cwd or kaggle["working"], env).splitlines()[-2:]
+    assert Path(workspace) == kaggle["working"] / "trtlab-runs"
+    return Path(module), Path(workspace)
+
+
+def _read_only_wrapper(tree: Path) -> tuple:
+    """argv prefix that runs a command with `tree` mounted read-only (for root too), or () where unshare cannot."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return ()
+    probe = subprocess.run([unshare, "-rm", "true"], capture_output=True)
+    if probe.returncode != 0:
+        return ()
+    script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+    return (unshare, "-rm", "sh", "-c", script, str(tree))
+
+
+def test_a_pip_install_from_the_git_repository(kaggle, tmp_path):
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git is not installed (pip needs it for git+ URLs)")
+    repository = _copy_tree(tmp_path / "remote" / "trtlab")
+    identity = ["-c", "user.name=trtlab-test", "-c", "user.email=test@trtlab.invalid", "-c", "init.defaultBranch=main"]
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "snapshot"]):
+        _run([git, *identity, *argv], repository, _environment())
+    # README's line with the GitHub URL: pip install "trtlab @ git+https://github.com/<owner>/trtlab"
+    # (localhost: the packaging pip vendors refuses a file URL with an empty host in a named requirement)
+    _pip_install(kaggle, f"trtlab @ git+file://localhost{repository}", cwd=kaggle["working"])
+    module, _ = _fresh_kernel(kaggle)
+    assert module == kaggle["site"] / "trtlab" / "__init__.py"
+
+
+def test_b_pip_install_from_a_read_only_dataset(kaggle):
+    dataset = _copy_tree(kaggle["input"] / "trtlab-source")
+    wrap = _read_only_wrapper(dataset)
+    for current, _, _ in os.walk(dataset):
+        os.chmod(current, 0o555)
+    subprocess.run(["chmod", "-R", "a-w", str(dataset)], check=True)
+    before = _snapshot(dataset)
+    try:
+        _pip_install(kaggle, str(dataset), cwd=kaggle["working"], wrap=wrap)
+        assert _snapshot(dataset) == before, "the build wrote into the read-only dataset"
+        module, _ = _fresh_kernel(kaggle)
+        assert module == kaggle["site"] / "trtlab" / "__init__.py"
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(dataset)], check=True)
+
+
+@pytest.mark.parametrize("editable", [True, False], ids=["pip-install-e", "pip-install"])
+def test_c_a_clone_named_trtlab_in_the_working_directory(kaggle, editable):
+    clone = _copy_tree(kaggle["working"] / "trtlab")
+    _pip_install(kaggle, *(["-e"] if editable else []), ".", cwd=clone)
+    installed = clone / "trtlab" / "__init__.py" if editable else kaggle["site"] / "trtlab" / "__init__.py"
+    # From /kaggle/working the clone folder `trtlab/` is on the path first, as an empty namespace package.
+    for cwd in (kaggle["working"], kaggle["root"]):
+        module, _ = _fresh_kernel(kaggle, cwd)
+        assert module == installed, f"from {cwd}: {module}"
+    # Inside the clone its own package folder comes first on the path: the real package too, the same files.
+    module, _ = _fresh_kernel(kaggle, clone)
+    assert module == clone / "trtlab" / "__init__.py"
