@@ -1,5 +1,6 @@
 """Kaggle's layout: the kernel's working directory is /kaggle/working, the workspace lives there, inputs are
-read-only. Emulated under a temporary folder through $TRTLAB_KAGGLE_ROOT."""
+read-only. Emulated under a temporary folder through $TRTLAB_KAGGLE_ROOT, with $KAGGLE_KERNEL_RUN_TYPE set as Kaggle
+sets it in every kernel."""
 from __future__ import annotations
 
 import os
@@ -25,6 +26,7 @@ def kaggle(tmp_path) -> dict:
     (root / "input").mkdir()
     env = {k: v for k, v in os.environ.items() if k != "TRTLAB_WORKSPACE"}
     env["TRTLAB_KAGGLE_ROOT"] = str(root)
+    env["KAGGLE_KERNEL_RUN_TYPE"] = "Interactive"
     return {"root": root, "working": root / "working", "env": env}
 
 
@@ -46,12 +48,23 @@ def test_a_folder_named_trtlab_in_the_working_directory_does_not_shadow_the_pack
 
 
 def test_workspace_does_not_depend_on_the_current_directory(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("TRTLAB_WORKSPACE", "TRTLAB_KAGGLE_ROOT")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TRTLAB_WORKSPACE", "TRTLAB_KAGGLE_ROOT", "KAGGLE_KERNEL_RUN_TYPE")}
     env["TRTLAB_KAGGLE_ROOT"] = str(tmp_path / "no-kaggle-here")
     code = "from trtlab.core.workspace import default_workspace; print(default_workspace()[0])"
     first = _python(code, REPO / "notebooks", env)
     second = _python(code, tmp_path, env)
     assert first == second == str(REPO / "runs")
+
+
+def test_kaggle_is_recognised_by_its_kernel_variable_not_by_a_folder(kaggle):
+    # Kaggle's folders without Kaggle's variable: some other machine (a container, a copied layout), not Kaggle.
+    env = {k: v for k, v in kaggle["env"].items() if k != "KAGGLE_KERNEL_RUN_TYPE"}
+    code = "from trtlab.core.workspace import default_workspace, on_kaggle; print(on_kaggle(), default_workspace()[0])"
+    assert _python(code, kaggle["working"], env) == f"False {REPO / 'runs'}"
+    for run_type in ("Interactive", "Batch"):  # an interactive session, a committed (batch) run
+        env["KAGGLE_KERNEL_RUN_TYPE"] = run_type
+        assert _python(code, REPO, env) == f"True {kaggle['working'] / 'trtlab-runs'}"
 
 
 def _attach_photo_dataset(kaggle_root: Path, demo_data, layout: str = "wnid") -> Path:

@@ -81,8 +81,10 @@ def kaggle_run(tmp_path_factory, demo_data):
     inputs.mkdir()
     _attach_dataset(inputs, demo_data)
     before = _snapshot(inputs)
-    saved = {k: os.environ.get(k) for k in ("TRTLAB_KAGGLE_ROOT", "TRTLAB_WORKSPACE", "TRTLAB_IMAGENET")}
+    saved = {k: os.environ.get(k) for k in ("TRTLAB_KAGGLE_ROOT", "TRTLAB_WORKSPACE", "TRTLAB_IMAGENET",
+                                            "KAGGLE_KERNEL_RUN_TYPE")}
     os.environ["TRTLAB_KAGGLE_ROOT"] = str(root)
+    os.environ["KAGGLE_KERNEL_RUN_TYPE"] = "Interactive"  # what Kaggle sets in every kernel
     os.environ.pop("TRTLAB_WORKSPACE", None)
     os.environ.pop("TRTLAB_IMAGENET", None)
     executed = {}

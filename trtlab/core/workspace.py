@@ -15,6 +15,9 @@ from trtlab.core.errors import DamagedArtefact, UserPermissionError, write_error
 
 # Kaggle's layout, relocatable for tests ($TRTLAB_KAGGLE_ROOT emulates /kaggle in a temporary folder).
 KAGGLE_ROOT_ENV = "TRTLAB_KAGGLE_ROOT"
+#: Set by Kaggle in every notebook and script kernel; Kaggle's own client reads it to know it runs there
+#: (kagglehub, src/kagglehub/env.py: KAGGLE_NOTEBOOK_ENV_VAR_NAME = "KAGGLE_KERNEL_RUN_TYPE").
+KAGGLE_KERNEL_ENV = "KAGGLE_KERNEL_RUN_TYPE"
 #: The workspace folder's name on Kaggle. Never "trtlab": the kernel's working directory is /kaggle/working, and a
 #: folder named like the package there is imported as a namespace package ahead of the installed trtlab.
 KAGGLE_WORKSPACE_NAME = "trtlab-runs"
@@ -37,7 +40,10 @@ def kaggle_working() -> Path:
 
 
 def on_kaggle() -> bool:
-    return kaggle_working().is_dir()
+    """Whether this process runs in a Kaggle kernel: Kaggle sets $KAGGLE_KERNEL_RUN_TYPE ("Interactive", "Batch").
+    A folder named /kaggle/working alone says nothing (any machine may have one; a plain demo there must not send
+    its workspace into it). Tests emulate Kaggle with this variable and $TRTLAB_KAGGLE_ROOT."""
+    return bool(os.environ.get(KAGGLE_KERNEL_ENV))
 
 
 def read_only_roots() -> tuple[str, ...]:
