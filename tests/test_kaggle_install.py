@@ -149,3 +149,18 @@ def test_c_a_clone_named_trtlab_in_the_working_directory(kaggle, editable):
     # Inside the clone its own package folder comes first on the path: the real package too, the same files.
     module, _ = _fresh_kernel(kaggle, clone)
     assert module == clone / "trtlab" / "__init__.py"
+
+
+def test_install_sh_refuses_a_python_that_is_not_a_virtual_environment(tmp_path):
+    # Outside CI and Kaggle, install.sh never changes a system Python: one line names the venv step, nothing runs.
+    python = Path(sys.base_prefix) / "bin" / "python3"
+    if not python.exists():
+        pytest.skip(f"no base interpreter at {python}")
+    env = {k: v for k, v in _environment(PYTHON=str(python)).items()
+           if k not in ("CI", "VIRTUAL_ENV", "CONDA_PREFIX")}
+    done = subprocess.run(["bash", str(REPO / "install.sh")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("error: install.sh: ") and " — make one first: " in line
+    assert "python3 -m venv .venv && . .venv/bin/activate && bash install.sh" in line
