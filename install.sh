@@ -50,8 +50,9 @@ if ! "$PYTHON" -c "import torch" 2>/dev/null; then
   $PIP torch==2.13.0
 fi
 # The run-time dependencies (pyproject.toml), this checkout editable: package-dir "" = "." makes the editable
-# install a path entry, so a folder named trtlab in the current directory cannot shadow it.
-$PIP -e .
+# install a path entry, so a folder named trtlab in the current directory cannot shadow it. --dev: also Jupyter
+# (the notebooks extra) and the tests' tools (the test extra).
+if [ "$DEV" = 1 ]; then $PIP -e ".[notebooks,test]"; else $PIP -e .; fi
 # The demo extra of pyproject.toml (demo = ...), with --no-deps for two of its packages: efficientnet-lite-pytorch
 # asks for plain `torch` (a multi-GB CUDA build where none is installed), and foolbox (used only for its 20 bundled
 # ImageNet photos) would pull its attack framework.
@@ -62,8 +63,6 @@ if [ "$DEV" = 0 ]; then
   exit 0
 fi
 
-# --dev: Jupyter (notebooks extra) and the tests' tools (test extra).
-$PIP -e ".[notebooks,test]"
 # The real TensorRT Python bindings (oldest and newest supported 10.x and 11.x, ~1 MB each) for THIS interpreter
 # (cp311, cp312, ...) go into private folders .trt-bindings/<python tag>/<version>/, never site-packages, where they
 # would shadow a real TensorRT; the tests import them over gcc-built stub libraries (tests/trt_bindings.py) and

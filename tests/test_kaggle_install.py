@@ -151,6 +151,34 @@ def test_c_a_clone_named_trtlab_in_the_working_directory(kaggle, editable):
     assert module == clone / "trtlab" / "__init__.py"
 
 
+def _install_cell() -> str:
+    """The first code cell of notebook 00_env_setup: the one-cell install."""
+    import nbformat
+
+    nb = nbformat.read(str(REPO / "notebooks" / "00_env_setup.ipynb"), as_version=4)
+    cell = next(c.source for c in nb.cells if c.cell_type == "code")
+    assert 'TRTLAB_SOURCE = "git+https://github.com/' in cell and cell.rstrip().endswith("import trtlab")
+    return cell
+
+
+@pytest.mark.slow  # pip resolves every dependency once (all present, nothing downloaded): 10-30 s
+def test_notebook_00_installs_once_and_never_again(kaggle):
+    # A kernel without trtlab, started in /kaggle/working beside a clone folder named trtlab (not the package):
+    # the cell installs from the attached dataset; in the next kernel it finds trtlab and runs no pip at all (the
+    # source is then a path that does not exist, so any pip run would fail).
+    dataset = _copy_tree(kaggle["input"] / "trtlab-source")
+    (kaggle["working"] / "trtlab").mkdir()
+    cell = _install_cell()
+    env = _environment(TRTLAB_KAGGLE_ROOT=str(kaggle["root"]), KAGGLE_KERNEL_RUN_TYPE="Interactive")
+    check = "\nprint(trtlab.__file__)"
+    first = cell.replace("git+https://github.com/<owner>/trtlab", str(dataset))
+    assert _run([kaggle["python"], "-c", first + check], kaggle["working"], env).splitlines()[-1] == \
+        str(kaggle["site"] / "trtlab" / "__init__.py")
+    again = cell.replace("git+https://github.com/<owner>/trtlab", str(kaggle["input"] / "no-such-dataset"))
+    assert _run([kaggle["python"], "-c", again + check], kaggle["working"], env) == \
+        str(kaggle["site"] / "trtlab" / "__init__.py")
+
+
 def test_install_sh_refuses_a_python_that_is_not_a_virtual_environment(tmp_path):
     # Outside CI and Kaggle, install.sh never changes a system Python: one line names the venv step, nothing runs.
     python = Path(sys.base_prefix) / "bin" / "python3"
