@@ -9,6 +9,8 @@
 4. batch and calibration sizes possible                        `check_sizes`
 5. output folders writable (and not under /kaggle/input)       `check_output_dir`
    plus the backend asked for is installed                     `check_backend`
+6. the decode cache and the variants fit in the free space      `check_free_space`
+   (Kaggle's /kaggle/working holds 20 GB), before any decoding
 
 `check_inputs(...)` runs them in that order; `checked_inputs(...)` does the same and also supplies the demo model
 and photos where none are given (what the stage commands work on). Commands and notebook entry points call them
@@ -247,6 +249,62 @@ def check_backend(backend: str | None) -> None:
                         "--backend ort / auto")
 
 
+#: Kaggle's /kaggle/working holds 20 GB (the kernel's own "Output" quota); said in the refusal on Kaggle.
+KAGGLE_WORKING_GB = 20
+
+
+def decode_cache_pending(dataset, preprocess, workspace=None, progress: bool = True) -> int:
+    """How many images of (dataset, preprocess) the decode cache still has to decode: all of them without a cache,
+    else the rows its status file marks pending. Reads only (a damaged cache is the decode cache's business; it
+    counts as not decoded here). The files are hashed as the decode cache hashes them (with its progress bar),
+    remembered for it: the decode cache then reads none of them again."""
+    import numpy as np
+
+    from trtlab.data.decode_cache import cache_folder
+    from trtlab.data.decode_files import PENDING
+    from trtlab.data.preprocess import get_preprocess
+
+    spec = get_preprocess(preprocess)
+    status = cache_folder(dataset, spec, workspace, dataset.content_hashes(progress)) / "status.npy"
+    try:
+        rows = np.load(status, allow_pickle=False)
+    except (OSError, ValueError):
+        return len(dataset)
+    return int(np.count_nonzero(rows == PENDING)) if rows.shape == (len(dataset),) else len(dataset)
+
+
+def check_free_space(workspace, images: int, crop: int, model_path=None, variants: int = 0) -> int:
+    """Refuse work that cannot fit, before any image is decoded: the decode cache's `images` still to decode
+    (images × crop × crop × 3 bytes, uint8 crops) plus `variants` new model files (each at most the model's size:
+    FP16 halves the weights, INT8 Q/DQ keeps them in FP32) against the free space of the workspace's file system.
+    Returns the bytes needed; one InsufficientDiskSpace line (exit 2) when they exceed the free space."""
+    import shutil
+
+    from trtlab.core.workspace import on_kaggle
+    from trtlab.data.decode_cache import InsufficientDiskSpace
+    from trtlab.data.disk import format_bytes, mount_point
+
+    folder = workspace_dir(workspace) if workspace is None else Path(workspace)
+    cache = int(images) * int(crop) * int(crop) * 3
+    model = os.path.getsize(model_path) if model_path is not None and os.path.isfile(model_path) else 0
+    needed = cache + model * int(variants)
+    try:
+        free = shutil.disk_usage(mount_point(folder)).free
+    except OSError:  # unknown free space: the decode cache's own check and the writes say it if it runs out
+        return needed
+    if needed <= free:
+        return needed
+    parts = [f"decode cache {images:,} images × {crop}×{crop}×3 = {format_bytes(cache)}"] if cache else []
+    if model and variants:
+        parts.append(f"{variants} variant(s) × {format_bytes(model)} model = {format_bytes(model * variants)}")
+    where = f"{folder} ({KAGGLE_WORKING_GB} GB on Kaggle)" if on_kaggle() else str(folder)
+    raise InsufficientDiskSpace(
+        f"this run needs about {format_bytes(needed)} in the workspace but only {format_bytes(free)} is free in "
+        f"{where} ({'; '.join(parts)})",
+        f"free some space (old decode caches are under {folder / 'decode_cache'}), evaluate fewer images, or "
+        f"choose another workspace (--workspace or $TRTLAB_WORKSPACE)")
+
+
 def check_inputs(model=None, data=None, labels=None, workspace=None, batch_size: int | None = None,
                  calibration_images: int | None = None, calibration_batch: int | None = None, outputs=(),
                  backend: str | None = None, dataset=None, guards=()):
@@ -327,5 +385,5 @@ def checked_inputs(model=None, data=None, labels=None, preset: str = "tf-lite", 
                   tuple(guards))
 
 
-__all__ = ["check_inputs", "checked_inputs", "check_guards", "check_calibration_cache", "check_demo_preset", "Inputs", "check_workspace", "check_model", "check_dataset", "check_labels", "check_sizes",
+__all__ = ["check_inputs", "checked_inputs", "check_free_space", "decode_cache_pending", "check_guards", "check_calibration_cache", "check_demo_preset", "Inputs", "check_workspace", "check_model", "check_dataset", "check_labels", "check_sizes",
            "check_output_dir", "check_backend", "probe_writable", "Sizes", "UserError", "UserFileNotFound"]

@@ -96,7 +96,8 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: 
     from trtlab.workflows.parallel import evaluate_in_parallel, parallel_devices
 
     from trtlab.quantization.recipe import recipes_of
-    from trtlab.workflows.checks import check_backend, check_calibration_cache, check_guards, check_labels
+    from trtlab.workflows.checks import (check_backend, check_calibration_cache, check_free_space, check_guards,
+                                         check_labels, decode_cache_pending)
 
     recipes = recipes_of(recipes)
     if not any(r.precision == "fp32" for r in recipes):
@@ -121,6 +122,8 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: 
                                            default=0) or default_calibration_pool(dataset)
         split = saved_split(dataset, wanted, workspace=workspace)
     check_calibration_sizes(recipes, split, dataset)
+    check_free_space(workspace, decode_cache_pending(dataset, spec, workspace, progress), spec.crop, model_path,
+                     sum(r.precision != "fp32" for r in recipes))
     cache = build_decode_cache(dataset, spec, workspace, progress=progress)
     experiment = Experiment.for_evaluation(info, cache, split.evaluation, split)
     store = ResultsStore.for_experiment(experiment, workspace)

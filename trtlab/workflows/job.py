@@ -51,13 +51,14 @@ def run_job(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, 
     from trtlab.views.report import write_report
 
     workspace = workspace_dir(workspace)
-    from trtlab.workflows.checks import check_backend, check_labels
+    from trtlab.workflows.checks import check_backend, check_free_space, check_labels, decode_cache_pending
 
     # A wrong backend, model, output, numbering, labels or crop: refused before any decoding.
     check_backend(backend)
     view = classifier_view(model_path, dataset, output, background_class, workspace, announce=progress)
     check_labels(dataset, view.info)
     spec = preprocess_for(view.info, preprocess, crop, resize)
+    check_free_space(workspace, decode_cache_pending(dataset, spec, workspace, progress), spec.crop)
     cache = build_decode_cache(dataset, spec, workspace, progress=progress)
     literal = view.info.quantized and resolve_backend(view.path, backend)[0] == "ort"
     result = evaluate(view.path, cache, "int8" if view.info.quantized else "fp32", backend=backend,
