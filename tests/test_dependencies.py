@@ -1,8 +1,9 @@
 """pyproject.toml declares what trtlab imports, read from every module's source (ast), no more and no less:
 
 - a third-party module imported at module level is a run-time dependency (`[project] dependencies`);
-- one imported lazily (inside a function, or looked up by name with importlib / find_spec) is a run-time
-  dependency or belongs to an extra (`gpu`, `demo`, `speed`, ...), so a plain install never needs it;
+- one imported lazily (inside a function, under `try: ... except ImportError`, or looked up by name with
+  importlib / find_spec) is a run-time dependency or belongs to an extra (`gpu`, `demo`, `speed`, ...), so a
+  plain install never needs it;
 - every run-time dependency is imported somewhere in trtlab; test and notebook tools (pytest, jupyter, ...) never are
   run-time dependencies;
 - requirements.txt lists exactly the run-time dependencies (for `pip install -r`).
@@ -72,9 +73,22 @@ def _imports(node, eager: bool, found: dict) -> None:
     for name in names:
         top = name.split(".")[0]
         found[top] = found.get(top, False) or eager
+    if isinstance(node, ast.Try) and any(_catches_import_error(h) for h in node.handlers):
+        for child in node.body:  # `try: import numba / except ImportError:` — optional at module level too
+            _imports(child, False, found)
+        for child in node.handlers + node.orelse + node.finalbody:
+            _imports(child, eager, found)
+        return
     nested = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
     for child in ast.iter_child_nodes(node):
         _imports(child, eager and not nested, found)
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(getattr(t, "id", None) in ("ImportError", "ModuleNotFoundError", "Exception") for t in types)
 
 
 def third_party_imports() -> dict[str, dict[str, bool]]:
@@ -102,6 +116,20 @@ def test_the_import_scan_sees_what_it_must():
     assert found["numpy"]["core/workspace.py"] is False and any(found["numpy"].values())
     assert not any(found["torch"].values()) and "data/demo.py" in found["torch"]
     assert found["foolbox"] == {"data/demo.py": False} and "skimage" in found
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("import numba\n", {"numba": True}),
+    ("try:\n    import numba\nexcept ImportError:\n    numba = None\n", {"numba": False}),
+    ("try:\n    import numba\nfinally:\n    pass\n", {"numba": True}),
+    ("def count():\n    from torch import nn\n", {"torch": False}),
+    ("import importlib.util\nimportlib.util.find_spec('pynvml')\n", {"importlib": True, "pynvml": False}),
+    ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pandas\n", {"typing": True}),
+])
+def test_the_scan_tells_module_level_imports_from_optional_ones(source, expected):
+    found: dict = {}
+    _imports(ast.parse(source), True, found)
+    assert found == expected
 
 
 def test_pyproject_declares_what_trtlab_imports():
