@@ -70,12 +70,12 @@ def missing_reason(version: str) -> str:
     """'' when the bindings of `version` are installed and the stubs can be built; else why not and the fix."""
     if extension_path(version) is None:
         return (f"TensorRT {version} bindings for this Python ({PY_TAG}) are not installed in "
-                f"{bindings_dir(version)}: run `bash install.sh` (it runs `python3 tests/trt_bindings.py install`; "
+                f"{bindings_dir(version)}: run `bash install.sh --dev` (it runs `python3 tests/trt_bindings.py install`; "
                 f"offline: `python3 tests/trt_bindings.py install --wheels .whl`; the tests download nothing)")
     for tool in ("gcc", "readelf"):
         if shutil.which(tool) is None:
             return (f"`{tool}` is not on PATH, so the stub TensorRT libraries cannot be built: install gcc and "
-                    f"binutils (apt-get install gcc; install.sh does this where it can)")
+                    f"binutils (apt-get install gcc; install.sh --dev does this as root)")
     return ""
 
 
