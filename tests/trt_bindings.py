@@ -70,7 +70,8 @@ def missing_reason(version: str) -> str:
     """'' when the bindings of `version` are installed and the stubs can be built; else why not and the fix."""
     if extension_path(version) is None:
         return (f"TensorRT {version} bindings for this Python ({PY_TAG}) are not installed in "
-                f"{bindings_dir(version)}: run `bash install.sh --dev` (it runs `python3 tests/trt_bindings.py install`; "
+                f"{bindings_dir(version)}: run `bash install.sh --dev` (it runs "
+                f"`python3 tests/trt_bindings.py install`; "
                 f"offline: `python3 tests/trt_bindings.py install --wheels .whl`; the tests download nothing)")
     for tool in ("gcc", "readelf"):
         if shutil.which(tool) is None:
