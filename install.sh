@@ -30,7 +30,8 @@ fi
 # A venv (prefix != base prefix) or an activated conda env is the user's own; anything else is a system Python.
 WHERE=$("$PYTHON" -c 'import os, sys
 conda = os.environ.get("CONDA_PREFIX")
-print("venv" if sys.prefix != sys.base_prefix else "conda" if conda and os.path.samefile(conda, sys.prefix) else sys.prefix)')
+same = conda and os.path.realpath(conda) == os.path.realpath(sys.prefix)
+print("venv" if sys.prefix != sys.base_prefix else "conda" if same else sys.prefix)')
 if [ "$WHERE" != venv ] && [ "$WHERE" != conda ]; then
   if [ "${CI:-}" = "true" ]; then
     echo "install.sh: CI=true: installing into $WHERE (not a virtual environment)"
