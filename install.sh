@@ -46,9 +46,16 @@ if [ "$WHERE" != venv ] && [ "$WHERE" != conda ]; then
 fi
 
 PIP="$PYTHON -m pip install -q --disable-pip-version-check"
-# torch only exports the demo model. Keep an existing torch (Kaggle ships one); otherwise take the CPU build.
+# torch exports the demo model (and is the GPU backend). Keep an existing torch (Kaggle ships one); otherwise the
+# CUDA build where an NVIDIA driver answers, else the CPU build (PyPI's default Linux wheel brings ~3 GB of CUDA).
 if ! "$PYTHON" -c "import torch" 2>/dev/null; then
-  $PIP torch==2.13.0
+  if command -v nvidia-smi >/dev/null && nvidia-smi >/dev/null 2>&1; then
+    echo "install.sh: installing torch 2.13.0 (CUDA build: an NVIDIA GPU is visible)"
+    $PIP torch==2.13.0
+  else
+    echo "install.sh: installing torch 2.13.0 (CPU build: no NVIDIA GPU visible)"
+    $PIP torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+  fi
 fi
 # The run-time dependencies (pyproject.toml), this checkout editable: package-dir "" = "." makes the editable
 # install a path entry, so a folder named trtlab in the current directory cannot shadow it. --dev: also Jupyter
