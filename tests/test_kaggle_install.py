@@ -180,6 +180,40 @@ def test_notebook_00_installs_once_and_never_again(kaggle):
         str(kaggle["site"] / "trtlab" / "__init__.py")
 
 
+@pytest.mark.slow  # a Jupyter kernel and notebook 00's TensorRT search: 10-30 s
+def test_notebook_00_runs_in_a_fresh_kernel_after_installing_from_a_read_only_dataset(kaggle, monkeypatch):
+    # Install b, then notebook 00 in a new Jupyter kernel of that environment started in /kaggle/working: its
+    # install cell finds trtlab and does nothing, and every cell runs.
+    import json
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    dataset = _copy_tree(kaggle["input"] / "trtlab-source")
+    subprocess.run(["chmod", "-R", "a-w", str(dataset)], check=True)
+    try:
+        _pip_install(kaggle, str(dataset), cwd=kaggle["working"], wrap=_read_only_wrapper(dataset))
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(dataset)], check=True)
+    spec = kaggle["root"].parent / "jupyter" / "kernels" / "kaggle-venv"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [str(kaggle["python"]), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "emulated Kaggle kernel", "language": "python",
+        "env": {"PYTHONPATH": "", "TRTLAB_WORKSPACE": "", "KAGGLE_KERNEL_RUN_TYPE": "Interactive",
+                "TRTLAB_KAGGLE_ROOT": str(kaggle["root"]), "PIP_NO_INDEX": "1"}}))
+    monkeypatch.setenv("JUPYTER_PATH", str(spec.parent.parent))
+    nb = nbformat.read(str(REPO / "notebooks" / "00_env_setup.ipynb"), as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("print(trtlab.__file__)"))
+    NotebookClient(nb, timeout=600, kernel_name="kaggle-venv",
+                   resources={"metadata": {"path": str(kaggle["working"])}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    assert first.outputs == []  # nothing installed again, not a line printed
+    assert nb.cells[-1].outputs[0]["text"].strip() == str(kaggle["site"] / "trtlab" / "__init__.py")
+
+
 def test_install_sh_refuses_a_python_that_is_not_a_virtual_environment(tmp_path):
     # Outside CI and Kaggle, install.sh never changes a system Python: one line names the venv step, nothing runs.
     python = Path(sys.base_prefix) / "bin" / "python3"
