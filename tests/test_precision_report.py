@@ -351,3 +351,40 @@ def test_roofline_is_bounded_by_the_peaks_and_sees_float_graphs_gain_nothing():
     assert layer_seconds(quantize, t4, 256, as_fp16=True) == 0 and layer_seconds(quantize, t4, 256) > 0
     estimate = speedup_estimate(report, batch=256, gpus=["T4"])
     assert 1.0 < float(estimate.loc["T4", "speed-up"]) < 2.0
+
+
+# -- FP16 range: raised and lowered scales counted apart ----------------------------------------------------------------
+def test_fp16_range_counts_raised_and_lowered_scales_apart_and_warns_on_activations_beyond_fp16(caplog):
+    import logging
+
+    from trtlab.graph.sanitize import sanitize_model
+    from trtlab.quantization.insertion import FP16_MAX, FP16_SMALLEST_SUBNORMAL, quantize_graph
+    from trtlab.quantization.placement import DEFAULT_RULES, plan_quantization
+    from trtlab.quantization.variants import report_fp16_range
+
+    model = onnx.load(str(sanitize_model(LIGHT / "light_squeezenet.onnx", Path(os.environ["TRTLAB_WORKSPACE"]))))
+    plan = plan_quantization(model, (), DEFAULT_RULES, int8_float_path="fp16")
+    tiny, huge, wide = plan.activations[1], plan.activations[2], plan.activations[3]
+    scales = {t: 0.05 for t in plan.activations}
+    scales.update({tiny: 1e-10, huge: 1e6, wide: 600.0})  # raised; lowered; a range (600 × 127) beyond 65504
+    graph = quantize_graph(model, plan, scales, "fp16")
+    fp16_range = graph.fp16_range
+    assert fp16_range["raised"]["activations"] == 1 and fp16_range["lowered"]["activations"] == 1
+    assert fp16_range["activations_beyond_fp16"] == [t for t in plan.activations if t in (huge, wide)]
+    summary = graph.summary()
+    assert summary["scales_lowered_to_fp16_max"] == 1
+    assert summary["scales_raised_to_fp16_subnormal"] == 1 + fp16_range["raised"]["weights"]
+    assert summary["clamped_scales"] == summary["scales_raised_to_fp16_subnormal"] + 1  # the sum, as before
+    inits = {i.name: float(numpy_helper.to_array(i)) for i in graph.model.graph.initializer if i.name in
+             (f"{tiny}__scale", f"{huge}__scale")}
+    assert inits == {f"{tiny}__scale": FP16_SMALLEST_SUBNORMAL, f"{huge}__scale": FP16_MAX}
+    with caplog.at_level(logging.INFO, logger="trtlab.quantization.variants"):
+        report_fp16_range("int8-x", fp16_range)
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("raised to FP16's smallest subnormal" in line and "1 activation" in line for line in lines)
+    assert any("lowered to FP16's largest value (65504)" in line and "1 activation" in line for line in lines)
+    assert not any("lowered" in line and "subnormal" in line for line in lines)
+    warning = next(r for r in caplog.records if r.levelno == logging.WARNING).getMessage()
+    assert huge in warning and wide in warning and "Recipe(high_precision='fp32')" in warning
+    # the FP32 float path moves nothing
+    assert quantize_graph(model, plan, scales, "fp32").fp16_range["lowered"] == {"weights": 0, "activations": 0}
