@@ -329,14 +329,16 @@ def test_the_report_leads_with_one_sentence_and_a_per_gpu_estimate(light_pair):
     estimate = report.speedup_estimate(batch=8)
     assert list(estimate.index) == list(GPUS) and estimate.attrs["batch"] == 8
     assert "Estimate, not a measurement" in estimate.attrs["note"]
-    assert ((estimate["speed-up"] > 1.0) & (estimate["speed-up"] <= 2.0)).all()  # at most the 2× of the peaks
+    speedup = estimate["speed-up (est.)"]
+    assert ((speedup > 1.0) & (speedup <= 2.0)).all()  # at most the 2× of the peaks
 
 
 def test_roofline_is_bounded_by_the_peaks_and_sees_float_graphs_gain_nothing():
     g = Graph()
     x = g.input()
     float_report = precision_report(g.model(g.conv(g.op("Sin", [x]))))
-    assert (speedup_estimate(float_report)["speed-up"] == 1.0).all()  # nothing INT8: the two engines are one
+    # nothing INT8: the two engines are one
+    assert (speedup_estimate(float_report)["speed-up (est.)"] == 1.0).all()
     assert "nothing runs in INT8" in float_report.sentence()
     # a wide 3×3 conv at batch 256 is compute-bound: its INT8 time is half its FP16 time (the peaks' ratio); the
     # graph input's Quantize, a memory-bound kernel of its own, costs what the FP16 twin does not have
@@ -350,7 +352,7 @@ def test_roofline_is_bounded_by_the_peaks_and_sees_float_graphs_gain_nothing():
     quantize = next(layer for layer in report.layers if layer.kind == "Quantize")
     assert layer_seconds(quantize, t4, 256, as_fp16=True) == 0 and layer_seconds(quantize, t4, 256) > 0
     estimate = speedup_estimate(report, batch=256, gpus=["T4"])
-    assert 1.0 < float(estimate.loc["T4", "speed-up"]) < 2.0
+    assert 1.0 < float(estimate.loc["T4", "speed-up (est.)"]) < 2.0
 
 
 # -- FP16 range: raised and lowered scales counted apart ----------------------------------------------------------------
@@ -388,3 +390,30 @@ def test_fp16_range_counts_raised_and_lowered_scales_apart_and_warns_on_activati
     assert huge in warning and wide in warning and "Recipe(high_precision='fp32')" in warning
     # the FP32 float path moves nothing
     assert quantize_graph(model, plan, scales, "fp32").fp16_range["lowered"] == {"weights": 0, "activations": 0}
+
+
+def test_overview_leads_with_a_tensorrt_measurement_and_ignores_cpu_timings(light_pair):
+    from trtlab.backends.tensorrt.latency import latency_stats, latency_table
+    from trtlab.graph.fusion import precision_overview
+    from trtlab.workflows.engine_reports import ORT_TIMING_NOTE, LatencyReport
+
+    from trtlab.graph.sanitize import sanitize_model
+
+    name, _, modelopt_graph = light_pair
+    float_graph = sanitize_model(LIGHT / f"light_{name}.onnx", Path(os.environ["TRTLAB_WORKSPACE"]))
+    reports = {"fp32": precision_report(float_graph, "fp32"), "int8-minmax": precision_report(modelopt_graph, name)}
+    assert reports["fp32"].mac_share["FP32"] == 1.0 and "nothing runs in INT8" in reports["fp32"].sentence()
+    timings = {"fp16": [2.0] * 20, "int8-minmax": [1.25] * 20}  # ms per batch of 8
+    rows = [{"variant": v, "backend": b, "timer": "t", **latency_stats(ms, 8)} for v, ms in timings.items()
+            for b in ["trt"]]
+    on_gpu = LatencyReport(latency_table(rows), "TensorRT (GPU time, CUDA events)", 20)
+    overview = precision_overview(reports, latency=on_gpu)
+    lines = repr(overview).splitlines()
+    assert lines[0].startswith("Measured on TensorRT") and "int8-minmax runs 1.60× at batch 8 as fast as fp16" in \
+        lines[0]
+    assert lines[1].startswith(f"{name}: TensorRT will compute 100 %")  # the prediction right after
+    assert overview.loc["int8-minmax", "unfused Q/DQ"] == len(reports["int8-minmax"].unfused_qdq)
+    assert list(overview.estimate.index) == list(GPUS)
+    on_cpu = LatencyReport(latency_table(rows), "ONNX Runtime (CPU)", 20, ORT_TIMING_NOTE)
+    assert precision_overview(reports, latency=on_cpu).lines() == [overview.sentence]  # never a comparison
+    assert "not a TensorRT latency comparison" in str(on_cpu) and "not a TensorRT" not in str(on_gpu)

@@ -101,7 +101,7 @@ class PrecisionReport:
         if share.get("INT8", 0.0) == 0.0:
             return what + ": nothing runs in INT8 here, so there is no INT8-vs-FP16 question."
         estimate = self.speedup_estimate()
-        low, high = float(estimate["speed-up"].min()), float(estimate["speed-up"].max())
+        low, high = float(estimate["speed-up (est.)"].min()), float(estimate["speed-up (est.)"].max())
         ratio = f"{low:.1f}×" if round(low, 1) == round(high, 1) else f"{low:.1f}–{high:.1f}×"
         costs = [f"{n} {what_}" for n, what_ in ((len(self.unfused_qdq), "unfused Q/DQ"),
                                                  (len(self.fp32_outside_guards), "FP32 node(s) outside guards"))
@@ -153,10 +153,66 @@ class PrecisionReport:
                 + f"<p><i>{html.escape(LIMITS)}</i></p>")
 
 
-def precision_overview(reports: dict):
+class PrecisionOverview:
+    """Notebook 02's answer: a TensorRT measurement first where one was made, then the one sentence of what TensorRT
+    will compute in INT8 / FP16 / FP32 and whether INT8 should beat FP16, the table of every variant, and the
+    per-GPU roofline estimate. `.table` is the DataFrame (whose attributes it also answers: `.loc`, `.to_dict`…)."""
+
+    def __init__(self, table, sentence: str, estimate=None, measured: str = ""):
+        self.table, self.sentence, self.estimate, self.measured = table, sentence, estimate, measured
+
+    def __getattr__(self, name):
+        if name == "table":  # not set yet (copy / unpickling): no recursion through __getattr__
+            raise AttributeError(name)
+        return getattr(self.table, name)
+
+    def __getitem__(self, key):
+        return self.table[key]
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def lines(self) -> list:
+        """The sentences, answer first: the measurement where a TensorRT engine was timed, then the prediction."""
+        return [line for line in (self.measured, self.sentence) if line]
+
+    def __repr__(self) -> str:
+        parts = self.lines() + [self.table.to_string()]
+        if self.estimate is not None:
+            parts += [f"INT8 vs FP16 per GPU — {self.estimate.attrs['note']}", self.estimate.to_string()]
+        return "\n".join(parts + [LIMITS])
+
+    def _repr_html_(self) -> str:
+        import html
+
+        parts = [f"<p><b>{html.escape(line)}</b></p>" for line in self.lines()] + [self.table.to_html()]
+        if self.estimate is not None:
+            parts += [f"<p>INT8 vs FP16 per GPU — <i>{html.escape(self.estimate.attrs['note'])}</i></p>",
+                      self.estimate.to_html()]
+        return "".join(parts) + f"<p><i>{html.escape(LIMITS)}</i></p>"
+
+
+def measured_sentence(latency) -> str:
+    """The INT8-vs-FP16 ratio of a TensorRT latency report (trtlab.workflows: its `backend` names TensorRT and its
+    table's attrs['ratio'] is INT8 / FP16 median latency per batch size), or '' for anything else — CPU timings of
+    Q/DQ graphs are never a latency comparison."""
+    table = getattr(latency, "table", None)
+    ratio = getattr(table, "attrs", {}).get("ratio")
+    if latency is None or not str(getattr(latency, "backend", "")).startswith("TensorRT") or ratio is None \
+            or not len(ratio):
+        return ""
+    faster = ", ".join(f"{1 / float(r):.2f}× at batch {b}" for b, r in ratio.items())
+    variant, reference = str(ratio.name).split("/")
+    return (f"Measured on TensorRT (GPU time): {variant} runs {faster} as fast as {reference} — what the engines do, "
+            f"ahead of any prediction below.")
+
+
+def precision_overview(reports: dict, latency=None):
     """One row per report (label → PrecisionReport): MAC shares, weighted layers by precision, FP32 islands,
-    unfused Q/DQ, Casts and the predictions resting on assumptions — notebook 02's table of every variant. Its
-    `attrs['sentence']` is the first INT8 variant's one-sentence answer (what notebook 02 leads with)."""
+    unfused Q/DQ, Casts and the predictions resting on assumptions — notebook 02's table of every variant — led by
+    the first INT8 variant's one-sentence answer and followed by its per-GPU roofline estimate. `latency`: a
+    latency report of TensorRT engines (EngineSet.benchmark() on TensorRT), whose INT8-vs-FP16 ratio then comes
+    first; any other report is left out (CPU timings are not a latency comparison)."""
     import pandas as pd
 
     rows = []
@@ -171,6 +227,7 @@ def precision_overview(reports: dict):
     table[counts] = table[counts].astype(int)
     table.attrs["note"] = LIMITS
     int8 = next((r for r in reports.values() if r.mac_share.get("INT8", 0.0) > 0), None)
-    if int8 is not None:
-        table.attrs["sentence"] = f"{int8.model}: {int8.sentence()}"
-    return table
+    first = int8 or next(iter(reports.values()), None)
+    sentence = f"{first.model}: {first.sentence()}" if first is not None else "no variant to report on"
+    estimate = int8.speedup_estimate() if int8 is not None else None
+    return PrecisionOverview(table, sentence, estimate, measured_sentence(latency))

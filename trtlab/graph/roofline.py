@@ -75,9 +75,10 @@ def speedup_estimate(report, batch: int = 32, gpus=None):
         memory = sum(t for layer in report.layers if (t := layer_seconds(layer, gpu, batch))
                      and t > 2.0 * layer.macs * batch / (_peak(layer, gpu) * 1e12))
         rows.append({"GPU": gpu.name, "FP16 ms (est.)": round(1e3 * fp16, 4), "INT8 ms (est.)": round(1e3 * int8, 4),
-                     "speed-up": round(fp16 / int8, 2) if int8 else float("nan"),
+                     "speed-up (est.)": round(fp16 / int8, 2) if int8 else float("nan"),
                      "memory-bound share": round(memory / int8, 2) if int8 else float("nan")})
     table = pd.DataFrame(rows).set_index("GPU")
+    table.index.name = f"GPU · roofline estimate, batch {batch}"
     table.attrs.update(batch=batch, note=(
         f"Estimate, not a measurement: a per-layer roofline (max of 2·MACs / datasheet dense peak and bytes / memory "
         f"bandwidth) summed over the predicted layers of {report.model} at batch {batch}; real kernels reach part of "
