@@ -355,7 +355,7 @@ def test_roofline_is_bounded_by_the_peaks_and_sees_float_graphs_gain_nothing():
     assert 1.0 < float(estimate.loc["T4", "speed-up (est.)"]) < 2.0
 
 
-# -- FP16 range: raised and lowered scales counted apart ----------------------------------------------------------------
+# -- FP16 range: raised and lowered scales counted apart ------------------------------------------------------------
 def test_fp16_range_counts_raised_and_lowered_scales_apart_and_warns_on_activations_beyond_fp16(caplog):
     import logging
 

@@ -2,32 +2,44 @@
 the share of multiply-accumulates (MACs) per precision, FP32 islands, unfused Q/DQ and precision boundaries.
 
 `precision_report(onnx_path)` reads the exact graph TensorRT would receive (a variant's model.onnx) and applies the
-fusion rules TensorRT documents for explicitly quantized, strongly typed networks:
+rules TensorRT's developer guide documents for explicitly quantized, strongly typed networks (Explicit
+Quantization); each rule is cited where the code applies it:
 
-1. Q/DQ propagation ("TensorRT Processing of Q/DQ Networks", developer guide → Explicit Quantization): DQ moves
-   forward and Q backward through layers that commute with them (MaxPool, Reshape/Flatten/Transpose/Squeeze/
-   Unsqueeze, Identity), so data stays INT8 through them ("Q/DQ Fusion → Commutate Q/DQ nodes"); a Q after a
-   Concat moves to each of its inputs (one scale for all: the "concat elimination" ModelOpt's
-   get_concat_eliminated_tensors describes).
-2. Weighted layers ("Fuse Q/DQ with weighted node": [DQ(activation), DQ(weight)] → Conv/Gemm/MatMul → Q): a Conv,
+1. Quantized weights: "When TensorRT builds an engine, it quantizes high-precision weights using the IQuantizeLayer
+   scale" — a Q (or Q → DQ) on a constant is folded at build time: never a kernel, never "unfused" (ModelOpt's FP16
+   weights + Q + DQ, QAT exports); trtlab's INT8 weights + DQ likewise.
+2. Q/DQ propagation ("DQ forward-propagation and Q backward-propagation"): DQ moves forward and Q backward through
+   layers that commute with them (MaxPool, Reshape/Flatten/Transpose/Squeeze/Unsqueeze, Identity). DQ → MaxPool →
+   Q is one INT8 layer (requantizing when the scales differ); a Q after a Concat moves to each of its inputs. A
+   MaxPool is INT8 only when a DQ reaches it or its Q is absorbed upstream — otherwise it runs float and its Q is
+   unfused: one consistent story per MaxPool.
+3. Weighted layers ("Fuse Q/DQ with weighted node": [DQ(activation), DQ(weight)] → Conv/Gemm/MatMul → Q): a Conv,
    ConvTranspose, Gemm or MatMul whose data and weight inputs are both dequantized INT8 computes in INT8. Its
    epilogue fuses into it ("Types of Fusions": Convolution and ReLU / Clip / GELU activation, Convolution and
    Scale, Convolution and ElementWise Operation): bias, BatchNormalization, Add/Mul/Sub/Div by a constant,
    activations (Relu, Clip, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Elu, Selu, Softplus, Gelu, and
-   x·Sigmoid(x)), and one residual Add/Sum. A trailing Q (every reader of the epilogue's output a Q, possibly after
-   commuting ops) fuses too and the layer writes INT8 — unless the residual input is float: "the precision of the
-   residual input determines the precision of the fused output" (Q/DQ Layer-Placement Recommendations), and then
-   the Q stays a layer of its own.
-3. Non-weighted quantizable layers ("Fuse Q/DQ with non-weighted node": DQ → op → Q): an AveragePool,
-   GlobalAveragePool or spatial ReduceMean (TensorRT makes it a pooling layer), an element-wise Add/Sum/Mul/Sub/
-   Max/Min or a Concat whose float inputs are all dequantized INT8 and whose output only Q reads computes in INT8.
-   "Non-weighted layers with INT8 inputs also need INT8 outputs": with a float reader, the DQ stays a layer.
-4. Everything else computes in the type the graph gives it (strongly typed networks): FP16 or FP32. A Cast is a
+   x·Sigmoid(x)), and one residual Add/Sum — into ONE convolution: with two convolutions feeding the Add, the first
+   in graph order takes it and the other's output is read as the residual input (which one TensorRT picks is not
+   documented; the MACs and precisions do not depend on it). A trailing Q (every reader of the epilogue's output a
+   Q, possibly after commuting ops) fuses too and the layer writes INT8 — unless the residual input is float: "the
+   precision of the residual input determines the precision of the fused output" (Q/DQ Layer-Placement
+   Recommendations), and then the Q stays a layer of its own.
+4. Non-weighted quantizable layers ("Fuse Q/DQ with non-weighted node": DQ → op → Q): an AveragePool,
+   GlobalAveragePool, element-wise Add/Sum/Mul/Sub/Max/Min or a Concat whose float inputs are all dequantized INT8
+   and whose output only Q reads computes in INT8. "Non-weighted layers with INT8 inputs also need INT8 outputs":
+   with a float reader, the DQ stays a layer. A spatial ReduceMean is replaced by a pooling layer ("Types of
+   Fusions": Reduce, documented for float networks); that the pooling then takes the INT8 fusion is NOT documented,
+   so such a layer is marked "undocumented / assumed" (`Layer.assumed`, `PrecisionReport.assumptions`).
+5. A DQ feeding a Concat whose other inputs are float cannot propagate past it: the Concat runs float and the DQ is
+   a precision boundary. TensorRT builds a Concat by having its producers write into its output, so the DQ writes
+   there instead of a copy — listed as a boundary, marked assumed, not counted as an unfused Q/DQ.
+6. Everything else computes in the type the graph gives it (strongly typed networks): FP16 or FP32. A Cast is a
    precision boundary; a Q/DQ that no layer absorbs is unfused (its own kernel, inside the network); the Q that
    quantizes the graph's input is always a layer of its own and listed apart.
 
 MACs come from the shapes ONNX shape inference gives with the batch set to 1: Conv N·Cout·H·W·(Cin/groups)·kh·kw,
-ConvTranspose N·Cin·H·W·(Cout/groups)·kh·kw, Gemm / MatMul M·N·K (per image).
+ConvTranspose N·Cin·H·W·(Cout/groups)·kh·kw, Gemm / MatMul M·N·K (per image); each layer also records the elements
+it reads, its weights and what it writes (per image), which trtlab.graph.roofline turns into a per-GPU estimate.
 
 What a graph cannot tell (so neither can this report): which tactic (kernel) TensorRT times fastest — an INT8 layer
 may still be slower than FP16 on a small or oddly shaped layer; the reformat layers TensorRT inserts between tensor
@@ -373,7 +385,10 @@ class _Predictor:
     def count_elements(self) -> None:
         """Per layer and image, the elements it reads, its weights and what it writes (the roofline's bytes)."""
         by_name = {n.name: n for n in self.nodes}
-        size = lambda t: math.prod(self.shapes.get(t) or [0]) if None not in (self.shapes.get(t) or [None]) else 0  # noqa: E731,E501
+        def size(tensor: str) -> int:  # elements per image; 0 when shape inference left a dimension unknown
+            shape = self.shapes.get(tensor)
+            return math.prod(shape) if shape and None not in shape else 0
+
         for layer in self.layers:
             nodes = [by_name[n] for n in layer.nodes if n in by_name]
             inside = {o for n in nodes for o in n.output}

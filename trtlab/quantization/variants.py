@@ -398,7 +398,8 @@ __all__ = ["BuiltVariant", "Recipe", "CalibrationSizeError", "DEFAULT_CALIBRATIO
 
 def report_fp16_range(name: str, fp16_range: dict) -> None:
     """One line per direction a scale moved into FP16's range, and a warning naming the activations beyond it."""
-    for direction, bound in (("raised", "FP16's smallest subnormal (2⁻²⁴)"), ("lowered", "FP16's largest value (65504)")):
+    for direction, bound in (("raised", "FP16's smallest subnormal (2⁻²⁴)"),
+                             ("lowered", "FP16's largest value (65504)")):
         counts = fp16_range[direction]
         if sum(counts.values()):
             log.info(f"{name}: {sum(counts.values())} scale(s) {direction} to {bound} "
