@@ -390,12 +390,17 @@ class _Predictor:
             return math.prod(shape) if shape and None not in shape else 0
 
         for layer in self.layers:
-            nodes = [by_name[n] for n in layer.nodes if n in by_name]
+            nodes = [by_name[n] for n in dict.fromkeys(layer.nodes) if n in by_name]
+            own = {o for n in nodes if n.op_type != "QuantizeLinear" for o in n.output}
+            # a Q moved here from after a commuting op or a Concat quantizes what this layer writes: it adds no
+            # tensor of its own (its input is not this layer's, its output is shared with the other producers)
+            nodes = [n for n in nodes if n.op_type != "QuantizeLinear" or n.input[0] in own or not own]
             inside = {o for n in nodes for o in n.output}
             reads = {t for n in nodes for t in n.input if t and t not in inside and not self._constant(t)}
             weights = {t for n in nodes if n.op_type in WEIGHTED_OPS for t in n.input[1:3] if t and self._constant(t)}
+            members = set(layer.nodes)
             writes = {t for t in inside if t in self.graph_outputs
-                      or any(self.layer_of.get(r.name) is not layer for r, _ in self.readers.get(t, []))}
+                      or any(r.name not in members for r, _ in self.readers.get(t, []))}
             layer.elements = {"in": sum(map(size, reads)), "weights": sum(map(size, weights)),
                               "out": sum(map(size, writes))}
 
