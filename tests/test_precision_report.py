@@ -417,3 +417,14 @@ def test_overview_leads_with_a_tensorrt_measurement_and_ignores_cpu_timings(ligh
     on_cpu = LatencyReport(latency_table(rows), "ONNX Runtime (CPU)", 20, ORT_TIMING_NOTE)
     assert precision_overview(reports, latency=on_cpu).lines() == [overview.sentence]  # never a comparison
     assert "not a TensorRT latency comparison" in str(on_cpu) and "not a TensorRT" not in str(on_gpu)
+
+
+def test_maxpool_on_int8_data_with_a_float_reader_and_a_q_reader_never_reports_the_q_unfused():
+    g = Graph()
+    pooled = g.op("MaxPool", [g.qdq(g.op("Relu", [g.conv(g.qdq(g.input()))]))], kernel_shape=[2, 2],
+                  strides=[2, 2])
+    report = precision_report(g.model(g.conv(g.qdq(pooled)), g.op("Sin", [pooled])))
+    assert layer_of(report, first(g, "MaxPool")).computes_in == "INT8"  # the DQ moved after it
+    assert [q["op"] for q in report.unfused_qdq] == ["Dequantize"]  # for the float reader (Sin), a real kernel
+    requantize = next(layer for layer in report.layers if layer.kind == "Quantize" and "DQ → Q" in layer.note)
+    assert "cancels" in requantize.note and requantize.assumed  # one scale: the pair goes, marked as assumed

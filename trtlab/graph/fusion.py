@@ -41,11 +41,9 @@ MACs come from the shapes ONNX shape inference gives with the batch set to 1: Co
 ConvTranspose N·Cin·H·W·(Cout/groups)·kh·kw, Gemm / MatMul M·N·K (per image); each layer also records the elements
 it reads, its weights and what it writes (per image), which trtlab.graph.roofline turns into a per-GPU estimate.
 
-What a graph cannot tell (so neither can this report): which tactic (kernel) TensorRT times fastest — an INT8 layer
-may still be slower than FP16 on a small or oddly shaped layer; the reformat layers TensorRT inserts between tensor
-layouts (e.g. NCHW ↔ NC/32HW32 for INT8 convolutions) or precisions; whether a fusion these rules allow is taken
-(kernel availability on the GPU, PointWise fusion of float element-wise chains, Myelin regions); and latency —
-only an engine build and its inspector / profiler show those.
+What a graph cannot tell (so neither can this report): the tactic TensorRT times fastest, its reformat layers
+(e.g. NCHW ↔ NC/32HW32 for INT8 convolutions), whether an allowed fusion is taken on a given GPU (kernel
+availability, PointWise fusion, Myelin regions), and latency — only a built engine's inspector / profiler show those.
 """
 from __future__ import annotations
 
@@ -152,15 +150,17 @@ class _Predictor:
 
     def scale_of(self, tensor: str) -> float | None:
         """The per-tensor scale of a Q's input or of dequantized INT8 data (through commuting ops)."""
-        from onnx import numpy_helper
-
         node = self.producer.get(tensor)
         while node is not None and node.op_type in COMMUTING:
             node = self.producer.get(node.input[0])
-        if node is None or node.op_type != "DequantizeLinear" or node.input[1] not in self.inits:
-            return None
-        values = numpy_helper.to_array(self.inits[node.input[1]])
-        return float(values) if values.size == 1 else None
+        return self._scalar(node.input[1]) if node is not None and node.op_type == "DequantizeLinear" else None
+
+    def _scalar(self, name: str) -> float | None:
+        """A per-tensor scale's value (None for per-channel or computed scales)."""
+        from onnx import numpy_helper
+
+        values = numpy_helper.to_array(self.inits[name]) if name in self.inits else None
+        return float(values) if values is not None and values.size == 1 else None
 
     def float_type(self, tensor: str) -> str:
         return {1: "FP32", 10: "FP16", 16: "BF16", 3: "INT8"}.get(self.types.get(tensor), "-")
@@ -345,6 +345,13 @@ class _Predictor:
         else:
             source = self._through_casts(node.input[0])
             producer = self.producer.get(source)
+            if self.int8_data(node.input[0]):  # DQ (moved forward through commuting ops) → Q: INT8 stays INT8
+                same = self.scale_of(node.input[0]) == self._scalar(node.input[1])
+                self.add_layer(Layer(node.name, "Quantize", [node.name], "-", "INT8", 0,
+                                     "DQ → Q on INT8 data: " + ("one scale, cancels" if same else "requantizes"),
+                                     "a DQ → Q pair " + ("with one scale is removed" if same else
+                                                         "is an INT8 → INT8 rescale, not a float Quantize")))
+                return
             kind, note = ("Quantize", "quantizes the graph input") if source in self.graph_inputs else \
                 ("Quantize", f"unfused: its producer ({producer.op_type if producer else '?'}) is a float layer — "
                              f"a Quantize kernel, or at best part of a PointWise kernel")
