@@ -196,8 +196,7 @@ class _Predictor:
             source = self.producer.get(self._through_casts(residual))
             # "TensorRT can fuse element-wise addition following weighted layers" — into one of them; the Add's other
             # input is read as the residual (Q/DQ Layer-Placement Recommendations, "Quantize the residual input")
-            notes.append(f"residual Add fused; its other input ({source.name if source else residual}) is read as "
-                         f"the residual")
+            notes.append(f"residual Add fused (residual input from {source.name if source else residual})")
         if found:
             nodes += [q.name for q in found[0]]
             output = "INT8"
