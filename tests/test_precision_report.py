@@ -414,6 +414,10 @@ def test_overview_leads_with_a_tensorrt_measurement_and_ignores_cpu_timings(ligh
     assert lines[1].startswith(f"{name}: TensorRT will compute 100 %")  # the prediction right after
     assert overview.loc["int8-minmax", "unfused Q/DQ"] == len(reports["int8-minmax"].unfused_qdq)
     assert list(overview.estimate.index) == list(GPUS)
+    html = overview._repr_html_()
+    assert html.index("Measured on TensorRT") < html.index("TensorRT will compute") < html.index("<table")
+    report_html = reports["int8-minmax"]._repr_html_()
+    assert report_html.startswith("<p><b>TensorRT will compute") and "Undocumented / assumed" in report_html
     on_cpu = LatencyReport(latency_table(rows), "ONNX Runtime (CPU)", 20, ORT_TIMING_NOTE)
     assert precision_overview(reports, latency=on_cpu).lines() == [overview.sentence]  # never a comparison
     assert "not a TensorRT latency comparison" in str(on_cpu) and "not a TensorRT" not in str(on_gpu)
