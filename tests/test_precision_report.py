@@ -298,6 +298,36 @@ def light_pair(request):
     return request.param, model, modelopt_style(model)
 
 
+def assert_every_unfused_is_real(report, model):
+    """Each unfused Q quantizes what a float layer computed (not a weight, not INT8 data); each unfused DQ has a
+    float reader."""
+    nodes = {n.name: n for n in model.graph.node}
+    producer = {o: n for n in model.graph.node for o in n.output}
+    layer = {name: lay for lay in report.layers for name in lay.nodes}
+    for item in report.unfused_qdq:
+        node = nodes[item["node"]]
+        if node.op_type == "QuantizeLinear":
+            source = producer[node.input[0]]
+            assert source.op_type not in ("DequantizeLinear", "Constant") and layer[source.name].computes_in \
+                in ("FP16", "FP32"), item
+        else:
+            readers = [n for n in model.graph.node if node.output[0] in n.input]
+            assert any(layer[r.name].computes_in != "INT8" for r in readers), item
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "shufflenet"])
+def test_more_light_models_name_only_real_unfused_qdq(name):
+    trtlab_graph = _light_qdq(name)
+    for model in (trtlab_graph, modelopt_style(trtlab_graph)):
+        report = precision_report(model, name)
+        assert_consistent(report)
+        assert_every_unfused_is_real(report, model)
+        assert report.mac_share["INT8"] == 1.0
+    # ShuffleNet's DQs into Concats with float inputs are boundaries, marked assumed, not unfused
+    assumed = [a for a in report.assumptions if "Concat" in a["assumed"]]
+    assert (len(assumed) > 0) == (name == "shufflenet")
+
+
 def test_light_models_have_no_phantom_unfused_qdq(light_pair):
     name, trtlab_graph, modelopt_graph = light_pair
     assert any(n.op_type == "QuantizeLinear" and n.input[0].endswith("__fp16") for n in modelopt_graph.graph.node)
@@ -311,6 +341,7 @@ def test_light_models_have_no_phantom_unfused_qdq(light_pair):
         assert {by_name[q["node"]].op_type for q in report.unfused_qdq} <= {"QuantizeLinear"}
         assert all("(LRN)" in q["why"] for q in report.unfused_qdq)
         assert len(report.unfused_qdq) == (2 if name == "inception_v1" else 0)
+        assert_every_unfused_is_real(report, trtlab_graph if kind == "trtlab" else modelopt_graph)
     weight_qs = {n.name for n in modelopt_graph.graph.node if n.op_type == "QuantizeLinear"
                  and n.input[0].endswith("__fp16")}  # one per weight (a weight read by two convs: one Q)
     assert set(reports["modelopt"].folded_weight_quantizes) == weight_qs  # every one folded, none unfused
