@@ -145,6 +145,9 @@ def test_torch_evaluation_feeds_crops_records_numerics_and_skips_the_ort_self_ch
     assert backend["backend"] == "torch" and backend["identity"] == "torch-cpu" and backend["device"] == "cpu"
     assert "scale's type" in backend["quantize_division"] and backend["tf32"] is False
     assert result.record["identity"]["backend"] == "torch-cpu" and result.record["calibration"]
+    # FP16 range in the run record: the demo's dead weight channels raised, nothing lowered (counted apart)
+    assert result.record["fp16_range"]["raised"]["weights"] > 0 and result.record["fp16_range"]["lowered"] == {
+        "weights": 0, "activations": 0}
 
 
 def _result(name: str, key: str) -> VariantResult:

@@ -194,6 +194,9 @@ def test_demo_default_int8_variants_have_no_fp32_compute_outside_guards(demo_var
     assert twin.fp32_outside_guards and twin.unfused_qdq
     record = json.loads((demo_variants["int8"].folder / "variant.json").read_text())
     assert record["plan"]["high_precision"] == "fp16" and record["plan"]["clamped_scales"] > 0  # dead channels
+    # raised (dead channels) and lowered scales counted apart in the plan
+    assert record["plan"]["scales_raised_to_fp16_subnormal"] == record["plan"]["clamped_scales"]
+    assert record["plan"]["fp16_range"]["lowered"] == {"weights": 0, "activations": 0}
     assert demo_variants["int8+fp32path"].name.endswith("+fp32path")
 
 

@@ -36,6 +36,7 @@ _EXPORTS = {
     "sanitize_model": "graph.sanitize",
     # issue 17: where TensorRT will compute each node (fusion-aware, no GPU), and the placement rules
     "precision_report": "graph.fusion", "precision_overview": "graph.fusion",
+    "speedup_estimate": "graph.roofline",  # per-GPU INT8-vs-FP16 roofline estimate of a precision report
     "placement_rules": "quantization.placement:RULES",
     "prepare_imagenet": "data.imagenet", "load_imagenet": "data.imagenet", "prepared_data": "data.prepared",
     "Experiment": "evaluation.identity",

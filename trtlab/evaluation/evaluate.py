@@ -357,6 +357,8 @@ def evaluate_variant(built, cache, eval_indices, store=None, backend: str = "aut
                                    "evaluate it under its own model's experiment (leave experiment=None)")
     store = store or ResultsStore.for_experiment(experiment, workspace)
     extra = {"calibration": built.calibration, "scales": built.scales} if built.calibration else {}
+    if isinstance(built.plan, dict) and built.plan.get("fp16_range"):  # scales raised / lowered, counted apart
+        extra["fp16_range"] = built.plan["fp16_range"]
     runner, choice = backend_runner(built.model_path, backend, announce=progress)
     identity = with_backend(built.identity, runner)
     stored = not force and find_stored(store, identity, variant_key(identity), runner.identity())[0] is not None

@@ -2,45 +2,56 @@
 the share of multiply-accumulates (MACs) per precision, FP32 islands, unfused Q/DQ and precision boundaries.
 
 `precision_report(onnx_path)` reads the exact graph TensorRT would receive (a variant's model.onnx) and applies the
-fusion rules TensorRT documents for explicitly quantized, strongly typed networks:
+rules TensorRT's developer guide documents for explicitly quantized, strongly typed networks (Explicit
+Quantization); each rule is cited where the code applies it:
 
-1. Q/DQ propagation ("TensorRT Processing of Q/DQ Networks", developer guide → Explicit Quantization): DQ moves
-   forward and Q backward through layers that commute with them (MaxPool, Reshape/Flatten/Transpose/Squeeze/
-   Unsqueeze, Identity), so data stays INT8 through them ("Q/DQ Fusion → Commutate Q/DQ nodes"); a Q after a
-   Concat moves to each of its inputs (one scale for all: the "concat elimination" ModelOpt's
-   get_concat_eliminated_tensors describes).
-2. Weighted layers ("Fuse Q/DQ with weighted node": [DQ(activation), DQ(weight)] → Conv/Gemm/MatMul → Q): a Conv,
+1. Quantized weights: "When TensorRT builds an engine, it quantizes high-precision weights using the IQuantizeLayer
+   scale" — a Q (or Q → DQ) on a constant is folded at build time: never a kernel, never "unfused" (ModelOpt's FP16
+   weights + Q + DQ, QAT exports); trtlab's INT8 weights + DQ likewise.
+2. Q/DQ propagation ("DQ forward-propagation and Q backward-propagation"): DQ moves forward and Q backward through
+   layers that commute with them (MaxPool, Reshape/Flatten/Transpose/Squeeze/Unsqueeze, Identity). DQ → MaxPool →
+   Q is one INT8 layer (requantizing when the scales differ); a Q after a Concat moves to each of its inputs. A
+   MaxPool is INT8 only when a DQ reaches it or its Q is absorbed upstream — otherwise it runs float and its Q is
+   unfused: one consistent story per MaxPool.
+3. Weighted layers ("Fuse Q/DQ with weighted node": [DQ(activation), DQ(weight)] → Conv/Gemm/MatMul → Q): a Conv,
    ConvTranspose, Gemm or MatMul whose data and weight inputs are both dequantized INT8 computes in INT8. Its
    epilogue fuses into it ("Types of Fusions": Convolution and ReLU / Clip / GELU activation, Convolution and
    Scale, Convolution and ElementWise Operation): bias, BatchNormalization, Add/Mul/Sub/Div by a constant,
    activations (Relu, Clip, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Elu, Selu, Softplus, Gelu, and
-   x·Sigmoid(x)), and one residual Add/Sum. A trailing Q (every reader of the epilogue's output a Q, possibly after
-   commuting ops) fuses too and the layer writes INT8 — unless the residual input is float: "the precision of the
-   residual input determines the precision of the fused output" (Q/DQ Layer-Placement Recommendations), and then
-   the Q stays a layer of its own.
-3. Non-weighted quantizable layers ("Fuse Q/DQ with non-weighted node": DQ → op → Q): an AveragePool,
-   GlobalAveragePool or spatial ReduceMean (TensorRT makes it a pooling layer), an element-wise Add/Sum/Mul/Sub/
-   Max/Min or a Concat whose float inputs are all dequantized INT8 and whose output only Q reads computes in INT8.
-   "Non-weighted layers with INT8 inputs also need INT8 outputs": with a float reader, the DQ stays a layer.
-4. Everything else computes in the type the graph gives it (strongly typed networks): FP16 or FP32. A Cast is a
+   x·Sigmoid(x)), and one residual Add/Sum — into ONE convolution: with two convolutions feeding the Add, the first
+   in graph order takes it and the other's output is read as the residual input (which one TensorRT picks is not
+   documented; the MACs and precisions do not depend on it). A trailing Q (every reader of the epilogue's output a
+   Q, possibly after commuting ops) fuses too and the layer writes INT8 — unless the residual input is float: "the
+   precision of the residual input determines the precision of the fused output" (Q/DQ Layer-Placement
+   Recommendations), and then the Q stays a layer of its own.
+4. Non-weighted quantizable layers ("Fuse Q/DQ with non-weighted node": DQ → op → Q): an AveragePool,
+   GlobalAveragePool, element-wise Add/Sum/Mul/Sub/Max/Min or a Concat whose float inputs are all dequantized INT8
+   and whose output only Q reads computes in INT8. "Non-weighted layers with INT8 inputs also need INT8 outputs":
+   with a float reader, the DQ stays a layer. A spatial ReduceMean is replaced by a pooling layer ("Types of
+   Fusions": Reduce, documented for float networks); that the pooling then takes the INT8 fusion is NOT documented,
+   so such a layer is marked "undocumented / assumed" (`Layer.assumed`, `PrecisionReport.assumptions`).
+5. A DQ feeding a Concat whose other inputs are float cannot propagate past it: the Concat runs float and the DQ is
+   a precision boundary. TensorRT builds a Concat by having its producers write into its output, so the DQ writes
+   there instead of a copy — listed as a boundary, marked assumed, not counted as an unfused Q/DQ.
+6. Everything else computes in the type the graph gives it (strongly typed networks): FP16 or FP32. A Cast is a
    precision boundary; a Q/DQ that no layer absorbs is unfused (its own kernel, inside the network); the Q that
    quantizes the graph's input is always a layer of its own and listed apart.
 
 MACs come from the shapes ONNX shape inference gives with the batch set to 1: Conv N·Cout·H·W·(Cin/groups)·kh·kw,
-ConvTranspose N·Cin·H·W·(Cout/groups)·kh·kw, Gemm / MatMul M·N·K (per image).
+ConvTranspose N·Cin·H·W·(Cout/groups)·kh·kw, Gemm / MatMul M·N·K (per image); each layer also records the elements
+it reads, its weights and what it writes (per image), which trtlab.graph.roofline turns into a per-GPU estimate.
 
-What a graph cannot tell (so neither can this report): which tactic (kernel) TensorRT times fastest — an INT8 layer
-may still be slower than FP16 on a small or oddly shaped layer; the reformat layers TensorRT inserts between tensor
-layouts (e.g. NCHW ↔ NC/32HW32 for INT8 convolutions) or precisions; whether a fusion these rules allow is taken
-(kernel availability on the GPU, PointWise fusion of float element-wise chains, Myelin regions); and latency —
-only an engine build and its inspector / profiler show those.
+What a graph cannot tell (so neither can this report): the tactic TensorRT times fastest, its reformat layers
+(e.g. NCHW ↔ NC/32HW32 for INT8 convolutions), whether an allowed fusion is taken on a given GPU (kernel
+availability, PointWise fusion, Myelin regions), and latency — only a built engine's inspector / profiler show those.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
-from dataclasses import dataclass, field
 
+from trtlab.graph.fusion_report import LIMITS, Layer, PrecisionReport, precision_overview  # noqa: F401 (API)
 from trtlab.graph.guards import WEIGHTED_OPS
 from trtlab.graph.onnx_utils import attribute, is_average_pool, types_and_shapes
 
@@ -53,100 +64,6 @@ ELEMENTWISE_INT8 = frozenset({"Add", "Sum", "Mul", "Sub", "Max", "Min", "Concat"
 NO_COMPUTE = frozenset({"Shape", "Constant", "ConstantOfShape", "Gather", "Unsqueeze", "Squeeze", "Reshape",
                         "Flatten", "Transpose", "Identity", "Concat", "Slice", "Size", "Range", "Expand"})
 PRECISION_KEY = "trtlab.graph.precision"  # the precision converter's record (trtlab.graph.precision_rewrite)
-LIMITS = ("Predicted from the graph: TensorRT's tactic choice, its reformat layers (layout/precision changes "
-          "between layers), whether each allowed fusion is taken on a given GPU, and latency show only in a built "
-          "engine (engine inspector / profiler).")
-
-
-@dataclass
-class Layer:
-    """One predicted TensorRT layer: the ONNX nodes fused into it (main node first) and its precisions."""
-
-    name: str
-    kind: str  # the main node's op type, or 'Quantize' / 'Dequantize' / 'Cast' for layers of their own
-    nodes: list
-    computes_in: str  # 'INT8' | 'FP16' | 'FP32' | '-' (moves data only)
-    output: str  # the precision it writes
-    macs: int = 0
-    note: str = ""
-
-
-@dataclass
-class PrecisionReport:
-    """The prediction for one graph: layers, per-node rows, MAC shares and the lists the summary names."""
-
-    model: str
-    layers: list
-    nodes: object  # pandas DataFrame, one row per ONNX node
-    mac_share: dict  # {'INT8': share, 'FP16': share, 'FP32': share} of the weighted layers' MACs
-    total_macs: int
-    fp32_islands: list = field(default_factory=list)  # [{'nodes': [...], 'macs': n, 'guarded': bool}]
-    unfused_qdq: list = field(default_factory=list)  # [{'node', 'op', 'why'}]
-    input_quantize: list = field(default_factory=list)  # Q nodes quantizing the graph input
-    boundaries: list = field(default_factory=list)  # [{'node', 'from', 'to', 'where'}]
-    guarded_fp32: list = field(default_factory=list)  # nodes the precision converter kept FP32 by a guard
-
-    @property
-    def fp32_outside_guards(self) -> list:
-        """FP32 compute nodes that no guard asked for."""
-        return [n for island in self.fp32_islands for n in island["nodes"] if n not in set(self.guarded_fp32)]
-
-    def table(self):
-        """The predicted layers that compute (weighted, pooling, element-wise), plus unfused Q/DQ and Casts."""
-        import pandas as pd
-
-        rows = [{"layer": " + ".join(layer.nodes[:4]) + (" …" if len(layer.nodes) > 4 else ""), "type": layer.kind,
-                 "computes in": layer.computes_in, "writes": layer.output, "MACs": layer.macs, "note": layer.note}
-                for layer in self.layers if layer.computes_in != "-"]
-        return pd.DataFrame(rows, columns=["layer", "type", "computes in", "writes", "MACs", "note"])
-
-    def summary(self) -> dict:
-        counts: dict[str, int] = {}
-        for layer in self.layers:
-            if layer.kind in WEIGHTED_OPS:
-                counts[layer.computes_in] = counts.get(layer.computes_in, 0) + 1
-        return {"model": self.model, "mac_share": {k: round(v, 4) for k, v in self.mac_share.items()},
-                "gmacs_per_image": round(self.total_macs / 1e9, 4), "weighted_layers": counts,
-                "fp32_islands": len(self.fp32_islands), "fp32_outside_guards": len(self.fp32_outside_guards),
-                "unfused_qdq": len(self.unfused_qdq), "input_quantize": len(self.input_quantize),
-                "casts": len(self.boundaries)}
-
-    def headline(self) -> str:
-        share = " · ".join(f"{k} {100 * v:.1f} %" for k, v in self.mac_share.items())
-        s = self.summary()
-        islands = (f"{s['fp32_islands']} FP32 island(s) ({s['fp32_outside_guards']} node(s) outside guards)"
-                   if self.fp32_islands else "no FP32 island")
-        weighted = ", ".join(f"{n} {k}" for k, n in sorted(s["weighted_layers"].items()))
-        return (f"MACs: {share} of {self.total_macs / 1e9:.3f} GMAC per image · weighted layers: {weighted} · "
-                f"{islands} · {len(self.unfused_qdq)} unfused Q/DQ · {len(self.boundaries)} Cast(s)")
-
-    def __repr__(self) -> str:
-        import pandas as pd
-
-        lines = [f"Precision report of {self.model} (TensorRT predicted from the graph, no GPU)", self.headline()]
-        for title, items in (("FP32 islands", [", ".join(i["nodes"][:6]) for i in self.fp32_islands]),
-                             ("Unfused Q/DQ", [f"{q['node']} ({q['why']})" for q in self.unfused_qdq]),
-                             ("Casts", [f"{b['node']}: {b['from']}→{b['to']} ({b['where']})" for b in self.boundaries])):
-            if items:
-                lines.append(f"{title}: " + "; ".join(items[:8]) + (" …" if len(items) > 8 else ""))
-        with pd.option_context("display.max_rows", 400, "display.width", 160, "display.max_colwidth", 60):
-            lines.append(self.table().to_string(index=False))
-        lines.append(LIMITS)
-        return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        import html
-
-        items = []
-        for title, entries in (("FP32 islands", [", ".join(i["nodes"]) for i in self.fp32_islands]),
-                               ("Unfused Q/DQ", [f"{q['node']} ({q['why']})" for q in self.unfused_qdq]),
-                               ("Casts", [f"{b['node']}: {b['from']}→{b['to']} ({b['where']})"
-                                          for b in self.boundaries])):
-            text = "; ".join(entries) if entries else "none"
-            items.append(f"<li><b>{title}</b>: {html.escape(text)}</li>")
-        return (f"<p><b>Precision report of {html.escape(self.model)}</b> (TensorRT predicted from the graph, no GPU)"
-                f"<br>{html.escape(self.headline())}</p><ul>{''.join(items)}</ul>"
-                + self.table().to_html(index=False) + f"<p><i>{html.escape(LIMITS)}</i></p>")
 
 
 def precision_report(onnx_path, name: str | None = None) -> PrecisionReport:
@@ -160,25 +77,6 @@ def precision_report(onnx_path, name: str | None = None) -> PrecisionReport:
         name = os.path.basename(os.path.dirname(path)) if os.path.basename(path) == "model.onnx" else path
     label = name or model.graph.name
     return _Predictor(model, label).run()
-
-
-def precision_overview(reports: dict):
-    """One row per report (label → PrecisionReport): MAC shares, weighted layers by precision, FP32 islands,
-    unfused Q/DQ and Casts — notebook 02's table of every variant."""
-    import pandas as pd
-
-    rows = []
-    for label, report in reports.items():
-        s = report.summary()
-        rows.append({"variant": label, **{f"{k} MACs %": round(100 * v, 2) for k, v in report.mac_share.items()},
-                     **{f"{k} weighted": n for k, n in s["weighted_layers"].items()},
-                     "FP32 islands": s["fp32_islands"], "FP32 outside guards": s["fp32_outside_guards"],
-                     "unfused Q/DQ": s["unfused_qdq"], "Casts": s["casts"]})
-    table = pd.DataFrame(rows).set_index("variant").fillna(0)
-    counts = [c for c in table.columns if "MACs" not in c]
-    table[counts] = table[counts].astype(int)
-    table.attrs["note"] = LIMITS
-    return table
 
 
 class _Predictor:
@@ -202,6 +100,7 @@ class _Predictor:
         self.layers: list[Layer] = []
         self.notes: dict[str, str] = {}
         self._int8: dict[str, bool] = {}
+        self.folded: list[str] = []  # weight Qs TensorRT applies when it builds the engine
 
     # -- propagation -------------------------------------------------------------------------------------------------
     def int8_data(self, tensor: str) -> bool:
@@ -238,24 +137,30 @@ class _Predictor:
             return False
         for node, _ in readers:
             layer = self.layer_of.get(node.name)
+            if node.op_type in COMMUTING:
+                # a commuting op that absorbed its Q reads INT8; otherwise the DQ moves past it (DQ forward
+                # propagation) and its readers decide
+                if layer is not None and len(layer.nodes) > 1 or self.int8_readers_only(node.output[0]):
+                    continue
+                return False
             if layer is not None and layer.computes_in == "INT8" or node.op_type == "QuantizeLinear":
-                continue
-            if node.op_type in COMMUTING and self.int8_readers_only(node.output[0]):
                 continue
             return False
         return True
 
     def scale_of(self, tensor: str) -> float | None:
         """The per-tensor scale of a Q's input or of dequantized INT8 data (through commuting ops)."""
-        from onnx import numpy_helper
-
         node = self.producer.get(tensor)
         while node is not None and node.op_type in COMMUTING:
             node = self.producer.get(node.input[0])
-        if node is None or node.op_type != "DequantizeLinear" or node.input[1] not in self.inits:
-            return None
-        values = numpy_helper.to_array(self.inits[node.input[1]])
-        return float(values) if values.size == 1 else None
+        return self._scalar(node.input[1]) if node is not None and node.op_type == "DequantizeLinear" else None
+
+    def _scalar(self, name: str) -> float | None:
+        """A per-tensor scale's value (None for per-channel or computed scales)."""
+        from onnx import numpy_helper
+
+        values = numpy_helper.to_array(self.inits[name]) if name in self.inits else None
+        return float(values) if values is not None and values.size == 1 else None
 
     def float_type(self, tensor: str) -> str:
         return {1: "FP32", 10: "FP16", 16: "BF16", 3: "INT8"}.get(self.types.get(tensor), "-")
@@ -276,23 +181,31 @@ class _Predictor:
         for node in self.nodes:
             if node.name not in self.layer_of:
                 self.qdq_layer(node)
+        self.count_elements()
         return self.report()
 
     def weighted_layer(self, node) -> None:
         int8 = all(self.int8_data(name) for name in node.input[:2] if name)
-        chain, end, residual_int8 = self.epilogue(node)
+        chain, end, residual = self.epilogue(node)
+        residual_int8 = None if residual is None else self.int8_data(residual)
         computes = "INT8" if int8 else self.float_type(node.output[0])
         found = self.q_readers(end) if int8 and residual_int8 is not False else None
         nodes = [node.name] + [n.name for n in chain]
-        note = ""
+        notes = []
+        if residual is not None:
+            source = self.producer.get(self._through_casts(residual))
+            # "TensorRT can fuse element-wise addition following weighted layers" — into one of them; the Add's other
+            # input is read as the residual (Q/DQ Layer-Placement Recommendations, "Quantize the residual input")
+            notes.append(f"residual Add fused (residual input from {source.name if source else residual})")
         if found:
             nodes += [q.name for q in found[0]]
             output = "INT8"
         else:
             output = self.float_type(end)
             if int8 and residual_int8 is False:
-                note = "float residual input: the fused output stays float"
-        self.add_layer(Layer(node.name, node.op_type, nodes, computes, output, self.macs(node), note))
+                # "The precision of the residual input determines the precision of the fused output"
+                notes.append("float residual input: the fused output stays float")
+        self.add_layer(Layer(node.name, node.op_type, nodes, computes, output, self.macs(node), "; ".join(notes)))
         for op in (found[1] if found else []):
             self.commuted(op, "its Q moved before it (commutes): runs on INT8 data")
 
@@ -302,8 +215,8 @@ class _Predictor:
                                  else "-", "INT8", 0, note))
 
     def epilogue(self, node):
-        """Nodes TensorRT fuses after a weighted node, the tensor they end on, and whether the residual input fused
-        is INT8 (None: no residual)."""
+        """Nodes TensorRT fuses after a weighted node, the tensor they end on, and the residual input of the fused
+        Add (None: no residual)."""
         chain, tensor, residual = [], node.output[0], None
         while True:
             readers = self.readers.get(tensor, [])
@@ -320,43 +233,62 @@ class _Predictor:
                 return chain, tensor, residual
             reader, index = readers[0]
             others = [n for i, n in enumerate(reader.input) if i != index and n]
-            constant = all(n in self.inits or self._constant(n) for n in others)
+            constant = all(self._constant(n) for n in others)
             if reader.op_type in ACTIVATIONS or reader.op_type == "BatchNormalization" and index == 0 \
                     or reader.op_type in SCALE_OPS and constant:
                 pass
-            elif reader.op_type in ("Add", "Sum") and len(others) == 1 and residual is None:
-                residual = self.int8_data(others[0])
+            elif reader.op_type in ("Add", "Sum") and len(others) == 1 and residual is None \
+                    and reader.name not in self.layer_of:  # an Add fuses into one convolution only
+                residual = others[0]
             else:
                 return chain, tensor, residual
             chain.append(reader)
             tensor = reader.output[0]
 
     def _constant(self, name: str) -> bool:
-        """A constant input: an initializer, a Constant's output or a dequantized initializer (a weight)."""
+        """A constant input: an initializer, a Constant's output, or a weight through Cast / Q / DQ (TensorRT folds
+        them when it builds the engine)."""
         node = self.producer.get(name)
-        return name in self.inits or node is not None and (
-            node.op_type == "Constant" or node.op_type == "DequantizeLinear" and node.input[0] in self.inits)
+        if name in self.inits:
+            return True
+        if node is None:
+            return False
+        if node.op_type in ("DequantizeLinear", "QuantizeLinear", "Cast"):
+            return self._constant(node.input[0])
+        return node.op_type == "Constant"
 
     def other_layer(self, node) -> None:
         floats = [n for n in node.input if n and not self._constant(n)
                   and self.float_type(n) in ("FP16", "FP32", "BF16")]
         out = node.output[0] if node.output else ""
         if node.op_type in COMMUTING and floats[:1] and self.int8_data(floats[0]):
-            self.commuted(node, "commutes with Q/DQ: runs on INT8 data")
-            return
-        quantizable = is_average_pool(node, self.inits, lambda t: len(self.shapes.get(t) or []) or None) \
-            or node.op_type in ELEMENTWISE_INT8
-        if quantizable and floats and all(self.int8_data(n) for n in floats):
             found = self.q_readers(out)
-            if found:
-                scales = {self.scale_of(n) for n in floats} | {self.scale_of(q.output[0]) for q in found[0]}
-                note = "DQ → op → Q fused" + ("; input and output scales differ: requantizes" if node.op_type in
-                                               COMMUTING | {"Concat"} and len(scales) > 1 else "")
-                self.add_layer(Layer(node.name, node.op_type, [node.name] + [q.name for q in found[0]], "INT8",
-                                     "INT8", 0, note))
+            if found:  # DQ → MaxPool → Q: the DQ propagates forward, the Q backward; both fuse with the op
+                self.add_layer(Layer(node.name, node.op_type, [node.name] + [q.name for q in found[0]],
+                                     "INT8" if node.op_type.endswith("Pool") else "-", "INT8", 0,
+                                     "DQ → op → Q: commutes with Q/DQ, runs on INT8 data"
+                                     + self._requantizes(floats, found[0])))
                 for op in found[1]:
                     self.commuted(op, "its Q moved before it (commutes): runs on INT8 data")
                 return
+            self.commuted(node, "commutes with Q/DQ: runs on INT8 data (its DQ moves after it)")
+            return
+        average_pool = is_average_pool(node, self.inits, lambda t: len(self.shapes.get(t) or []) or None)
+        quantizable = average_pool or node.op_type in ELEMENTWISE_INT8
+        if quantizable and floats and all(self.int8_data(n) for n in floats):
+            found = self.q_readers(out)
+            if found:
+                # "Fuse Q/DQ with non-weighted node" (DQ → AveragePool / element-wise → Q, developer guide figure 1)
+                assumed = ("a spatial ReduceMean becomes a pooling layer ('Types of Fusions': Reduce, documented "
+                           "for float networks); that this pooling then takes the DQ → pool → Q INT8 fusion is not "
+                           "documented") if node.op_type == "ReduceMean" else ""
+                self.add_layer(Layer(node.name, node.op_type, [node.name] + [q.name for q in found[0]], "INT8",
+                                     "INT8", 0, "DQ → op → Q fused" + (self._requantizes(floats, found[0])
+                                                                        if node.op_type == "Concat" else ""), assumed))
+                for op in found[1]:
+                    self.commuted(op, "its Q moved before it (commutes): runs on INT8 data")
+                return
+            # "Non-weighted layers with INT8 inputs also need INT8 outputs": a float reader leaves the DQs as layers
             self.notes[node.name] = "INT8 inputs but a float reader: its DQs stay layers of their own"
         if node.op_type == "Cast":
             self.add_layer(Layer(node.name, "Cast", [node.name], self.float_type(out), self.float_type(out)))
@@ -365,8 +297,30 @@ class _Predictor:
         self.add_layer(Layer(node.name, node.op_type, [node.name], computes, self.float_type(out), self.macs(node),
                              self.notes.get(node.name, "")))
 
+    def _requantizes(self, inputs: list, quantizers: list) -> str:
+        scales = {self.scale_of(n) for n in inputs} | {self.scale_of(q.output[0]) for q in quantizers}
+        return "; input and output scales differ: requantizes" if len(scales) > 1 else ""
+
     def qdq_layer(self, node) -> None:
-        """A Q or DQ no layer absorbed: the input quantization, a weight DQ of a float layer, or unfused."""
+        """A Q or DQ no layer absorbed: a weight's, the input quantization, a DQ into a float Concat, or unfused."""
+        if self._constant(node.input[0]):
+            # "When TensorRT builds an engine, it quantizes high-precision weights using the IQuantizeLayer scale
+            # ... The quantized weights are stored in the engine plan file" (Explicit Quantization → Quantized
+            # Weights): a Q/DQ on a constant is folded at build time, never a kernel.
+            target = self._weight_user(node)
+            if target is not None and target.computes_in == "INT8":
+                target.nodes.append(node.name)
+                self.layer_of[node.name] = target
+                if node.op_type == "QuantizeLinear":
+                    self.folded.append(node.name)
+                return
+            self.add_layer(Layer(node.name, "Quantize" if node.op_type == "QuantizeLinear" else "Dequantize",
+                                 [node.name], "-", self.float_type(node.output[0]), 0,
+                                 "weight: folded when the engine is built" + (" (its layer runs float)"
+                                                                               if target is not None else "")))
+            if node.op_type == "QuantizeLinear":
+                self.folded.append(node.name)
+            return
         if node.op_type == "DequantizeLinear":
             readers = [r for r, _ in self.readers.get(node.output[0], [])]
             if self.int8_readers_only(node.output[0]):  # absorbed by the INT8 layers reading it
@@ -375,16 +329,28 @@ class _Predictor:
                     target.nodes.append(node.name)
                     self.layer_of[node.name] = target
                     return
-            if node.input[0] in self.inits:
-                self.add_layer(Layer(node.name, "Dequantize", [node.name], "-", self.float_type(node.output[0]), 0,
-                                     "weight dequantized when the engine is built (its layer runs float)"))
+            floats = sorted(self._float_readers(node.output[0]))
+            if floats == ["Concat"]:
+                # The Concat's other inputs are float, so the DQ cannot propagate past it: the DQ is the precision
+                # boundary and the Concat runs in float. TensorRT builds a Concat by having its producers write into
+                # the output (concat elimination), so the DQ's write replaces a copy — a boundary, not an extra
+                # kernel on the way; not documented for Q/DQ networks, hence marked.
+                self.add_layer(Layer(node.name, "Dequantize", [node.name], self.float_type(node.output[0]),
+                                     self.float_type(node.output[0]), 0,
+                                     "INT8 → float boundary into a Concat with float inputs (the Concat runs float)",
+                                     "the DQ writes straight into the Concat's output (concat elimination)"))
                 return
-            kind, note = "Dequantize", "unfused: read by a float layer (" + ", ".join(
-                sorted({r.op_type for r in readers if self.layer_of.get(r.name) is None
-                        or self.layer_of[r.name].computes_in != "INT8"})) + ")"
+            kind, note = "Dequantize", "unfused: read by a float layer (" + ", ".join(floats) + ")"
         else:
             source = self._through_casts(node.input[0])
             producer = self.producer.get(source)
+            if self.int8_data(node.input[0]):  # DQ (moved forward through commuting ops) → Q: INT8 stays INT8
+                same = self.scale_of(node.input[0]) == self._scalar(node.input[1])
+                self.add_layer(Layer(node.name, "Quantize", [node.name], "-", "INT8", 0,
+                                     "DQ → Q on INT8 data: " + ("one scale, cancels" if same else "requantizes"),
+                                     "a DQ → Q pair " + ("with one scale is removed" if same else
+                                                         "is an INT8 → INT8 rescale, not a float Quantize")))
+                return
             kind, note = ("Quantize", "quantizes the graph input") if source in self.graph_inputs else \
                 ("Quantize", f"unfused: its producer ({producer.op_type if producer else '?'}) is a float layer — "
                              f"a Quantize kernel, or at best part of a PointWise kernel")
@@ -392,12 +358,57 @@ class _Predictor:
                              else self.float_type(node.output[0]), "INT8" if kind == "Quantize" else
                              self.float_type(node.output[0]), 0, note))
 
+    def _float_readers(self, tensor: str) -> set:
+        """Op types of the readers that need `tensor` as float (through commuting ops the DQ moves past)."""
+        found = set()
+        for reader, _ in self.readers.get(tensor, []):
+            layer = self.layer_of.get(reader.name)
+            if reader.op_type in COMMUTING and not (layer is not None and len(layer.nodes) > 1):
+                found |= self._float_readers(reader.output[0])
+            elif reader.op_type != "QuantizeLinear" and (layer is None or layer.computes_in != "INT8"):
+                found.add(reader.op_type)
+        return found or ({"graph output"} if tensor in self.graph_outputs else set())
+
+    def _weight_user(self, node):
+        """The layer of the weighted node a weight's Q/DQ chain feeds (None when no layer reads it)."""
+        tensor = node.output[0]
+        while True:
+            readers = self.readers.get(tensor, [])
+            if len(readers) != 1:
+                return next((self.layer_of[r.name] for r, _ in readers if r.name in self.layer_of), None)
+            reader = readers[0][0]
+            if reader.op_type not in ("QuantizeLinear", "DequantizeLinear", "Cast") or reader.name in self.layer_of:
+                return self.layer_of.get(reader.name)
+            tensor = reader.output[0]
+
     def _through_casts(self, tensor: str) -> str:
         node = self.producer.get(tensor)
         while node is not None and node.op_type == "Cast":
             tensor = node.input[0]
             node = self.producer.get(tensor)
         return tensor
+
+    def count_elements(self) -> None:
+        """Per layer and image, the elements it reads, its weights and what it writes (the roofline's bytes)."""
+        by_name = {n.name: n for n in self.nodes}
+        def size(tensor: str) -> int:  # elements per image; 0 when shape inference left a dimension unknown
+            shape = self.shapes.get(tensor)
+            return math.prod(shape) if shape and None not in shape else 0
+
+        for layer in self.layers:
+            nodes = [by_name[n] for n in dict.fromkeys(layer.nodes) if n in by_name]
+            own = {o for n in nodes if n.op_type != "QuantizeLinear" for o in n.output}
+            # a Q moved here from after a commuting op or a Concat quantizes what this layer writes: it adds no
+            # tensor of its own (its input is not this layer's, its output is shared with the other producers)
+            nodes = [n for n in nodes if n.op_type != "QuantizeLinear" or n.input[0] in own or not own]
+            inside = {o for n in nodes for o in n.output}
+            reads = {t for n in nodes for t in n.input if t and t not in inside and not self._constant(t)}
+            weights = {t for n in nodes if n.op_type in WEIGHTED_OPS for t in n.input[1:3] if t and self._constant(t)}
+            members = set(layer.nodes)
+            writes = {t for t in inside if t in self.graph_outputs
+                      or any(r.name not in members for r, _ in self.readers.get(t, []))}
+            layer.elements = {"in": sum(map(size, reads)), "weights": sum(map(size, weights)),
+                              "out": sum(map(size, writes))}
 
     # -- MACs ----------------------------------------------------------------------------------------------------------
     def macs(self, node) -> int:
@@ -409,7 +420,7 @@ class _Predictor:
         data = self.shapes.get(node.input[0])
         if not out or not weight or None in out or None in weight or not data or None in data:
             return 0
-        prod = lambda dims: int(__import__("math").prod(dims))  # noqa: E731
+        prod = lambda dims: int(math.prod(dims))  # noqa: E731
         if node.op_type == "Conv":
             return prod(out) * prod(weight[1:])
         if node.op_type == "ConvTranspose":
@@ -437,7 +448,8 @@ class _Predictor:
         return PrecisionReport(
             self.label, self.layers, pd.DataFrame(rows), share, total, self._fp32_islands(guarded),
             [{"node": l.name, "op": l.kind, "why": l.note} for l in self.layers if l.note.startswith("unfused")],
-            [l.name for l in self.layers if l.note == "quantizes the graph input"], self._casts(), guarded)
+            [l.name for l in self.layers if l.note == "quantizes the graph input"], self._casts(), guarded,
+            list(self.folded))
 
     def _guarded_fp32(self) -> list:
         record = next((p.value for p in self.model.metadata_props if p.key == PRECISION_KEY), None)

@@ -30,6 +30,9 @@ from pathlib import Path
 from trtlab.core.errors import UserValueError
 from trtlab.graph.guards import GuardedNode, resolve_guards
 from trtlab.graph.onnx_utils import opset_of
+# The rewrite builds FP16Conversion, so the type lives beside it (no precision ↔ precision_rewrite import cycle);
+# re-exported here for importers of this module.
+from trtlab.graph.precision_rewrite import FP16Conversion, rewrite  # noqa: F401
 
 #: Op types kept FP32 unless a guard says '=fp16': the quantizer's scales are computed for float32 activations.
 DEFAULT_FP32_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
@@ -105,36 +108,9 @@ def _decide(node, by_guard, keep_fp32, keep_op_types, qdq_fp32, default) -> tupl
     return default, "default"
 
 
-@dataclass
-class FP16Conversion:
-    """The rewritten model and what the rewrite did."""
-
-    model: object  # onnx.ModelProto
-    fp16_nodes: int  # float-handling nodes now computing in FP16
-    fp32_nodes: list[str]  # float-handling nodes kept FP32 (names)
-    casts_inserted: int
-    initializers_converted: int
-    overflowed_values: int  # float32 values beyond FP16's range, clipped to ±65504
-    guards: list = field(default_factory=list)  # GuardedNode
-    path: Path | None = None
-    plan: PrecisionPlan | None = None
-
-    def summary(self) -> dict:
-        return {
-            "fp16_nodes": self.fp16_nodes,
-            "fp32_nodes": len(self.fp32_nodes),
-            "fp32_node_names": self.fp32_nodes[:20],
-            "casts_inserted": self.casts_inserted,
-            "initializers_converted": self.initializers_converted,
-            "overflowed_values": self.overflowed_values,
-        }
-
-
 def convert_precisions(model, plan: PrecisionPlan, output_path: str | os.PathLike | None = None,
                        check: bool = True) -> FP16Conversion:
     """Rewrite a copy of `model` (ModelProto or path) as `plan` decided; write it atomically to `output_path`."""
-    from trtlab.graph.precision_rewrite import rewrite
-
     conversion = rewrite(_load_copy(model), plan, check=check)
     if output_path is not None:
         import onnx

@@ -12,6 +12,8 @@ so every runner feeds and reads float32 as before.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -23,10 +25,33 @@ FLOAT32_ONLY_INPUTS = {"Resize": {2}, "Upsample": {1}}
 METADATA_KEY = "trtlab.graph.precision"
 
 
+@dataclass
+class FP16Conversion:
+    """The rewritten model and what the rewrite did."""
+
+    model: object  # onnx.ModelProto
+    fp16_nodes: int  # float-handling nodes now computing in FP16
+    fp32_nodes: list[str]  # float-handling nodes kept FP32 (names)
+    casts_inserted: int
+    initializers_converted: int
+    overflowed_values: int  # float32 values beyond FP16's range, clipped to ±65504
+    guards: list = field(default_factory=list)  # GuardedNode
+    path: Path | None = None
+    plan: object = None  # the PrecisionPlan carried out (trtlab.graph.precision)
+
+    def summary(self) -> dict:
+        return {
+            "fp16_nodes": self.fp16_nodes,
+            "fp32_nodes": len(self.fp32_nodes),
+            "fp32_node_names": self.fp32_nodes[:20],
+            "casts_inserted": self.casts_inserted,
+            "initializers_converted": self.initializers_converted,
+            "overflowed_values": self.overflowed_values,
+        }
+
+
 def rewrite(model, plan, check: bool = True):
     """Carry out `plan` on `model` (modified in place and returned inside an FP16Conversion)."""
-    from trtlab.graph.precision import FP16Conversion
-
     rewriter = _Rewriter(model, plan)
     for node in list(model.graph.node):
         rewriter.place(node)

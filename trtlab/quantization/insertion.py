@@ -12,9 +12,11 @@ every consumer the plan lists; weights become INT8 initializers with a per-outpu
   guards in their precision; graph inputs and outputs stay FP32 through boundary Casts, and neighbouring nodes of
   one precision share tensors without Casts. Every scale is made representable in FP16 *before* the weights are
   rounded with it: a scale below FP16's smallest subnormal (2⁻²⁴ ≈ 6e-8: a dead or near-constant channel) is
-  raised to it (ModelOpt's AutoCast does the same for tiny initializers), one above 65504 lowered, each such scale
-  counted (`QuantizedGraph.clamped_scales`), and the INT8 weights are computed with the scale the graph stores, so
-  DequantizeLinear gives back exactly the weight the INT8 values mean.
+  raised to it (ModelOpt's AutoCast does the same for tiny initializers), one above 65504 lowered; raised and lowered
+  scales are counted apart (`QuantizedGraph.fp16_range`; `clamped_scales` is their sum by kind), and the INT8
+  weights are computed with the scale the graph stores, so DequantizeLinear gives back exactly the weight the INT8
+  values mean. An activation whose calibrated range (scale × 127) exceeds 65504 overflows FP16 wherever the graph
+  holds it in FP16: such tensors are named (`fp16_range['activations_beyond_fp16']`) for a warning.
 - **FP32 float path** (`high_precision='fp32'`): the graph as trtlab made it before issue 17 — FP32 everywhere not
   quantized, FP32 scales at the model's opset (≥ 13); '=fp16' guards are carried out by the same precision converter
   (a plan in which only those nodes are FP16).
@@ -45,10 +47,26 @@ class QuantizedGraph:
     clamped_scales: dict = field(default_factory=lambda: {"weights": 0, "activations": 0})
     opset: int = 0
     conversion: dict = field(default_factory=dict)  # the precision converter's summary (FP16 path, or =fp16 guards)
+    # {'raised': {'weights': n, 'activations': n}, 'lowered': {...}, 'activations_beyond_fp16': [tensor, ...]}
+    fp16_range: dict = field(default_factory=lambda: empty_fp16_range())
 
     def summary(self) -> dict:
         return {"high_precision": self.high_precision, "clamped_scales": sum(self.clamped_scales.values()),
-                "clamped_scales_by_kind": dict(self.clamped_scales), "opset": self.opset, **self.conversion}
+                "clamped_scales_by_kind": dict(self.clamped_scales),
+                "scales_raised_to_fp16_subnormal": sum(self.fp16_range["raised"].values()),
+                "scales_lowered_to_fp16_max": sum(self.fp16_range["lowered"].values()),
+                "fp16_range": self.fp16_range, "opset": self.opset, **self.conversion}
+
+
+def empty_fp16_range() -> dict:
+    return {"raised": {"weights": 0, "activations": 0}, "lowered": {"weights": 0, "activations": 0},
+            "activations_beyond_fp16": []}
+
+
+def clamp_directions(scales) -> tuple[int, int]:
+    """How many scales fp16_representable raises (below FP16's smallest subnormal) and lowers (above 65504)."""
+    scales = np.asarray(scales, np.float32)
+    return int(np.count_nonzero(scales < FP16_SMALLEST_SUBNORMAL)), int(np.count_nonzero(scales > FP16_MAX))
 
 
 def fp16_representable(scales: np.ndarray) -> tuple[np.ndarray, int]:
@@ -69,14 +87,15 @@ def quantize_weight(values: np.ndarray, axis: int, scale_dtype=np.float32) -> tu
     return q, scale
 
 
-def _quantize_weight(values: np.ndarray, axis: int, scale_dtype) -> tuple[np.ndarray, np.ndarray, int]:
-    """quantize_weight, and how many scales had to be clamped into FP16's range."""
+def _quantize_weight(values: np.ndarray, axis: int, scale_dtype) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """quantize_weight, and how many scales had to be raised / lowered into FP16's range."""
     moved = np.moveaxis(values.astype(np.float32), axis, 0).reshape(values.shape[axis], -1)
     amax = np.abs(moved).max(axis=1)
     scale = np.where(amax > 0, amax / INT8_MAX, 1.0).astype(np.float32)
-    clamped = 0
+    clamped = (0, 0)
     if scale_dtype == np.float16:
-        scale, clamped = fp16_representable(scale)
+        clamped = clamp_directions(scale)
+        scale, _ = fp16_representable(scale)
         too_small = amax / scale > INT8_MAX + 0.5  # rounded down past the largest weight: one FP16 step up
         if too_small.any():
             scale[too_small] = np.nextafter(scale[too_small].astype(np.float16), np.float16(np.inf)).astype(
@@ -97,11 +116,16 @@ def quantize_graph(model, plan: QuantPlan, scales: dict[str, float], high_precis
     _check_scales(plan, scales)
     fp16 = high_precision == "fp16"
     clamped = {"weights": 0, "activations": 0}
+    fp16_range = empty_fp16_range()
     if fp16:
         names = list(plan.activations)
-        values, clamped["activations"] = fp16_representable([scales[t] for t in names])
+        raw = np.asarray([scales[t] for t in names], np.float32)
+        values, clamped["activations"] = fp16_representable(raw)
+        fp16_range["raised"]["activations"], fp16_range["lowered"]["activations"] = clamp_directions(raw)
+        # beyond FP16 as a tensor (its range, scale × 127, above 65504), whether or not its scale had to move
+        fp16_range["activations_beyond_fp16"] = [t for t, s in zip(names, raw.tolist()) if s * INT8_MAX > FP16_MAX]
         scales = dict(zip(names, values.tolist()))
-    out = _with_qdq(model, plan, scales, np.float16 if fp16 else np.float32, clamped)
+    out = _with_qdq(model, plan, scales, np.float16 if fp16 else np.float32, clamped, fp16_range)
     if fp16:
         out, conversion = _fp16_float_path(out, plan)
     else:
@@ -110,7 +134,7 @@ def quantize_graph(model, plan: QuantPlan, scales: dict[str, float], high_precis
         check_quantized_model(out)
     from trtlab.graph.onnx_utils import opset_of
 
-    return QuantizedGraph(out, high_precision, clamped, opset_of(out), conversion)
+    return QuantizedGraph(out, high_precision, clamped, opset_of(out), conversion, fp16_range)
 
 
 def insert_qdq(model, plan: QuantPlan, scales: dict[str, float], high_precision: str = "fp32"):
@@ -118,7 +142,8 @@ def insert_qdq(model, plan: QuantPlan, scales: dict[str, float], high_precision:
     return quantize_graph(model, plan, scales, high_precision, check=False).model
 
 
-def _with_qdq(model, plan: QuantPlan, scales: dict[str, float], scale_dtype, clamped: dict):
+def _with_qdq(model, plan: QuantPlan, scales: dict[str, float], scale_dtype, clamped: dict,
+              fp16_range: dict | None = None):
     """The model with Q/DQ nodes and INT8 weights (float32 graph; scales FP16-representable when scale_dtype is
     float16)."""
     import onnx
@@ -137,8 +162,12 @@ def _with_qdq(model, plan: QuantPlan, scales: dict[str, float], scale_dtype, cla
     initializers = {init.name: init for init in graph.initializer}
     for weight, (node_name, axis) in plan.weights.items():
         users = sorted(plan.weight_users.get(weight, [node_name]), key=order.__getitem__)
-        clamped["weights"] += _weight_dequantize(weight, initializers[weight], axis, [node_index[n] for n in users],
-                                                 new_inits, before, scale_dtype)
+        raised, lowered = _weight_dequantize(weight, initializers[weight], axis, [node_index[n] for n in users],
+                                             new_inits, before, scale_dtype)
+        clamped["weights"] += raised + lowered
+        if fp16_range is not None:
+            fp16_range["raised"]["weights"] += raised
+            fp16_range["lowered"]["weights"] += lowered
     rebuilt = []
     for node in graph.node:
         rebuilt.extend(before.get(node.name, []))
@@ -182,9 +211,9 @@ def _activation_pair(tensor, scale, consumers, node_index, new_inits, before) ->
         node_index[node_name].input[index] = dq_out
 
 
-def _weight_dequantize(weight, initializer, axis, nodes, new_inits, before, scale_dtype) -> int:
+def _weight_dequantize(weight, initializer, axis, nodes, new_inits, before, scale_dtype) -> tuple[int, int]:
     """The weight as INT8 + per-channel scales, read by `nodes` (graph order) through one DequantizeLinear on `axis`;
-    returns how many of its scales were clamped into FP16's range."""
+    returns how many of its scales were raised / lowered into FP16's range."""
     from onnx import helper, numpy_helper
 
     q, scale, clamped = _quantize_weight(numpy_helper.to_array(initializer), axis, scale_dtype)

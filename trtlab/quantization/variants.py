@@ -263,9 +263,7 @@ class _Int8Build:
         graph = quantize_graph(model, plan, scales, recipe.high_precision)  # checked: onnx.checker + shapes
         quantized = graph.model
         described = {**plan.describe(), **graph.summary()}
-        if graph.summary()["clamped_scales"]:
-            log.info(f"{recipe.name}: {graph.summary()['clamped_scales']} scale(s) below FP16's smallest subnormal "
-                     f"raised to it ({graph.clamped_scales})")
+        report_fp16_range(recipe.name, graph.fp16_range)
         self.folder.mkdir(parents=True, exist_ok=True)
         # The cache always lives with the variant; a requested path gets a copy (export_calibration_cache).
         cache_file = write_calibration_cache(self.folder / "calibration.cache",
@@ -396,3 +394,19 @@ __all__ = ["BuiltVariant", "Recipe", "CalibrationSizeError", "DEFAULT_CALIBRATIO
            "build_variant", "build_fp16_variant", "select_calibration_indices", "variant_identity", "variant_key",
            "stats_tensors", "statistics_path", "stored_statistics", "calibration_statistics",
            "export_calibration_cache", "joint_thresholds", "merge_histograms", "VARIANT_REVISION"]
+
+
+def report_fp16_range(name: str, fp16_range: dict) -> None:
+    """One line per direction a scale moved into FP16's range, and a warning naming the activations beyond it."""
+    for direction, bound in (("raised", "FP16's smallest subnormal (2⁻²⁴)"),
+                             ("lowered", "FP16's largest value (65504)")):
+        counts = fp16_range[direction]
+        if sum(counts.values()):
+            log.info(f"{name}: {sum(counts.values())} scale(s) {direction} to {bound} "
+                     f"({counts['weights']} weight, {counts['activations']} activation)")
+    beyond = fp16_range["activations_beyond_fp16"]
+    if beyond:
+        shown = ", ".join(beyond[:5]) + (f" and {len(beyond) - 5} more" if len(beyond) > 5 else "")
+        log.warning(f"{name}: {len(beyond)} activation(s) range beyond FP16's 65504 ({shown}): on the FP16 float "
+                    f"path they overflow (±inf) wherever the graph holds them in FP16 — build this model on the FP32 "
+                    f"float path: Recipe(high_precision='fp32')")

@@ -40,9 +40,14 @@ class LatencyReport:
         if self.note:
             parts.append(f"<p><b>Note:</b> {self.note}</p>")
         parts.append(format_latency_table(self.table).to_html())
-        parts.append("<p>Side by side (÷ fp16 below 1×: faster than FP16 at the same batch size)</p>")
+        parts.append(f"<p>{self.side_by_side_caption()}</p>")
         parts.append(format_comparison(self.table).to_html())
         return "\n".join(parts)
+
+    def side_by_side_caption(self) -> str:
+        if self.note:  # CPU wall clock of literal Q/DQ graphs: ratios of this CPU, never a latency comparison
+            return "CPU wall-clock ratios of the literal graphs on this machine (not a TensorRT latency comparison)"
+        return "Side by side (÷ fp16 below 1×: faster than FP16 at the same batch size)"
 
     def __repr__(self) -> str:
         return str(self)
@@ -50,7 +55,7 @@ class LatencyReport:
     def __str__(self) -> str:
         text = [f"{self.backend} · {self.percentiles_note()}"] + ([f"Note: {self.note}"] if self.note else [])
         text.append(format_latency_table(self.table).to_string())
-        text.append(format_comparison(self.table).to_string())
+        text += [self.side_by_side_caption(), format_comparison(self.table).to_string()]
         return "\n".join(text)
 
 

@@ -1,0 +1,465 @@
+"""The precision report's rules (trtlab.graph.fusion) against TensorRT's documented Q/DQ processing, pattern by
+pattern on graphs made here with onnx.helper, and on ModelOpt-style versions of the onnx wheel's light models made
+without ModelOpt (FP16 weights + Q + DQ on weights and activations): no phantom unfused Q/DQ."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from trtlab.graph.fusion import precision_report
+from trtlab.graph.roofline import GPUS, layer_seconds, speedup_estimate
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+C = 8  # channels of the hand-made graphs
+
+
+class Graph:
+    """A small NCHW graph built node by node: Q/DQ pairs, convolutions with quantized weights, any op."""
+
+    def __init__(self):
+        self.nodes, self.inits, self.inputs = [], [], []
+        self.rng = np.random.default_rng(0)
+        self.count = 0
+        self.inits.append(numpy_helper.from_array(np.array(0, np.int8), "zp"))
+
+    def name(self, stem: str) -> str:
+        self.count += 1
+        return f"{stem}{self.count}"
+
+    def input(self, name: str = "x", channels: int = C) -> str:
+        self.inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, channels, 16, 16]))
+        return name
+
+    def op(self, op_type: str, inputs: list, **attrs) -> str:
+        out = self.name(op_type.lower())
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=f"{out}_node", **attrs))
+        return out
+
+    def scale(self, value: float = 0.05) -> str:
+        name = self.name("scale")
+        self.inits.append(numpy_helper.from_array(np.array(value, np.float32), name))
+        return name
+
+    def q(self, tensor: str, scale: float = 0.05) -> str:
+        s = self.scale(scale)
+        return self.op("QuantizeLinear", [tensor, s, "zp"])
+
+    def qdq(self, tensor: str, scale: float = 0.05) -> str:
+        s = self.scale(scale)
+        return self.op("DequantizeLinear", [self.op("QuantizeLinear", [tensor, s, "zp"]), s, "zp"])
+
+    def weight(self, cout: int = C, cin: int = C, k: int = 3, modelopt: bool = True) -> str:
+        """A conv weight: FP16 values + Q + DQ (ModelOpt's form) or INT8 values + DQ (trtlab's)."""
+        values = self.rng.normal(0, 0.1, (cout, cin, k, k)).astype(np.float32)
+        scale = np.abs(values).reshape(cout, -1).max(1) / 127
+        s, z = self.name("wscale"), self.name("wzp")
+        self.inits += [numpy_helper.from_array(scale.astype(np.float32), s),
+                       numpy_helper.from_array(np.zeros(cout, np.int8), z)]
+        w = self.name("w")
+        if modelopt:
+            self.inits.append(numpy_helper.from_array(values.astype(np.float16), w))
+            cast = self.op("Cast", [w], to=TensorProto.FLOAT)
+            quantized = self.op("QuantizeLinear", [cast, s, z], axis=0)
+        else:
+            self.inits.append(numpy_helper.from_array(np.rint(values / scale[:, None, None, None]).astype(np.int8), w))
+            quantized = w
+        return self.op("DequantizeLinear", [quantized, s, z], axis=0)
+
+    def conv(self, data: str, weight: str | None = None, cin: int = C) -> str:
+        return self.op("Conv", [data, weight or self.weight(cin=cin)], pads=[1, 1, 1, 1])
+
+    def model(self, *outputs: str):
+        graph = helper.make_graph(self.nodes, "g", self.inputs, [], self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+        inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(model, strict_mode=True).graph.value_info}
+        model.graph.output.extend(inferred[o] for o in outputs)  # outputs typed as shape inference types them
+        onnx.checker.check_model(model)
+        return model
+
+
+def first(graph: Graph, op_type: str) -> str:
+    """The name of the graph's first node of `op_type`."""
+    return next(n.name for n in graph.nodes if n.op_type == op_type)
+
+
+def layer_of(report, node_name: str):
+    return next(layer for layer in report.layers if node_name in layer.nodes)
+
+
+def assert_consistent(report):
+    """No node claimed by two layers — except a Q after a Concat, which moves to each of its inputs (Q backward
+    propagation) and fuses into each producer — and no folded weight Q among the unfused."""
+    names = [n for layer in report.layers for n in layer.nodes]
+    twice = {n for n in names if names.count(n) > 1}
+    assert all(report.nodes.set_index("node").loc[n, "op"] == "QuantizeLinear" for n in twice), twice
+    for item in report.unfused_qdq:
+        assert "folded" not in item["why"]
+
+
+# -- weights -----------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("modelopt", [True, False])
+def test_a_quantized_weight_is_folded_at_build_time_never_unfused(modelopt):
+    g = Graph()
+    out = g.op("Relu", [g.conv(g.qdq(g.input()), g.weight(modelopt=modelopt))])
+    report = precision_report(g.model(out))
+    assert report.unfused_qdq == [] and report.summary()["weighted_layers"] == {"INT8": 1}
+    assert len(report.folded_weight_quantizes) == (1 if modelopt else 0)
+    conv = next(layer for layer in report.layers if layer.kind == "Conv")
+    assert conv.computes_in == "INT8" and all(n in conv.nodes for n in report.folded_weight_quantizes)
+    assert report.input_quantize  # the graph input's Q stays a layer of its own, listed apart
+
+
+def test_a_float_layer_s_quantized_weight_is_folded_too():
+    g = Graph()
+    out = g.conv(g.op("Sin", [g.input()]))  # data not quantized: the conv runs float, its weight Q/DQ folds
+    report = precision_report(g.model(out))
+    assert report.unfused_qdq == [] and report.mac_share["FP32"] == 1.0
+    assert len(report.folded_weight_quantizes) == 1
+
+
+# -- pools around Q --------------------------------------------------------------------------------------------------
+def test_maxpool_then_q_after_an_int8_conv_commutes_and_fuses():
+    g = Graph()
+    pooled = g.op("MaxPool", [g.op("Relu", [g.conv(g.qdq(g.input()))])], kernel_shape=[2, 2], strides=[2, 2])
+    out = g.conv(g.qdq(pooled))
+    report = precision_report(g.model(out))
+    assert report.unfused_qdq == []
+    assert layer_of(report, first(g, "MaxPool")).computes_in == "INT8"
+    assert_consistent(report)
+
+
+def test_dq_maxpool_q_modelopt_style_is_one_int8_layer_not_int8_plus_unfused():
+    g = Graph()
+    relu = g.op("Relu", [g.conv(g.qdq(g.input()))])
+    pooled = g.op("MaxPool", [g.qdq(relu)], kernel_shape=[2, 2], strides=[2, 2])
+    q_after = g.qdq(pooled)
+    report = precision_report(g.model(g.conv(q_after)))
+    pool = layer_of(report, first(g, "MaxPool"))
+    assert pool.computes_in == "INT8" and pool.output == "INT8"
+    assert report.unfused_qdq == []  # the Q after the MaxPool fuses with it (DQ forward, Q backward)
+    assert_consistent(report)
+
+
+def test_maxpool_on_float_data_then_q_is_float_with_one_unfused_q():
+    g = Graph()
+    pooled = g.op("MaxPool", [g.op("Sin", [g.input()])], kernel_shape=[2, 2], strides=[2, 2])
+    report = precision_report(g.model(g.conv(g.qdq(pooled))))
+    pool = layer_of(report, first(g, "MaxPool"))
+    assert pool.computes_in == "FP32"  # either commuted and fused, or float with its Q unfused — never both
+    assert [q["op"] for q in report.unfused_qdq] == ["Quantize"]
+
+
+@pytest.mark.parametrize("pool", ["AveragePool", "GlobalAveragePool"])
+def test_dq_average_pool_q_fuses_into_an_int8_pooling_layer(pool):
+    g = Graph()
+    attrs = {"kernel_shape": [2, 2], "strides": [2, 2]} if pool == "AveragePool" else {}
+    pooled = g.op(pool, [g.qdq(g.op("Relu", [g.conv(g.qdq(g.input()))]))], **attrs)
+    report = precision_report(g.model(g.conv(g.qdq(pooled))))
+    layer = layer_of(report, first(g, pool))
+    assert (layer.computes_in, layer.output, layer.assumed) == ("INT8", "INT8", "")
+    assert report.unfused_qdq == [] and report.assumptions == []
+
+
+def test_average_pool_with_a_float_reader_leaves_its_dq_a_layer():
+    g = Graph()
+    pooled = g.op("GlobalAveragePool", [g.qdq(g.op("Relu", [g.conv(g.qdq(g.input()))]))])
+    report = precision_report(g.model(g.op("Sin", [pooled])))
+    assert [q["op"] for q in report.unfused_qdq] == ["Dequantize"]
+    assert layer_of(report, first(g, "GlobalAveragePool")).computes_in == "FP32"
+
+
+def test_spatial_reduce_mean_as_int8_pooling_is_marked_assumed():
+    g = Graph()
+    axes = g.name("axes")
+    g.inits.append(numpy_helper.from_array(np.array([2, 3], np.int64), axes))  # ReduceMean-18: axes as an input
+    mean = g.op("ReduceMean", [g.qdq(g.op("Relu", [g.conv(g.qdq(g.input()))])), axes], keepdims=1)
+    report = precision_report(g.model(g.conv(g.qdq(mean))))
+    layer = layer_of(report, first(g, "ReduceMean"))
+    assert layer.computes_in == "INT8" and "not documented" in layer.assumed
+    assert report.assumptions == [{"layer": layer.name, "assumed": layer.assumed}]
+    assert "undocumented / assumed" in report.headline() and "undocumented / assumed" in repr(report)
+    assert report.table()["note"].str.contains("undocumented / assumed").any()
+
+
+# -- residual Adds ---------------------------------------------------------------------------------------------------
+def test_residual_add_with_one_conv_producer_fuses_into_it():
+    g = Graph()
+    x = g.qdq(g.input())
+    added = g.op("Add", [g.conv(x), g.qdq(g.op("Relu", [g.conv(x)]))])
+    report = precision_report(g.model(g.conv(g.qdq(g.op("Relu", [added])))))
+    add = first(g, "Add")
+    layer = layer_of(report, add)
+    assert layer.kind == "Conv" and (layer.computes_in, layer.output) == ("INT8", "INT8")
+    assert "residual" in layer.note and report.unfused_qdq == []
+    assert_consistent(report)
+
+
+def test_residual_add_with_two_conv_producers_fuses_into_one_only():
+    g = Graph()
+    x = g.qdq(g.input())
+    a, b = g.conv(x), g.conv(x)
+    added = g.op("Add", [a, b])
+    report = precision_report(g.model(g.op("Relu", [added])))
+    add = first(g, "Add")
+    owners = [layer for layer in report.layers if add in layer.nodes]
+    assert len(owners) == 1 and owners[0].kind == "Conv"
+    convs = [layer for layer in report.layers if layer.kind == "Conv"]
+    other = next(layer for layer in convs if layer is not owners[0])
+    assert add not in other.nodes and other.output == "FP32"  # its output is the residual input, read as float
+    assert "float residual" in owners[0].note
+    assert_consistent(report)
+
+
+# -- Concat --------------------------------------------------------------------------------------------------------
+def test_dq_into_a_concat_with_float_inputs_is_a_boundary_not_unfused():
+    g = Graph()
+    x = g.input()
+    joined = g.op("Concat", [g.qdq(g.op("Relu", [g.conv(g.qdq(x))])), g.op("Sin", [x])], axis=1)
+    report = precision_report(g.model(g.op("Relu", [joined])))
+    assert report.unfused_qdq == []
+    concat = next(n for n in g.nodes if n.op_type == "Concat")
+    dq = layer_of(report, next(n.name for n in g.nodes if n.output[0] == concat.input[0]))
+    assert dq.kind == "Dequantize" and "Concat" in dq.note and dq.assumed
+    assert layer_of(report, concat.name).computes_in != "INT8"
+
+
+def test_concat_of_int8_inputs_then_q_is_int8():
+    g = Graph()
+    x = g.qdq(g.input())
+    joined = g.op("Concat", [g.qdq(g.op("Relu", [g.conv(x)])), g.qdq(g.op("Relu", [g.conv(x)]))], axis=1)
+    report = precision_report(g.model(g.conv(g.qdq(joined), cin=2 * C)))
+    assert report.unfused_qdq == [] and report.mac_share["INT8"] == 1.0
+
+
+# -- the light models, trtlab's graph and a ModelOpt-style one --------------------------------------------------------
+def _light_qdq(name: str):
+    from trtlab.graph.sanitize import sanitize_model
+    from trtlab.quantization.insertion import quantize_graph
+    from trtlab.quantization.placement import DEFAULT_RULES, plan_quantization
+
+    model = onnx.load(str(sanitize_model(LIGHT / f"light_{name}.onnx", Path(os.environ["TRTLAB_WORKSPACE"]))))
+    plan = plan_quantization(model, (), DEFAULT_RULES, int8_float_path="fp16")
+    return quantize_graph(model, plan, {t: 0.05 for t in plan.activations}, "fp16").model
+
+
+def modelopt_style(model):
+    """What ModelOpt writes for INT8 (made here without it): each INT8 weight back to FP16 values read through
+    QuantizeLinear → DequantizeLinear, and a Q/DQ pair after every MaxPool on dequantized data (its output quantized
+    again for the convolutions reading it)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    graph = copy.graph
+    inits = {i.name: i for i in graph.initializer}
+    producer = {o: n for n in graph.node for o in n.output}
+    nodes, scale = [], "modelopt_style_scale"
+    graph.initializer.append(numpy_helper.from_array(np.array(0.05, np.float16), scale))
+    for node in graph.node:
+        source = inits.get(node.input[0]) if node.op_type == "DequantizeLinear" else None
+        if source is not None and source.data_type == TensorProto.INT8 and source.dims:
+            values = numpy_helper.to_array(source).astype(np.float32)
+            scales = numpy_helper.to_array(inits[node.input[1]]).astype(np.float32)
+            axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
+            shape = [1] * values.ndim
+            shape[axis] = -1
+            weight = f"{source.name}__fp16"
+            graph.initializer.append(numpy_helper.from_array((values * scales.reshape(shape)).astype(np.float16),
+                                                             weight))
+            nodes.append(helper.make_node("QuantizeLinear", [weight, node.input[1], node.input[2]],
+                                          [f"{weight}__q"], name=f"{weight}__Q", axis=axis))
+            node.input[0] = f"{weight}__q"
+        nodes.append(node)
+        if node.op_type == "MaxPool" and producer.get(node.input[0]) is not None \
+                and producer[node.input[0]].op_type == "DequantizeLinear":
+            out = node.output[0]
+            node.output[0] = f"{out}__pre_q"
+            nodes += [helper.make_node("QuantizeLinear", [node.output[0], scale, "trtlab_zero_point_int8"],
+                                       [f"{out}__mq"], name=f"{out}__mQ"),
+                      helper.make_node("DequantizeLinear", [f"{out}__mq", scale, "trtlab_zero_point_int8"], [out],
+                                       name=f"{out}__mDQ")]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    used = {i for n in graph.node for i in n.input}
+    kept = [i for i in graph.initializer if i.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    del graph.value_info[:]
+    onnx.checker.check_model(copy)
+    return copy
+
+
+@pytest.fixture(scope="module", params=["resnet50", "inception_v1"])
+def light_pair(request):
+    model = _light_qdq(request.param)
+    return request.param, model, modelopt_style(model)
+
+
+def assert_every_unfused_is_real(report, model):
+    """Each unfused Q quantizes what a float layer computed (not a weight, not INT8 data); each unfused DQ has a
+    float reader."""
+    nodes = {n.name: n for n in model.graph.node}
+    producer = {o: n for n in model.graph.node for o in n.output}
+    layer = {name: lay for lay in report.layers for name in lay.nodes}
+    for item in report.unfused_qdq:
+        node = nodes[item["node"]]
+        if node.op_type == "QuantizeLinear":
+            source = producer[node.input[0]]
+            assert source.op_type not in ("DequantizeLinear", "Constant") and layer[source.name].computes_in \
+                in ("FP16", "FP32"), item
+        else:
+            readers = [n for n in model.graph.node if node.output[0] in n.input]
+            assert any(layer[r.name].computes_in != "INT8" for r in readers), item
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "shufflenet"])
+def test_more_light_models_name_only_real_unfused_qdq(name):
+    trtlab_graph = _light_qdq(name)
+    for model in (trtlab_graph, modelopt_style(trtlab_graph)):
+        report = precision_report(model, name)
+        assert_consistent(report)
+        assert_every_unfused_is_real(report, model)
+        assert report.mac_share["INT8"] == 1.0
+    # ShuffleNet's DQs into Concats with float inputs are boundaries, marked assumed, not unfused
+    assumed = [a for a in report.assumptions if "Concat" in a["assumed"]]
+    assert (len(assumed) > 0) == (name == "shufflenet")
+
+
+def test_light_models_have_no_phantom_unfused_qdq(light_pair):
+    name, trtlab_graph, modelopt_graph = light_pair
+    assert any(n.op_type == "QuantizeLinear" and n.input[0].endswith("__fp16") for n in modelopt_graph.graph.node)
+    reports = {kind: precision_report(model, f"{name}-{kind}")
+               for kind, model in (("trtlab", trtlab_graph), ("modelopt", modelopt_graph))}
+    for kind, report in reports.items():
+        assert_consistent(report)
+        assert report.mac_share["INT8"] == 1.0 and report.fp32_outside_guards == []
+        by_name = {n.name: n for n in (trtlab_graph if kind == "trtlab" else modelopt_graph).graph.node}
+        # the only unfused Q/DQ left are Qs after a layer TensorRT has no INT8 kernel for (Inception's LRN)
+        assert {by_name[q["node"]].op_type for q in report.unfused_qdq} <= {"QuantizeLinear"}
+        assert all("(LRN)" in q["why"] for q in report.unfused_qdq)
+        assert len(report.unfused_qdq) == (2 if name == "inception_v1" else 0)
+        assert_every_unfused_is_real(report, trtlab_graph if kind == "trtlab" else modelopt_graph)
+    weight_qs = {n.name for n in modelopt_graph.graph.node if n.op_type == "QuantizeLinear"
+                 and n.input[0].endswith("__fp16")}  # one per weight (a weight read by two convs: one Q)
+    assert set(reports["modelopt"].folded_weight_quantizes) == weight_qs  # every one folded, none unfused
+    assert reports["trtlab"].folded_weight_quantizes == []
+    if name == "resnet50":  # the ModelOpt-style MaxPool: DQ → MaxPool → Q, one INT8 layer
+        pool = next(l for l in reports["modelopt"].layers if l.kind == "MaxPool")
+        assert pool.computes_in == "INT8" and any(n.endswith("__mQ") for n in pool.nodes)
+
+
+def test_the_report_leads_with_one_sentence_and_a_per_gpu_estimate(light_pair):
+    name, _, modelopt_graph = light_pair
+    report = precision_report(modelopt_graph, name)
+    sentence = report.sentence()
+    assert repr(report).splitlines()[0] == sentence and sentence.count(". ") == 0
+    assert sentence.startswith("TensorRT will compute 100 % of this graph's") and "INT8 should beat FP16" in sentence
+    estimate = report.speedup_estimate(batch=8)
+    assert list(estimate.index) == list(GPUS) and estimate.attrs["batch"] == 8
+    assert "Estimate, not a measurement" in estimate.attrs["note"]
+    speedup = estimate["speed-up (est.)"]
+    assert ((speedup > 1.0) & (speedup <= 2.0)).all()  # at most the 2× of the peaks
+
+
+def test_roofline_is_bounded_by_the_peaks_and_sees_float_graphs_gain_nothing():
+    g = Graph()
+    x = g.input()
+    float_report = precision_report(g.model(g.conv(g.op("Sin", [x]))))
+    # nothing INT8: the two engines are one
+    assert (speedup_estimate(float_report)["speed-up (est.)"] == 1.0).all()
+    assert "nothing runs in INT8" in float_report.sentence()
+    # a wide 3×3 conv at batch 256 is compute-bound: its INT8 time is half its FP16 time (the peaks' ratio); the
+    # graph input's Quantize, a memory-bound kernel of its own, costs what the FP16 twin does not have
+    g = Graph()
+    big = g.conv(g.qdq(g.input(channels=256)), g.weight(cout=256, cin=256), cin=256)
+    report = precision_report(g.model(big))
+    conv = next(layer for layer in report.layers if layer.kind == "Conv")
+    t4 = GPUS["T4"]
+    assert layer_seconds(conv, t4, 256, as_fp16=True) == pytest.approx(2 * layer_seconds(conv, t4, 256))
+    assert layer_seconds(conv, t4, 256) == pytest.approx(2 * conv.macs * 256 / 130e12)  # compute-bound
+    quantize = next(layer for layer in report.layers if layer.kind == "Quantize")
+    assert layer_seconds(quantize, t4, 256, as_fp16=True) == 0 and layer_seconds(quantize, t4, 256) > 0
+    estimate = speedup_estimate(report, batch=256, gpus=["T4"])
+    assert 1.0 < float(estimate.loc["T4", "speed-up (est.)"]) < 2.0
+
+
+# -- FP16 range: raised and lowered scales counted apart ------------------------------------------------------------
+def test_fp16_range_counts_raised_and_lowered_scales_apart_and_warns_on_activations_beyond_fp16(caplog):
+    import logging
+
+    from trtlab.graph.sanitize import sanitize_model
+    from trtlab.quantization.insertion import FP16_MAX, FP16_SMALLEST_SUBNORMAL, quantize_graph
+    from trtlab.quantization.placement import DEFAULT_RULES, plan_quantization
+    from trtlab.quantization.variants import report_fp16_range
+
+    model = onnx.load(str(sanitize_model(LIGHT / "light_squeezenet.onnx", Path(os.environ["TRTLAB_WORKSPACE"]))))
+    plan = plan_quantization(model, (), DEFAULT_RULES, int8_float_path="fp16")
+    tiny, huge, wide = plan.activations[1], plan.activations[2], plan.activations[3]
+    scales = {t: 0.05 for t in plan.activations}
+    scales.update({tiny: 1e-10, huge: 1e6, wide: 600.0})  # raised; lowered; a range (600 × 127) beyond 65504
+    graph = quantize_graph(model, plan, scales, "fp16")
+    fp16_range = graph.fp16_range
+    assert fp16_range["raised"]["activations"] == 1 and fp16_range["lowered"]["activations"] == 1
+    assert fp16_range["activations_beyond_fp16"] == [t for t in plan.activations if t in (huge, wide)]
+    summary = graph.summary()
+    assert summary["scales_lowered_to_fp16_max"] == 1
+    assert summary["scales_raised_to_fp16_subnormal"] == 1 + fp16_range["raised"]["weights"]
+    assert summary["clamped_scales"] == summary["scales_raised_to_fp16_subnormal"] + 1  # the sum, as before
+    inits = {i.name: float(numpy_helper.to_array(i)) for i in graph.model.graph.initializer if i.name in
+             (f"{tiny}__scale", f"{huge}__scale")}
+    assert inits == {f"{tiny}__scale": FP16_SMALLEST_SUBNORMAL, f"{huge}__scale": FP16_MAX}
+    with caplog.at_level(logging.INFO, logger="trtlab.quantization.variants"):
+        report_fp16_range("int8-x", fp16_range)
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("raised to FP16's smallest subnormal" in line and "1 activation" in line for line in lines)
+    assert any("lowered to FP16's largest value (65504)" in line and "1 activation" in line for line in lines)
+    assert not any("lowered" in line and "subnormal" in line for line in lines)
+    warning = next(r for r in caplog.records if r.levelno == logging.WARNING).getMessage()
+    assert huge in warning and wide in warning and "Recipe(high_precision='fp32')" in warning
+    # the FP32 float path moves nothing
+    assert quantize_graph(model, plan, scales, "fp32").fp16_range["lowered"] == {"weights": 0, "activations": 0}
+
+
+def test_overview_leads_with_a_tensorrt_measurement_and_ignores_cpu_timings(light_pair):
+    from trtlab.backends.tensorrt.latency import latency_stats, latency_table
+    from trtlab.graph.fusion import precision_overview
+    from trtlab.workflows.engine_reports import ORT_TIMING_NOTE, LatencyReport
+
+    from trtlab.graph.sanitize import sanitize_model
+
+    name, _, modelopt_graph = light_pair
+    float_graph = sanitize_model(LIGHT / f"light_{name}.onnx", Path(os.environ["TRTLAB_WORKSPACE"]))
+    reports = {"fp32": precision_report(float_graph, "fp32"), "int8-minmax": precision_report(modelopt_graph, name)}
+    assert reports["fp32"].mac_share["FP32"] == 1.0 and "nothing runs in INT8" in reports["fp32"].sentence()
+    timings = {"fp16": [2.0] * 20, "int8-minmax": [1.25] * 20}  # ms per batch of 8
+    rows = [{"variant": v, "backend": b, "timer": "t", **latency_stats(ms, 8)} for v, ms in timings.items()
+            for b in ["trt"]]
+    on_gpu = LatencyReport(latency_table(rows), "TensorRT (GPU time, CUDA events)", 20)
+    overview = precision_overview(reports, latency=on_gpu)
+    lines = repr(overview).splitlines()
+    assert lines[0].startswith("Measured on TensorRT") and "int8-minmax runs 1.60× at batch 8 as fast as fp16" in \
+        lines[0]
+    assert lines[1].startswith(f"{name}: TensorRT will compute 100 %")  # the prediction right after
+    assert overview.loc["int8-minmax", "unfused Q/DQ"] == len(reports["int8-minmax"].unfused_qdq)
+    assert list(overview.estimate.index) == list(GPUS)
+    html = overview._repr_html_()
+    assert html.index("Measured on TensorRT") < html.index("TensorRT will compute") < html.index("<table")
+    report_html = reports["int8-minmax"]._repr_html_()
+    assert report_html.startswith("<p><b>TensorRT will compute") and "Undocumented / assumed" in report_html
+    on_cpu = LatencyReport(latency_table(rows), "ONNX Runtime (CPU)", 20, ORT_TIMING_NOTE)
+    assert precision_overview(reports, latency=on_cpu).lines() == [overview.sentence]  # never a comparison
+    assert "not a TensorRT latency comparison" in str(on_cpu) and "not a TensorRT" not in str(on_gpu)
+
+
+def test_maxpool_on_int8_data_with_a_float_reader_and_a_q_reader_never_reports_the_q_unfused():
+    g = Graph()
+    pooled = g.op("MaxPool", [g.qdq(g.op("Relu", [g.conv(g.qdq(g.input()))]))], kernel_shape=[2, 2],
+                  strides=[2, 2])
+    report = precision_report(g.model(g.conv(g.qdq(pooled)), g.op("Sin", [pooled])))
+    assert layer_of(report, first(g, "MaxPool")).computes_in == "INT8"  # the DQ moved after it
+    assert [q["op"] for q in report.unfused_qdq] == ["Dequantize"]  # for the float reader (Sin), a real kernel
+    requantize = next(layer for layer in report.layers if layer.kind == "Quantize" and "DQ → Q" in layer.note)
+    assert "cancels" in requantize.note and requantize.assumed  # one scale: the pair goes, marked as assumed
