@@ -396,9 +396,17 @@ def test_cuda_runner_pins_numerics_and_is_deterministic(gpu_variants):
 
 
 @requires_cuda
-def test_cuda_auto_backend_is_torch_with_or_without_tensorrt(gpu_variants):
+def test_cuda_auto_backend_is_torch_with_or_without_tensorrt(gpu_variants, monkeypatch):
+    """On a real CUDA GPU: 'auto' runs ONNX variants on the GPU backend, and still does once TensorRT imports
+    (the recording stand-in in sys.modules, as after notebook 00 loaded TensorRT)."""
+    import sys
+
     import trtlab.backends as backends
+    from fake_tensorrt import make_fake_tensorrt
     from trtlab.backends.gpu.runner import TorchRunner
 
     assert backends.torch_gpu_available() and "torch" in backends.available_backends()
+    assert isinstance(backends.make_runner(gpu_variants[0]["fp32"]), TorchRunner)
+    monkeypatch.setitem(sys.modules, "tensorrt", make_fake_tensorrt("10.9.0.34"))
+    assert backends.tensorrt_available() and backends.resolve_backend(gpu_variants[0]["fp32"])[0] == "torch"
     assert isinstance(backends.make_runner(gpu_variants[0]["fp32"]), TorchRunner)

@@ -106,9 +106,13 @@ class EngineColumn:
 
 
 def one_line(exc: BaseException) -> str:
-    """An exception as one line: its first line, else its type."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    """An exception as one line: its type and first line — with the line after it where the first ends in ':'
+    (TensorRT's first logged error under "could not build …:") — else its type."""
+    text = [line.strip().removeprefix("- ") for line in str(exc).strip().splitlines() if line.strip()]
+    if not text:
+        return type(exc).__name__
+    first = text[0] + (f" {text[1]}" if text[0].endswith(":") and len(text) > 1 else "")
+    return f"{type(exc).__name__}: {first}"
 
 
 def engine_column(ab, model_path, experiment, workspace=None, run=None) -> EngineColumn:
