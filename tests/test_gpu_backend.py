@@ -276,7 +276,7 @@ def test_make_runner_forced_and_automatic(demo_model, monkeypatch, caplog):
 
 @pytest.mark.parametrize("gpu_visible", [True, False], ids=["gpu", "no-gpu"])
 @pytest.mark.parametrize("tensorrt_imports", [True, False], ids=["tensorrt", "no-tensorrt"])
-def test_auto_never_answers_the_cpu_while_a_cuda_gpu_is_visible(demo_model, monkeypatch, gpu_visible,
+def test_auto_never_answers_the_cpu_while_a_gpu_is_visible(demo_model, monkeypatch, gpu_visible,
                                                                 tensorrt_imports):
     """Both conditions emulated as they arise: TensorRT importable (the recording stand-in in sys.modules, as
     after notebook 00 loaded it) or not (None in sys.modules: `import tensorrt` fails); a CUDA GPU visible or not

@@ -170,6 +170,7 @@ def _gpu_name() -> str:
 def _build(label: str, built, model_path, workspace, run):
     """(row, EngineVariant with its engine, or None when the build failed)."""
     from trtlab.backends.tensorrt.build import build_engine
+    from trtlab.backends.tensorrt.options import EngineTarget
     from trtlab.core.workspace import workspace_dir
     from trtlab.graph.classifier import inspect_classifier
     from trtlab.workflows.engines import EngineVariant, _rebuild_command
@@ -181,10 +182,11 @@ def _build(label: str, built, model_path, workspace, run):
         folder = workspace_dir(workspace) / "engines" / \
             f"{Path(model_path).stem}-{inspect_classifier(model_path).sha256[:8]}"
         # One timing cache (<workspace>/engines/timing.cache) for every build: timing_cache=True.
-        entry.engine = build_engine(entry.onnx, None, workspace=workspace, name=f"{label}-{entry.key[:8]}",
-                                    folder=folder, variant=entry.record(), timing_cache=True,
-                                    rebuild_command=_rebuild_command(Path(model_path), entry), force=run.force,
-                                    progress=run.progress)
+        target = EngineTarget(name=f"{label}-{entry.key[:8]}", folder=folder, variant=entry.record(),
+                              rebuild_command=_rebuild_command(Path(model_path), entry))
+        # precision None: the graph's own, strongly typed (TensorRT 11 always; 10.x by STRONGLY_TYPED)
+        entry.engine = build_engine(entry.onnx, None, target=target, workspace=workspace, timing_cache=True,
+                                    force=run.force, progress=run.progress)
     except Exception as exc:  # noqa: BLE001 - one line in the row; the literal results stand
         return EngineRow(label, precision, f"build failed: {one_line(exc)}"), None
     return EngineRow(label, precision, "reused" if entry.engine.reused else "built"), entry

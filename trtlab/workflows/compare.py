@@ -35,6 +35,13 @@ class ABResult:
     ran_on: str = ""  # which devices computed the literal results, in words
     engines: object = None  # workflows.ab_engines.EngineColumn where TensorRT engines were built, else None
 
+    def __repr__(self) -> str:
+        parts = [self.ran_on] if self.ran_on else []
+        parts.append(self.table.text())
+        if self.engines is not None:
+            parts.append(repr(self.engines))
+        return "\n".join(parts)
+
     def _repr_html_(self) -> str:
         from html import escape
 
