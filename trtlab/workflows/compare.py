@@ -234,7 +234,7 @@ def ran_on(backend: str, devices: list[str] | None) -> str:
                    f"{backend} backend"
         return f"ran on {_count(shown)} (one process each), {backend} backend"
     first = next(iter(names.values()), None)
-    return f"ran on 1× {first}, {backend} backend" if first else f"ran on the {backend} backend"
+    return f"ran on 1× {first}, {backend} backend" if first else f"ran on the CPU, {backend} backend"
 
 
 def _count(names: list[str]) -> str:
