@@ -125,8 +125,9 @@ def evaluate(model_path: str | os.PathLike, cache: DecodeCache, variant: str = "
         top5_indices=outputs.top5_indices,
         top5_probs=outputs.top5_probs,
         logits=outputs.stored,
-        record={**run_record(model_path, info, experiment, key, identity, recipe, description, choice, cache,
-                             requested, batch_size, started, record_extra),
+        record={**run_record(model_path, info, experiment=experiment, key=key, identity=identity, recipe=recipe,
+                             description=description, choice=choice, cache=cache, requested=requested,
+                             batch_size=batch_size, started=started, record_extra=record_extra),
                 "outputs": outputs.record(image_ids),
                 **({"derived_from": made} if (made := derived_from(model_path)) else {})},
     )
@@ -151,7 +152,7 @@ def checked_batch_size(model_path, info, cache, batch_size: int, progress: bool)
     return batch_size
 
 
-def run_record(model_path, info, experiment, key, identity, recipe, description, choice, cache, requested,
+def run_record(model_path, info, *, experiment, key, identity, recipe, description, choice, cache, requested,
                batch_size, started, record_extra) -> dict:
     """The run record stored beside a variant's results: what was evaluated, on what, how and how long."""
     return {

@@ -158,7 +158,8 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", *, spli
     progress, import_cache = run.progress, calibration.import_cache
 
     # A wrong model, output or numbering fails here, before any image is decoded.
-    view = classifier_view(model_path, dataset, inputs.output, inputs.background_class, workspace, announce=progress)
+    view = classifier_view(model_path, dataset, output=inputs.output, background_class=inputs.background_class,
+                           workspace=workspace, announce=progress)
     model_path, info = view.path, view.info
     if any(r.precision != "fp32" for r in recipes):
         check_float_model(view.source)  # an already-quantized model: evaluate it as it is instead
@@ -181,12 +182,13 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", *, spli
     experiment = Experiment.for_evaluation(info, cache, split.evaluation, split)
     store = ResultsStore.for_experiment(experiment, workspace)
     with calibration_device("cpu" if resolved == "ort" else None):  # the GPU when the backend has one
-        variants = [build_variant(model_path, recipe, cache, split.calibration, workspace, force=run.force,
+        variants = [build_variant(model_path, recipe, cache, split.calibration, workspace=workspace, force=run.force,
                                   progress=progress, calibration_cache_path=import_cache,
                                   reuse_cache=import_cache is not None) for recipe in recipes]
     if devices:
-        shared = SharedEvaluation(dataset, spec, split, experiment, store.folder, workspace,
-                                  dataclasses.replace(run, backend=resolved))
+        shared = SharedEvaluation(dataset=dataset, preprocess=spec, split=split, experiment=experiment,
+                                  store_folder=store.folder, workspace=workspace,
+                                  run=dataclasses.replace(run, backend=resolved))
         labels = evaluate_in_parallel(variants, devices, shared)
     else:
         labels = [evaluate_variant(variant, cache, split.evaluation, store, split=split, experiment=experiment,
@@ -194,13 +196,13 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", *, spli
     built: dict[str, BuiltVariant] = dict(zip(labels, variants))  # recipes that named no size now name the one used
     reference = next(label for label, v in zip(labels, variants) if v.recipe.precision == "fp32")
     _, table = report_tables(store.load_all(list(built)), reference=reference)
-    result = ABResult(table, store, cache, split, built, ran_on=ran_on(resolved, devices))
+    result = ABResult(table, store, cache, split, variants=built, ran_on=ran_on(resolved, devices))
     if progress:
         log.info(result.ran_on)
     if with_engines:  # after the literal results are stored: whatever happens here, they stand
         from trtlab.workflows.ab_engines import engine_column
 
-        result.engines = engine_column(result, model_path, experiment, workspace, run)
+        result.engines = engine_column(result, model_path, experiment=experiment, workspace=workspace, run=run)
     return result
 
 
@@ -287,8 +289,9 @@ def _whole(value):
 
 def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, split: Split | None = None,
                max_calibration_images: int | None = None):
-    """ipywidgets panel: algorithms, calibration size, batch size, guards, Run → A/B table, plot and the
-    head-to-head verdict of the chosen algorithms."""
+    """ipywidgets panel: algorithms, calibration size, batch size, guards, 'also as TensorRT engines' (on where
+    TensorRT imports), Run → which GPUs ran, the A/B table, the engines' table, plot and the head-to-head verdict
+    of the chosen algorithms."""
     import ipywidgets as w
     from IPython.display import Markdown, display
 
