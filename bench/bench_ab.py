@@ -54,11 +54,12 @@ def photo_dataset(base: np.ndarray, labels: np.ndarray, count: int, folder: Path
 
 
 def ab_end_to_end(model, base, labels, preprocess, images: int, calibration: int, backend: str, batch: int,
-                  work: Path) -> dict:
+                  work: Path, engines: bool = False) -> dict:
     """Decode (timed apart), then compare() FP32 + three INT8 recipes on `images` evaluation images."""
     from trtlab.core.progress import quiet
     from trtlab.data.decode_cache import build_decode_cache
     from trtlab.quantization.variants import Recipe
+    from trtlab.evaluation.options import RunOptions
     from trtlab.workflows.compare import compare
 
     started = time.perf_counter()
@@ -70,14 +71,16 @@ def ab_end_to_end(model, base, labels, preprocess, images: int, calibration: int
     recipes = [Recipe(algorithm=name, calibration_images=calibration, calibration_batch=32) for name in RECIPES]
     started = time.perf_counter()
     with quiet():
-        result = compare(model, dataset, recipes, preprocess, workspace=work, backend=backend, batch_size=batch,
-                         progress=False, parallel=False)
+        result = compare(model, dataset, recipes, preprocess, workspace=work,
+                         run=RunOptions(backend=backend, batch_size=batch, progress=False, parallel=False,
+                                        engines=engines))
     seconds = time.perf_counter() - started
     table = result.table
     columns = [c for c in ("top1", "agreement", "consistency", "backend") if c in table.columns]
     return {"images": images, "calibration_images": calibration, "variants": list(table.index), "backend": backend,
             "seconds": seconds, "decode_seconds": decoded, "write_seconds": written,
-            "table": table[columns].to_string() if columns else table.to_string()}
+            "table": table[columns].to_string() if columns else table.to_string(), "ran_on": result.ran_on,
+            "engines": None if result.engines is None else repr(result.engines)}
 
 
 def print_ab(ab: dict) -> None:
@@ -86,7 +89,10 @@ def print_ab(ab: dict) -> None:
           f"shifted, written as PNG (no ImageNet on this machine: the accuracies mean nothing, the time does)")
     print(f"  compare(): {ab['seconds']:.1f} s from the call to the table (decode cache reused; decoding "
           f"{ab['images'] + ab['calibration_images']} PNGs first took {ab['decode_seconds']:.1f} s)")
+    print(f"  {ab.get('ran_on', '')}")
     print("  " + ab["table"].replace("\n", "\n  "))
+    if ab.get("engines"):
+        print("  " + ab["engines"].replace("\n", "\n  "))
 
 
 # -- calibration vs one forward pass ------------------------------------------------------------------------------
@@ -203,6 +209,7 @@ def main(argv=None) -> int:
     parser.add_argument("--calibration-images", type=int, default=1000, help="0: no calibration timing")
     parser.add_argument("--calibration-batch", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3, help="alternating forward/calibration pairs")
+    parser.add_argument("--engines", action="store_true", help="the A/B with its TensorRT engine column (timed in)")
     args = parser.parse_args(argv)
     assets = Path(args.assets)
     manifest = json.loads((assets / "manifest.json").read_text())
@@ -217,7 +224,7 @@ def main(argv=None) -> int:
     if args.ab_images:
         backend = "ort" if args.device == "cpu" else "torch"
         print_ab(ab_end_to_end(model, base, labels, manifest["preprocess"], args.ab_images, args.ab_calibration,
-                               backend, args.ab_batch, work))
+                               backend, args.ab_batch, work, engines=args.engines))
     return 0
 
 

@@ -57,19 +57,20 @@ def prepare(assets: Path, workspace: str | None) -> None:
     from trtlab.core.workspace import atomic_write_json, sha256_file
     from trtlab.data.decode_cache import build_decode_cache
     from trtlab.data.demo import demo_dataset, export_demo_model
-    import dataclasses
-
     from trtlab.quantization.variants import Recipe, build_variant
 
     workspace = workspace or tempfile.mkdtemp(prefix="trtlab-bench-")
     model = export_demo_model("efficientnet-lite0", workspace)
     cache = build_decode_cache(demo_dataset(), "tf-lite", workspace, progress=False)
-    # "int8": the FP32 float path (Recipe(high_precision="fp32"), the marked twin); "int8-fp16path": the same
-    # calibration on trtlab's default FP16 float path (FP16 outside Q/DQ, FP16 scales at opset 19, boundary Casts).
+    # "int8": the FP32 float path (Recipe(high_precision="fp32"), the marked twin, with its legacy placement rules);
+    # "int8-fp16path": the project's default recipe, made as a user makes it (Recipe(algorithm=...) with no float
+    # path or placement named: FP16 outside Q/DQ, FP16 scales at opset 19, boundary Casts, DEFAULT_RULES). Not
+    # dataclasses.replace of the FP32-path recipe: that keeps its already resolved LEGACY placement rules.
     recipe = Recipe(algorithm="entropy", calibration_images=24, calibration_batch=8, high_precision="fp32")
+    default = Recipe(algorithm="entropy", calibration_images=24, calibration_batch=8)
+    assert default.placement == Recipe().placement and default.high_precision == Recipe().high_precision
     int8 = build_variant(model, recipe, cache, cache.valid_indices, workspace=workspace, progress=False)
-    path16 = build_variant(model, dataclasses.replace(recipe, high_precision="fp16"), cache, cache.valid_indices,
-                           workspace=workspace, progress=False)
+    path16 = build_variant(model, default, cache, cache.valid_indices, workspace=workspace, progress=False)
     fp16 = build_variant(model, Recipe(precision="fp16"), workspace=workspace)
     guarded = build_variant(model, Recipe(algorithm="percentile", guards=("first_layer=fp16", "last_layer"),
                                           calibration_images=24, high_precision="fp32"), cache, cache.valid_indices,
@@ -84,7 +85,8 @@ def prepare(assets: Path, workspace: str | None) -> None:
     np.save(assets / "crops.npy", crops)
     np.save(assets / "labels.npy", np.asarray(cache.dataset.labels[cache.valid_indices], np.int64))  # bench_ab
     atomic_write_json(assets / "manifest.json", {
-        "model": "efficientnet-lite0", "int8_recipe": recipe.to_dict(), "preprocess": cache.preprocess.to_dict(),
+        "model": "efficientnet-lite0", "int8_recipe": recipe.to_dict(), "int8_fp16path_recipe": default.to_dict(),
+        "preprocess": cache.preprocess.to_dict(),
         "photos": len(crops), "files": {v: {"file": f, "sha256": sha256_file(assets / f)}
                                         for v, f in VARIANT_FILES.items()}})
     size = sum(p.stat().st_size for p in assets.iterdir()) / 2**20

@@ -489,10 +489,47 @@ def check_every_tensorrt_function_ran(trt, pin, ctx):
     return {"functions": len(SESSION.coverage.called)}
 
 
+def check_ab_engine_column_is_one_line_when_the_builder_cannot_exist(trt, pin, ctx):
+    """compare() with the REAL bindings importable (as after notebook 00) over the stub libraries: the A/B's
+    TensorRT column is on by default, every engine fails to build — trt.Builder's factory returns nullptr, there is
+    no libnvinfer — and each says so in one line, while the literal A/B results stand. CUDA is FakeCuda's answer
+    (no GPU here), so the failure is TensorRT's own, as on a GPU machine without TensorRT's libraries."""
+    from fake_tensorrt import FakeCuda
+
+    from trtlab.backends import cuda_runtime as cuda_rt
+    from trtlab.backends import tensorrt_available
+    from trtlab.data.demo import demo_dataset, demo_split
+    from trtlab.evaluation.options import RunOptions
+    from trtlab.quantization.variants import Recipe
+    from trtlab.workflows.compare import compare
+
+    assert sys.modules["tensorrt"] is trt and tensorrt_available()
+    saved = {n: getattr(cuda_rt, n) for n in ("device_info", "Stream", "Event", "DeviceBuffer", "PinnedBuffer")}
+    FakeCuda(trt, GPU).install(setattr)
+    try:
+        dataset = demo_dataset()
+        result = compare(ctx["model"], dataset, [Recipe(algorithm="minmax", calibration_images=3)],
+                         split=demo_split(dataset), workspace=ctx["workspace"],
+                         run=RunOptions(backend="ort", progress=False))
+    finally:
+        for name, value in saved.items():
+            setattr(cuda_rt, name, value)
+    assert list(result.table.index) == ["fp32", "int8-minmax@3"], list(result.table.index)
+    assert np.isfinite(result.table.raw["top1"]).all() and set(result.table.raw["backend"]) == {"ort-cpu"}
+    statuses = [row.status for row in result.engines.rows]
+    assert statuses and all(s.startswith("build failed: ") and "nullptr" in s and "\n" not in s
+                            for s in statuses), statuses
+    summary = result.engines.summary()
+    assert summary.endswith("the A/B results on ort-cpu stand"), summary
+    assert not any(label.startswith("trt-") for label in result.store.variants())
+    return {"summary": summary, "row": statuses[0]}
+
+
 CHECKS = [check_version_dispatch, check_fake_matches_real, check_logger_subclasses_the_real_ilogger,
           check_build_paths_against_the_real_api, check_strongly_typed_rule,
           check_runner_inspector_and_benchmark_against_the_real_api, check_calibrators_subclass_the_real_bases,
-          check_recorded_module_uses_exist, check_every_tensorrt_function_ran]
+          check_recorded_module_uses_exist, check_every_tensorrt_function_ran,
+          check_ab_engine_column_is_one_line_when_the_builder_cannot_exist]  # last: drives no new TensorRT call
 SESSION: Session | None = None
 
 

@@ -274,6 +274,31 @@ def test_make_runner_forced_and_automatic(demo_model, monkeypatch, caplog):
     assert backends.resolve_backend("m.engine")[0] == "trt"
 
 
+@pytest.mark.parametrize("gpu_visible", [True, False], ids=["gpu", "no-gpu"])
+@pytest.mark.parametrize("tensorrt_imports", [True, False], ids=["tensorrt", "no-tensorrt"])
+def test_auto_never_answers_the_cpu_while_a_gpu_is_visible(demo_model, monkeypatch, gpu_visible,
+                                                                tensorrt_imports):
+    """Both conditions emulated as they arise: TensorRT importable (the recording stand-in in sys.modules, as
+    after notebook 00 loaded it) or not (None in sys.modules: `import tensorrt` fails); a CUDA GPU visible or not
+    (torch's answer, behind the check trtlab makes). ONNX variants run on the GPU backend whenever a GPU is
+    visible; only without one does 'auto' answer ONNX Runtime on the CPU."""
+    import sys
+
+    import trtlab.backends as backends
+    from fake_tensorrt import make_fake_tensorrt
+    from trtlab.backends.gpu import runner as gpu_runner
+
+    monkeypatch.setitem(sys.modules, "tensorrt", make_fake_tensorrt("10.9.0.34") if tensorrt_imports else None)
+    monkeypatch.setattr(gpu_runner, "torch_cuda_available", lambda: gpu_visible)
+    assert backends.tensorrt_available() is tensorrt_imports
+    backend, why = backends.resolve_backend(demo_model)
+    assert backend == ("torch" if gpu_visible else "ort"), why
+    assert ("TensorRT imports too" in why) == (gpu_visible and tensorrt_imports)
+    assert backends.resolve_backend(str(demo_model).replace(".onnx", ".engine"))[0] == "trt"  # engines: TensorRT
+    assert backends.resolve_backend(demo_model, "ort")[0] == "ort"  # asked for: kept
+    assert ("trt" in backends.available_backends()) is tensorrt_imports
+
+
 def test_no_driver_means_no_gpu_backend_without_importing_torch(monkeypatch):
     import sys
 
@@ -371,11 +396,17 @@ def test_cuda_runner_pins_numerics_and_is_deterministic(gpu_variants):
 
 
 @requires_cuda
-def test_cuda_auto_backend_is_torch_without_tensorrt(gpu_variants):
+def test_cuda_auto_backend_is_torch_with_or_without_tensorrt(gpu_variants, monkeypatch):
+    """On a real CUDA GPU: 'auto' runs ONNX variants on the GPU backend, and still does once TensorRT imports
+    (the recording stand-in in sys.modules, as after notebook 00 loaded TensorRT)."""
+    import sys
+
     import trtlab.backends as backends
+    from fake_tensorrt import make_fake_tensorrt
     from trtlab.backends.gpu.runner import TorchRunner
 
-    if backends.tensorrt_available():
-        pytest.skip("TensorRT imports here: 'auto' keeps ONNX Runtime for ONNX files")
     assert backends.torch_gpu_available() and "torch" in backends.available_backends()
+    assert isinstance(backends.make_runner(gpu_variants[0]["fp32"]), TorchRunner)
+    monkeypatch.setitem(sys.modules, "tensorrt", make_fake_tensorrt("10.9.0.34"))
+    assert backends.tensorrt_available() and backends.resolve_backend(gpu_variants[0]["fp32"])[0] == "torch"
     assert isinstance(backends.make_runner(gpu_variants[0]["fp32"]), TorchRunner)

@@ -25,6 +25,9 @@ _EXPORTS = {
     "mcnemar": "evaluation.significance", "compare_accuracy": "evaluation.significance",
     "pairwise_significance": "evaluation.significance",
     "evaluate": "evaluation.evaluate",
+    # the options objects of evaluate() / compare() (their fields are also taken as keywords)
+    "RunOptions": "evaluation.options", "EvalTarget": "evaluation.options",
+    "CalibrationOptions": "workflows.compare", "InputOptions": "workflows.compare",
     "write_report": "views.report", "plot_summary": "views.report",
     "run_demo": "workflows.job", "run_job": "workflows.job", "print_summary": "workflows.job",
     "demo_dataset": "data.demo", "export_demo_model": "data.demo", "demo_split": "data.demo",

@@ -41,20 +41,29 @@ def available_backends() -> list[str]:
 
 def resolve_backend(model_path, backend: str = "auto") -> tuple[str, str]:
     """(backend, why) for `backend` ('auto', 'ort', 'trt', 'torch' or 'gpu'). 'auto': TensorRT for .engine/.plan
-    files; for ONNX files the torch GPU backend when a CUDA GPU is visible and TensorRT does not import, else
-    ONNX Runtime (the literal reference on the CPU)."""
+    files; for ONNX files the torch GPU backend whenever a CUDA GPU is visible — whether or not TensorRT imports
+    (TensorRT builds engines from the variants beside it; it never sends the literal A/B to the CPU) — else ONNX
+    Runtime on the CPU (the literal reference)."""
     model_path = str(model_path)
     backend = BACKEND_ALIASES.get(backend, backend)
     if backend != "auto":
         return backend, f"backend={backend!r} requested"
     if model_path.endswith((".engine", ".plan")):
         return "trt", "a TensorRT engine file"
-    if tensorrt_available():
-        return "ort", "ONNX Runtime for ONNX files (the reference) while TensorRT builds the engines"
     if torch_gpu_available():
-        return "torch", "a CUDA GPU is visible to torch and TensorRT does not import: the ONNX graph runs on the " \
-                        "GPU with literal Q/DQ"
+        also = " (TensorRT imports too: it builds each variant's engine beside)" if tensorrt_available() else ""
+        return "torch", f"a CUDA GPU is visible to torch: the ONNX graph runs on the GPU with literal Q/DQ{also}"
     return "ort", "no CUDA GPU visible to torch: ONNX Runtime on the CPU, the literal reference"
+
+
+def installed_tensorrt_version() -> str | None:
+    """TensorRT's version where it really imports here, else None (for calibration cache headers: the one place
+    outside backends/ and env/ that names a TensorRT version asks here instead of importing tensorrt)."""
+    if not tensorrt_available():
+        return None
+    import tensorrt
+
+    return getattr(tensorrt, "__version__", None)
 
 
 def announce_backend(backend: str, why: str) -> None:

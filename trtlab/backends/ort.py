@@ -54,6 +54,11 @@ class OrtRunner(Runner):
         first = providers[0] if providers else "CPUExecutionProvider"
         return f"ort-{first.removesuffix('ExecutionProvider').lower()}"
 
+    def batch_dependent(self) -> bool:
+        # The CPU provider computes each image alike at any batch (its GEMM blocks over K, never over the batch:
+        # checked on the demo model, tests/test_backend_identity.py); other providers pick kernels per shape.
+        return self.identity() != "ort-cpu"
+
     def describe(self) -> dict:
         import onnxruntime as ort
 

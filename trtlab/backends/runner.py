@@ -90,3 +90,9 @@ class Runner(ABC):
         two literal implementations of one graph differ by float summation order, which flips INT8 roundings, so
         their results are never reused for, or compared with, each other silently. Known before activation."""
         return self.backend
+
+    def batch_dependent(self) -> bool:
+        """Whether this runner's numbers for one image change with the batch it is run in (kernels chosen per
+        shape sum in another order): then the evaluation batch size is part of a result's identity. True unless
+        a runner knows better (ONNX Runtime on the CPU computes each image alike at any batch)."""
+        return True

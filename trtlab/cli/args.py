@@ -357,8 +357,8 @@ class BackendArgs(ArgGroup):
     def add_options(self, group):
         if self.backend:
             group.add_argument("--backend", metavar="NAME", default=None,
-                               help="auto (TensorRT for engines; the torch GPU backend where torch sees a GPU and "
-                                    "TensorRT does not import; else ONNX Runtime on the CPU, the literal reference "
+                               help="auto (TensorRT for engines; the torch GPU backend wherever torch sees a GPU, "
+                                    "TensorRT or not; else ONNX Runtime on the CPU, the literal reference "
                                     "— says which and why), ort, trt, or torch (alias gpu: ONNX graphs on the GPU "
                                     "with literal Q/DQ) (default: auto)")
         group.add_argument("--batch-size", type=int, metavar="N", default=None,

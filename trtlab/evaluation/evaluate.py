@@ -1,6 +1,7 @@
 """Evaluation: decode cache → Runner → results store. The one place that runs inference for the dashboards."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import os
@@ -16,6 +17,7 @@ from trtlab.graph.classifier import inspect_classifier
 from trtlab.core.progress import progress_bar
 from trtlab.data.batches import iter_batches, rows_per_batch
 from trtlab.core.errors import UserValueError
+from trtlab.evaluation.options import EvalTarget, RunOptions, with_shortcuts
 from trtlab.evaluation.outputs import describe_kind, interpret_outputs, report_non_finite
 from trtlab.evaluation.results import ResultsStore, VariantResult
 from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, read_checked, read_json_checked
@@ -23,25 +25,9 @@ from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, rea
 log = logging.getLogger(__name__)
 
 
-def evaluate(
-    model_path: str | os.PathLike,
-    cache: DecodeCache,
-    variant: str = "fp32",
-    recipe: dict | None = None,
-    backend: str = "auto",
-    batch_size: int = 32,
-    store: ResultsStore | None = None,
-    workspace=None,
-    force: bool = False,
-    progress: bool = True,
-    runner_options: dict | None = None,
-    indices=None,
-    record_extra: dict | None = None,
-    checkpoint_every: int = 2048,
-    experiment=None,
-    identity: dict | None = None,
-    on_images=None,
-) -> VariantResult:
+def evaluate(model_path: str | os.PathLike, cache: DecodeCache, variant: str = "fp32", *,
+             target: EvalTarget | None = None, run: RunOptions | None = None, workspace=None, on_images=None,
+             **shortcuts) -> VariantResult:
     """Run `model_path` over every decoded image of `cache` and store per-image top-5 and logits as `variant`.
 
     `backend` ('auto', 'ort', 'torch'/'gpu', 'trt') is resolved first; 'auto' says in one line which backend runs
@@ -56,9 +42,20 @@ def evaluate(
     same variant on a second backend is stored as `<label>@<backend>`. Logits are checkpointed every
     `checkpoint_every` images, so an interrupted evaluation (a Kaggle session timing out) resumes where it stopped
     on the next call with the same model, recipe and images. `on_images(count)` is called after every batch.
+
+    What is evaluated and stored is `target` (EvalTarget: indices, recipe, identity, experiment, store,
+    record_extra), how and where it runs is `run` (RunOptions: backend, batch_size, force, progress,
+    runner_options, checkpoint_every); their fields are also taken as keywords (`evaluate(m, cache,
+    backend="ort", indices=...)`).
     """
     from trtlab.evaluation.identity import Experiment, variant_identity, variant_key
     from trtlab.graph.classifier_view import classifier_view, derived_from
+
+    target, run = with_shortcuts("evaluate", shortcuts, target=target or EvalTarget(), run=run or RunOptions())
+    recipe, identity, indices, experiment, store = (target.recipe, target.identity, target.indices,
+                                                    target.experiment, target.store)
+    backend, batch_size, force, progress = run.backend, run.batch_size, run.force, run.progress
+    runner_options, record_extra = run.runner_options, target.record_extra
 
     # The classifier the labels talk about (graph.classifier_view): its logits output, a 1001-class model's
     # background class dropped where the labels say so; the user's own file when nothing needs doing.
@@ -80,7 +77,7 @@ def evaluate(
         runner_options = _literal_options_for_fp16_qdq(model_path)  # ORT's fusions are not literal on FP16 Q/DQ
     runner, choice = backend_runner(model_path, backend, runner_options, announce=progress)
     base = identity or variant_identity(recipe)
-    identity = with_backend(base, runner)
+    identity = with_backend(base, runner, batch_size)
     key = variant_key(identity)
     valid = cache.valid_indices
     indices = requested[np.isin(requested, valid)]
@@ -97,7 +94,7 @@ def evaluate(
     checkpoint = EvaluationCheckpoint(store.folder / ".partial" / variant,
                                       {"model": info.sha256, "recipe": recipe, "ids": hash_json([ids[i] for i in indices]),
                                        "backend": runner.identity(), "options": options},
-                                      every=checkpoint_every)
+                                      every=run.checkpoint_every)
     logits_chunks = [] if force else checkpoint.load()
     done = sum(len(c) for c in logits_chunks)
     if done and progress:
@@ -128,8 +125,9 @@ def evaluate(
         top5_indices=outputs.top5_indices,
         top5_probs=outputs.top5_probs,
         logits=outputs.stored,
-        record={**run_record(model_path, info, experiment, key, identity, recipe, description, choice, cache,
-                             requested, batch_size, started, record_extra),
+        record={**run_record(model_path, info, experiment=experiment, key=key, identity=identity, recipe=recipe,
+                             description=description, choice=choice, cache=cache, requested=requested,
+                             batch_size=batch_size, started=started, record_extra=record_extra),
                 "outputs": outputs.record(image_ids),
                 **({"derived_from": made} if (made := derived_from(model_path)) else {})},
     )
@@ -154,7 +152,7 @@ def checked_batch_size(model_path, info, cache, batch_size: int, progress: bool)
     return batch_size
 
 
-def run_record(model_path, info, experiment, key, identity, recipe, description, choice, cache, requested,
+def run_record(model_path, info, *, experiment, key, identity, recipe, description, choice, cache, requested,
                batch_size, started, record_extra) -> dict:
     """The run record stored beside a variant's results: what was evaluated, on what, how and how long."""
     return {
@@ -202,23 +200,35 @@ def backend_runner(model_path, backend: str = "auto", runner_options: dict | Non
     return runner, {"requested": backend, "resolved": resolved, "why": why}
 
 
-def with_backend(identity: dict, runner) -> dict:
+def with_backend(identity: dict, runner, batch_size: int | None = None) -> dict:
     """The variant's identity with the backend that computes it (kept when the caller put one in: TensorRT
-    engines name theirs with the engine's facts)."""
-    return identity if "backend" in identity else {**identity, "backend": runner.identity()}
+    engines name theirs with the engine's facts) and, where that backend's numbers change with the batch
+    (Runner.batch_dependent: GPU kernels picked per shape; not ONNX Runtime on the CPU), the evaluation batch
+    size: a result computed at batch 32 is not reused for batch 256, and both are kept."""
+    identity = identity if "backend" in identity else {**identity, "backend": runner.identity()}
+    if batch_size is not None and runner.batch_dependent():
+        identity = {**identity, "batch_size": int(batch_size)}
+    return identity
 
 
 def find_stored(store: ResultsStore, identity: dict, key: str, backend: str) -> tuple[str | None, str | None]:
     """(label of the stored result of this variant on this backend, or None; the older key it is stored under when
-    it was written before the backend was part of the identity — then it is replaced, not duplicated)."""
+    it was written before the backend — or the batch size — was part of the identity: then it is replaced, not
+    duplicated; a result whose run record names another batch size is not this one)."""
     from trtlab.evaluation.identity import backend_of, variant_key, without_backend
 
     label = store.find(key)
     if label is not None:
         return label, None
+    if "batch_size" in identity:  # stored before the batch size was in the identity: its run record says which
+        older_key = variant_key({k: v for k, v in identity.items() if k != "batch_size"})
+        older = store.find(older_key)
+        if older is not None and store.record(older).get("batch_size") == identity["batch_size"]:
+            return older, older_key
     legacy_key = variant_key(without_backend(identity))
     legacy = store.find(legacy_key)
-    if legacy is not None and backend_of(store.record(legacy)) == backend:
+    if legacy is not None and backend_of(store.record(legacy)) == backend and \
+            store.record(legacy).get("batch_size") == identity.get("batch_size", store.record(legacy).get("batch_size")):
         return legacy, legacy_key
     return None, None
 
@@ -333,9 +343,8 @@ def _literal_options_for_fp16_qdq(model_path) -> dict | None:
     return dict(LITERAL_OPTIONS) if qdq_float_type(model_path) == "fp16" else None
 
 
-def evaluate_variant(built, cache, eval_indices, store=None, backend: str = "auto",
-                     batch_size: int = 32, progress: bool = True, force: bool = False, split=None, workspace=None,
-                     experiment=None, on_images=None):
+def evaluate_variant(built, cache, eval_indices, store=None, *, split=None, experiment=None, workspace=None,
+                     run: RunOptions | None = None, on_images=None, **shortcuts):
     """Evaluate a built variant on the evaluation images and store its results (under the experiment of its source
     model and these images; label: the variant's name, made unique when another variant holds it). A caller that
     evaluates several variants passes their common `experiment` (its dataset fingerprint stats every file once).
@@ -346,6 +355,8 @@ def evaluate_variant(built, cache, eval_indices, store=None, backend: str = "aut
     from trtlab.evaluation.identity import Experiment, MixedExperimentError, variant_key
     from trtlab.evaluation.literal_check import ort_qdq_self_check, reference_runner_options, report_self_check
 
+    run = with_shortcuts("evaluate_variant", shortcuts, run=run or RunOptions())
+    backend, progress, force = run.backend, run.progress, run.force
     options = {}
     recipe = built.recipe.to_dict()
     source = inspect_classifier(built.source_model or built.model_path)
@@ -360,7 +371,7 @@ def evaluate_variant(built, cache, eval_indices, store=None, backend: str = "aut
     if isinstance(built.plan, dict) and built.plan.get("fp16_range"):  # scales raised / lowered, counted apart
         extra["fp16_range"] = built.plan["fp16_range"]
     runner, choice = backend_runner(built.model_path, backend, announce=progress)
-    identity = with_backend(built.identity, runner)
+    identity = with_backend(built.identity, runner, run.batch_size)
     stored = not force and find_stored(store, identity, variant_key(identity), runner.identity())[0] is not None
     if built.recipe.precision == "int8" and choice["resolved"] == "ort" and not stored:
         # stored results are reused as they are: no second self-check, no repeated warning
@@ -370,7 +381,7 @@ def evaluate_variant(built, cache, eval_indices, store=None, backend: str = "aut
         # them on the sample batch.
         options = reference_runner_options(check)
         report_self_check(check, key=str(built.folder))
-    return evaluate(built.model_path, cache, built.name, recipe=recipe, backend=backend, batch_size=batch_size,
-                    store=store, progress=progress, force=force, runner_options=options, indices=eval_indices,
-                    record_extra=extra, experiment=experiment, identity=built.identity, workspace=workspace,
-                    on_images=on_images)
+    target = EvalTarget(indices=eval_indices, recipe=recipe, identity=built.identity, experiment=experiment,
+                        store=store, record_extra=extra)
+    return evaluate(built.model_path, cache, built.name, target=target,
+                    run=dataclasses.replace(run, runner_options=options), workspace=workspace, on_images=on_images)

@@ -134,8 +134,9 @@ def backend_of(record: dict | None) -> str | None:
 
 
 def without_backend(identity: dict | None) -> dict:
-    """A variant's identity apart from the backend it was evaluated on (the same variant on two backends)."""
-    return {k: v for k, v in (identity or {}).items() if k != "backend"}
+    """A variant's identity apart from the backend it was evaluated on, and the batch size where that backend's
+    numbers depend on it (the same variant on two backends)."""
+    return {k: v for k, v in (identity or {}).items() if k not in ("backend", "batch_size")}
 
 
 def check_one_backend(results: dict, allow_mixed_backends: bool = False) -> dict | None:

@@ -380,14 +380,11 @@ def export_calibration_cache(cache_file: Path, target) -> Path:
 
 
 def tensorrt_version() -> str | None:
-    """TensorRT's version for the cache header, when TensorRT really imports here."""
-    from trtlab.backends import tensorrt_available
+    """TensorRT's version for the cache header, when TensorRT really imports here (asked of trtlab.backends: only
+    backends/ and env/ import tensorrt)."""
+    from trtlab.backends import installed_tensorrt_version
 
-    if not tensorrt_available():
-        return None
-    import tensorrt
-
-    return getattr(tensorrt, "__version__", None)
+    return installed_tensorrt_version()
 
 
 __all__ = ["BuiltVariant", "Recipe", "CalibrationSizeError", "DEFAULT_CALIBRATION_IMAGES", "PRECISIONS",

@@ -5,6 +5,9 @@ ipywidgets whose callbacks are the plain functions below (testable without a bro
 """
 from __future__ import annotations
 
+import dataclasses
+import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,7 +17,10 @@ from trtlab.data.decode_cache import DecodeCache, build_decode_cache
 from trtlab.evaluation.results import ResultsStore
 from trtlab.data.split import CalibrationSizeError, Split, saved_split  # noqa: F401  (saved_split: re-exported)
 from trtlab.evaluation.evaluate import evaluate_variant
+from trtlab.evaluation.options import RunOptions, with_shortcuts
 from trtlab.quantization.variants import BuiltVariant, Recipe, build_variant
+
+log = logging.getLogger(__name__)
 
 GUARD_CHOICES = ("first_layer", "last_layer", "softmax")
 
@@ -26,6 +32,24 @@ class ABResult:
     cache: DecodeCache
     split: Split
     variants: dict[str, BuiltVariant] = field(default_factory=dict)  # stored label → built variant
+    ran_on: str = ""  # which devices computed the literal results, in words
+    engines: object = None  # workflows.ab_engines.EngineColumn where TensorRT engines were built, else None
+
+    def __repr__(self) -> str:
+        parts = [self.ran_on] if self.ran_on else []
+        parts.append(self.table.text())
+        if self.engines is not None:
+            parts.append(repr(self.engines))
+        return "\n".join(parts)
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        parts = [f"<p>{escape(self.ran_on)}</p>"] if self.ran_on else []
+        parts.append(self.table.html())
+        if self.engines is not None:
+            parts.append(self.engines._repr_html_())
+        return "\n".join(parts)
 
     @property
     def data(self):
@@ -69,31 +93,60 @@ def check_calibration_sizes(recipes, split: Split, dataset: Dataset) -> None:
             f"use calibration_images ≤ {len(split.calibration)}, or a split with a larger calibration set")
 
 
-def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: Split | None = None,
-            calibration_images: int | None = None, workspace=None, backend: str = "auto", batch_size: int = 32,
-            progress: bool = True, force: bool = False, parallel="auto", output: str | None = None,
-            background_class: str = "auto", crop: int | None = None, resize: int | None = None,
-            import_cache=None) -> ABResult:
+@dataclass(frozen=True)
+class InputOptions:
+    """Which output of the model is the classifier and how images are cropped: `output` (default: the logits
+    output), a 1001-class model's `background_class`, `crop`/`resize` (default: from the model's input)."""
+
+    output: str | None = None
+    background_class: str = "auto"
+    crop: int | None = None
+    resize: int | None = None
+
+
+@dataclass(frozen=True)
+class CalibrationOptions:
+    """How the INT8 variants calibrate: on `calibration_images` images of the split (None: what the recipes name,
+    else half the data up to DEFAULT_CALIBRATION_IMAGES), or with the scales of `import_cache` (a calibration
+    cache file, trtlab's or TensorRT's own) instead of calibrating."""
+
+    calibration_images: int | None = None
+    import_cache: object = None
+
+
+def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", *, split: Split | None = None,
+            workspace=None, inputs: InputOptions | None = None, calibration: CalibrationOptions | None = None,
+            run: RunOptions | None = None, **shortcuts) -> ABResult:
     """Build each recipe's variant (calibrating on the split's calibration images), evaluate it and FP32 on the
     evaluation images, and return the comparison table (read back from the results store of this model and
     these evaluation images).
 
+    Options come as three small objects, or as keywords naming their fields (`compare(model, data, recipes,
+    split=split, backend="ort", batch_size=64)`): `inputs` (InputOptions: output, background_class, crop, resize),
+    `calibration` (CalibrationOptions: calibration_images, import_cache), `run` (RunOptions: backend, batch_size,
+    parallel, engines, force, progress).
+
     The model scored is the classifier the labels talk about (graph.classifier_view: the logits `output`, a
     1001-class model's `background_class`); the crop follows its input unless `crop`/`resize` (or a Preprocess)
-    say otherwise. `import_cache` (a calibration cache file, trtlab's or TensorRT's own) gives the INT8 scales
-    instead of calibrating. Everything is checked before any image is decoded.
+    say otherwise. `import_cache` gives the INT8 scales instead of calibrating. Everything is checked before any
+    image is decoded.
 
-    Calibration runs where the backend has a GPU (ONNX Runtime asked for: on the CPU). `parallel`: 'auto'
-    evaluates the variants in one process per GPU when more than one GPU is visible and the backend runs on the
-    GPU (torch or TensorRT) — the stored results are those of one GPU (workflows.parallel); False evaluates here,
-    one variant after another; N spreads over N worker processes."""
+    Backend 'auto' runs the literal graphs on the torch GPU backend whenever a CUDA GPU is visible (else ONNX
+    Runtime on the CPU); calibration runs where the backend has a GPU. `parallel`: 'auto' evaluates the variants
+    in one process per GPU when more than one GPU is visible and the backend runs on the GPU (torch or TensorRT) —
+    the stored results are those of one GPU (workflows.parallel); False evaluates here; N spreads over N worker
+    processes. `engines`: 'auto' (where TensorRT imports) also builds each variant's TensorRT engine and evaluates
+    it on the same images (`result.engines`, workflows.ab_engines); a failed engine is one line there and the
+    literal results stand. `result.ran_on` says which devices ran."""
+    inputs, calibration, run = with_shortcuts("compare", shortcuts, inputs=inputs or InputOptions(),
+                                              calibration=calibration or CalibrationOptions(), run=run or RunOptions())
     from trtlab.backends import resolve_backend
     from trtlab.evaluation.identity import Experiment
     from trtlab.graph.classifier import check_float_model
     from trtlab.graph.classifier_view import classifier_view, preprocess_for
     from trtlab.quantization.statistics import calibration_device
     from trtlab.views.report import report_tables
-    from trtlab.workflows.parallel import evaluate_in_parallel, parallel_devices
+    from trtlab.workflows.parallel import SharedEvaluation, evaluate_in_parallel, parallel_devices
 
     from trtlab.quantization.recipe import recipes_of
     from trtlab.workflows.checks import (check_backend, check_calibration_cache, check_free_space, check_guards,
@@ -102,24 +155,28 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: 
     recipes = recipes_of(recipes)
     if not any(r.precision == "fp32" for r in recipes):
         recipes = [Recipe(precision="fp32")] + recipes
-    check_backend(backend)
+    check_backend(run.backend)
+    progress, import_cache = run.progress, calibration.import_cache
 
     # A wrong model, output or numbering fails here, before any image is decoded.
-    view = classifier_view(model_path, dataset, output, background_class, workspace, announce=progress)
+    view = classifier_view(model_path, dataset, output=inputs.output, background_class=inputs.background_class,
+                           workspace=workspace, announce=progress)
     model_path, info = view.path, view.info
     if any(r.precision != "fp32" for r in recipes):
         check_float_model(view.source)  # an already-quantized model: evaluate it as it is instead
     check_labels(dataset, info)  # labels outside the model's classes too
     check_guards(model_path, [g for r in recipes if r.precision != "fp32" for g in r.guards], workspace, "guards")
-    resolved, _ = resolve_backend(model_path, backend)
-    devices = parallel_devices(parallel, resolved)  # a bad `parallel` is refused before any work
-    spec = preprocess_for(info, preprocess, crop, resize)
+    resolved, _ = resolve_backend(model_path, run.backend)
+    devices = parallel_devices(run.parallel, resolved)  # a bad `parallel` is refused before any work
+    with_engines = engines_wanted(run.engines)  # a bad `engines` too
+    spec = preprocess_for(info, preprocess, inputs.crop, inputs.resize)
     if import_cache is not None:
         check_calibration_cache(import_cache, model_path, recipes, spec, workspace, "import_cache",
                                 Path(view.source.path).name)
     if split is None:
-        wanted = calibration_images or max((r.calibration_images or 0 for r in recipes if r.precision == "int8"),
-                                           default=0) or default_calibration_pool(dataset)
+        wanted = calibration.calibration_images or max(
+            (r.calibration_images or 0 for r in recipes if r.precision == "int8"), default=0) or \
+            default_calibration_pool(dataset)
         split = saved_split(dataset, wanted, workspace=workspace)
     check_calibration_sizes(recipes, split, dataset)
     check_free_space(workspace, decode_cache_pending(dataset, spec, workspace, progress), spec.crop, model_path,
@@ -128,20 +185,81 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", split: 
     experiment = Experiment.for_evaluation(info, cache, split.evaluation, split)
     store = ResultsStore.for_experiment(experiment, workspace)
     with calibration_device("cpu" if resolved == "ort" else None):  # the GPU when the backend has one
-        variants = [build_variant(model_path, recipe, cache, split.calibration, workspace, force=force,
+        variants = [build_variant(model_path, recipe, cache, split.calibration, workspace=workspace, force=run.force,
                                   progress=progress, calibration_cache_path=import_cache,
                                   reuse_cache=import_cache is not None) for recipe in recipes]
     if devices:
-        labels = evaluate_in_parallel(variants, devices, dataset, spec, workspace, split, experiment, store.folder,
-                                      resolved, batch_size, force, progress)
+        shared = SharedEvaluation(dataset=dataset, preprocess=spec, split=split, experiment=experiment,
+                                  store_folder=store.folder, workspace=workspace,
+                                  run=dataclasses.replace(run, backend=resolved))
+        labels = evaluate_in_parallel(variants, devices, shared)
     else:
-        labels = [evaluate_variant(variant, cache, split.evaluation, store, backend=backend, batch_size=batch_size,
-                                   progress=progress, force=force, split=split, experiment=experiment).variant
-                  for variant in variants]
+        labels = [evaluate_variant(variant, cache, split.evaluation, store, split=split, experiment=experiment,
+                                   run=run).variant for variant in variants]
     built: dict[str, BuiltVariant] = dict(zip(labels, variants))  # recipes that named no size now name the one used
     reference = next(label for label, v in zip(labels, variants) if v.recipe.precision == "fp32")
     _, table = report_tables(store.load_all(list(built)), reference=reference)
-    return ABResult(table, store, cache, split, built)
+    result = ABResult(table, store, cache, split, variants=built, ran_on=ran_on(resolved, devices))
+    if progress:
+        log.info(result.ran_on)
+    if with_engines:  # after the literal results are stored: whatever happens here, they stand
+        from trtlab.workflows.ab_engines import engine_column
+
+        result.engines = engine_column(result, model_path, experiment=experiment, workspace=workspace, run=run)
+    return result
+
+
+def engines_wanted(engines) -> bool:
+    """compare()'s `engines`: 'auto' → whether TensorRT imports here; True/False as given."""
+    if engines == "auto":
+        from trtlab.backends import tensorrt_available
+
+        return tensorrt_available()
+    if isinstance(engines, bool):
+        return engines
+    from trtlab.core.errors import UserValueError
+
+    raise UserValueError(f"engines={engines!r} is not 'auto', True or False",
+                         "use engines='auto' (TensorRT engines where TensorRT imports), True or False")
+
+
+def ran_on(backend: str, devices: list[str] | None) -> str:
+    """Which devices computed the A/B, in words: 'ran on 2× Tesla T4 (one process each), torch backend'."""
+    if backend == "ort":
+        return f"ran on the CPU ({os.cpu_count()} cores visible), ONNX Runtime backend"
+    names = gpu_names()
+    if devices:
+        gpus = [d for d in devices if d.startswith("cuda:")]
+        if not gpus:
+            return f"ran in {len(devices)} worker processes on the CPU, {backend} backend"
+        ids = [d.split(":", 1)[1] for d in gpus]
+        shown = [names.get(i, f"GPU {i}") for i in ids]
+        if len(set(ids)) < len(ids):
+            return f"ran on {len(set(ids))} GPU(s) ({', '.join(sorted(set(shown)))}) in {len(devices)} processes, " \
+                   f"{backend} backend"
+        return f"ran on {_count(shown)} (one process each), {backend} backend"
+    first = next(iter(names.values()), None)
+    return f"ran on 1× {first}, {backend} backend" if first else f"ran on the CPU, {backend} backend"
+
+
+def _count(names: list[str]) -> str:
+    """['Tesla T4', 'Tesla T4'] → '2× Tesla T4'; mixed models listed."""
+    groups: dict = {}
+    for name in names:
+        groups[name] = groups.get(name, 0) + 1
+    return " + ".join(f"{n}× {name}" for name, n in groups.items())
+
+
+def gpu_names() -> dict:
+    """CUDA device id (as CUDA_VISIBLE_DEVICES names it) → GPU name, for the GPUs torch sees here."""
+    from trtlab.workflows.parallel import visible_gpus
+
+    ids = visible_gpus()
+    if not ids:
+        return {}
+    import torch
+
+    return {gpu: torch.cuda.get_device_name(k) for k, gpu in enumerate(ids)}
 
 
 # -- widget callbacks (plain functions) -------------------------------------------------------------------------
@@ -174,10 +292,11 @@ def _whole(value):
 
 def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, split: Split | None = None,
                max_calibration_images: int | None = None):
-    """ipywidgets panel: algorithms, calibration size, batch size, guards, Run → A/B table, plot and the
-    head-to-head verdict of the chosen algorithms."""
+    """ipywidgets panel: algorithms, calibration size, batch size, guards, 'also as TensorRT engines' (on where
+    TensorRT imports), Run → which GPUs ran, the A/B table, the engines' table, plot and the head-to-head verdict
+    of the chosen algorithms."""
     import ipywidgets as w
-    from IPython.display import display
+    from IPython.display import Markdown, display
 
     # Labels at their full width ('calibration images', not 'calib ima…'): ipywidgets' default cuts them at ~80 px.
     full = {"style": {"description_width": "initial"}}
@@ -194,6 +313,11 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
     nodes = w.Text(value="", description="node guards", placeholder="node names, comma separated", **full)
     precision = w.ToggleButtons(options=["fp32", "fp16"], value="fp32", description="guarded layers run in", **full)
     with_fp16 = w.Checkbox(value=True, description="also an FP16 variant", indent=False, **full)
+    from trtlab.backends import tensorrt_available
+
+    # On where TensorRT imports: each variant's engine too (top-1, agreement with the literal graph, latency).
+    engines = w.Checkbox(value=tensorrt_available(), description="also as TensorRT engines", indent=False,
+                         tooltip="build each variant's TensorRT engine and evaluate it on the same images", **full)
     run = w.Button(description="Run A/B", button_style="primary")
     out = w.Output()
 
@@ -207,9 +331,13 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
                                              [b.description for b in guard_boxes if b.value], nodes.value,
                                              precision.value, percentile.value, with_fp16.value)
             result = compare(model_path, dataset, recipes, preprocess, split=split, workspace=workspace,
-                             calibration_images=size.value)
+                             calibration=CalibrationOptions(calibration_images=size.value),
+                             run=RunOptions(engines=engines.value))
             panel.last_result = result
+            display(Markdown(result.ran_on))
             display(result.table)
+            if result.engines is not None:
+                display(result.engines)
             display(result.plot())  # a FigureView: rendered as PNG in JupyterLab and in executed notebooks
             show_verdict(result)
         return result
@@ -217,9 +345,10 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
     run.on_click(on_run)
     panel = w.VBox([w.HBox([algorithms, w.VBox([size, batch, percentile])]),
                     w.HBox([w.Label("guards:")] + guard_boxes),
-                    w.HBox([nodes, precision]), with_fp16, run, out])
+                    w.HBox([nodes, precision]), with_fp16, engines, run, out])
     panel.run_callback = on_run  # lets tests and scripts press "Run" without a browser
     panel.last_result = None
+    panel.engines_toggle = engines
     return panel
 
 

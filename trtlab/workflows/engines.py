@@ -9,6 +9,7 @@ experiment (the source model on the evaluation images), labelled `trt-<variant>`
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,6 +201,7 @@ class EngineSet:
         TensorRT version recorded. Returns the comparison table (reference: the FP32 variant on this backend)."""
         from trtlab.evaluation.identity import Experiment
         from trtlab.evaluation.metrics import variant_table
+        from trtlab.evaluation.options import RunOptions
         from trtlab.evaluation.results import ResultsStore
         from trtlab.graph.classifier import inspect_classifier
 
@@ -207,30 +209,34 @@ class EngineSet:
         experiment = Experiment.for_evaluation(inspect_classifier(self.model), cache, self.split.evaluation,
                                                self.split)
         store = ResultsStore.for_experiment(experiment, self.workspace)
-        labels = [_evaluate_entry(entry, self.backend, cache, self.split, store, experiment, batch_size, force,
-                                  progress) for entry in self.entries.values()]
+        run = RunOptions(batch_size=batch_size, force=force, progress=progress)
+        labels = [_evaluate_entry(entry, self.backend, cache, self.split, store, experiment=experiment, run=run)
+                  for entry in self.entries.values()]
         reference = next((name for name, entry in zip(labels, self.entries.values()) if entry.precision == "fp32"),
                          labels[0])
         return variant_table(store.load_all(labels), reference=reference)
 
 
-def _evaluate_entry(entry: EngineVariant, backend, cache, split, store, experiment, batch_size, force, progress):
+def _evaluate_entry(entry: EngineVariant, backend, cache, split, store, *, experiment, run) -> str:
+    """Evaluate one variant (TensorRT: its engine, stored as trt-<variant> with the engine's facts in its
+    identity; else its graph on ONNX Runtime); returns the stored label. `run`: RunOptions."""
     from trtlab.evaluation.evaluate import evaluate, evaluate_variant
+    from trtlab.evaluation.options import EvalTarget
 
     if backend != "trt":
-        return evaluate_variant(entry.built, cache, split.evaluation, store, backend="ort", batch_size=batch_size,
-                                progress=progress, force=force, split=split, experiment=experiment).variant
+        return evaluate_variant(entry.built, cache, split.evaluation, store, split=split, experiment=experiment,
+                                run=dataclasses.replace(run, backend="ort")).variant
     sidecar = entry.engine.sidecar
     engine = {"tensorrt": sidecar.get("tensorrt_version"), "recipe_hash": sidecar.get("recipe_hash"),
               "gpu": sidecar.get("gpu_name")}
-    identity = {**entry.identity, "backend": {"name": "trt", **engine}}
-    result = evaluate(entry.onnx, cache, f"trt-{entry.label}", recipe=entry.recipe, backend="trt",
-                      batch_size=batch_size, store=store, force=force, progress=progress,
-                      runner_options={"engine": str(entry.engine.engine_path), "precision": entry.precision},
-                      indices=split.evaluation, experiment=experiment, identity=identity,
-                      record_extra={"engine": {**engine, "path": str(entry.engine.engine_path),
-                                               "tf32": (sidecar.get("tf32") or {}).get("note")},
-                                    "variant_label": entry.label})
+    target = EvalTarget(indices=split.evaluation, recipe=entry.recipe, experiment=experiment, store=store,
+                        identity={**entry.identity, "backend": {"name": "trt", **engine}},
+                        record_extra={"engine": {**engine, "path": str(entry.engine.engine_path),
+                                                 "tf32": (sidecar.get("tf32") or {}).get("note")},
+                                      "variant_label": entry.label})
+    runner = {"engine": str(entry.engine.engine_path), "precision": entry.precision}
+    result = evaluate(entry.onnx, cache, f"trt-{entry.label}", target=target,
+                      run=dataclasses.replace(run, backend="trt", runner_options=runner))
     return result.variant
 
 

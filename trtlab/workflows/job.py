@@ -7,6 +7,7 @@ from pathlib import Path
 from trtlab.data.dataset import Dataset
 from trtlab.data.decode_cache import DecodeCache, build_decode_cache
 from trtlab.evaluation.results import ResultsStore
+from trtlab.evaluation.options import RunOptions
 from trtlab.core.workspace import workspace_dir
 
 
@@ -61,9 +62,9 @@ def run_job(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, 
     check_free_space(workspace, decode_cache_pending(dataset, spec, workspace, progress), spec.crop)
     cache = build_decode_cache(dataset, spec, workspace, progress=progress)
     literal = view.info.quantized and resolve_backend(view.path, backend)[0] == "ort"
-    result = evaluate(view.path, cache, "int8" if view.info.quantized else "fp32", backend=backend,
-                      batch_size=batch_size, progress=progress, workspace=workspace,
-                      runner_options={"disable_quant_qdq": True} if literal else None)
+    run = RunOptions(backend=backend, batch_size=batch_size, progress=progress,
+                     runner_options={"disable_quant_qdq": True} if literal else None)
+    result = evaluate(view.path, cache, "int8" if view.info.quantized else "fp32", run=run, workspace=workspace)
     # The store of this model on this data: another model evaluated on the same folder has its own.
     store = ResultsStore.for_experiment(experiment_of(result.record), workspace)
     variants = [result.variant]
@@ -89,8 +90,9 @@ def run_demo(workspace=None, model: str = "efficientnet-lite0", progress: bool =
     model_path = export_demo_model(model, workspace)
     dataset = demo_dataset()
     recipes = [Recipe(precision="fp16")] + [Recipe(precision="int8", algorithm=a) for a in algorithms]
+    # The demo's report shows the literal A/B; TensorRT engines are notebook 03's and `calibrate`'s.
     result = compare(model_path, dataset, recipes, DEMO_PREPROCESS, split=demo_split(dataset), workspace=workspace,
-                     backend=backend, batch_size=batch_size, progress=progress)
+                     run=RunOptions(backend=backend, batch_size=batch_size, progress=progress, engines=False))
     variants = list(result.table.index)
     report = write_report(result.store, workspace / "reports" / result.store.folder.name, variants,
                           reference="fp32", decode_cache=result.cache)

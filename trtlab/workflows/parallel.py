@@ -12,6 +12,7 @@ labels they stored as JSON lines on stdout; their stderr goes to a log file name
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -20,7 +21,10 @@ import subprocess
 import sys
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
+
+from trtlab.evaluation.options import RunOptions
 
 log = logging.getLogger(__name__)
 
@@ -81,13 +85,27 @@ def share_out(variants, workers: int) -> list[list[int]]:
     return [sorted(share) for share in shares]
 
 
-def evaluate_in_parallel(variants, devices: list[str], dataset, preprocess, workspace, split, experiment,
-                         store_folder, backend: str, batch_size: int = 32, force: bool = False,
-                         progress: bool = True) -> list[str]:
+@dataclass(frozen=True)
+class SharedEvaluation:
+    """What every worker of one parallel evaluation shares: the data (dataset, preprocessing, split), where the
+    results go (experiment, store folder, workspace) and how to run (RunOptions: backend — the resolved one —,
+    batch size, force)."""
+
+    dataset: object
+    preprocess: object
+    split: object
+    experiment: object
+    store_folder: object
+    workspace: object = None
+    run: RunOptions = RunOptions()
+
+
+def evaluate_in_parallel(variants, devices: list[str], shared: SharedEvaluation) -> list[str]:
     """Evaluate `variants` (BuiltVariants) on the split's evaluation images, spread over `devices`, into the store
-    at `store_folder`; returns the label each variant was stored under, in order."""
+    at `shared.store_folder`; returns the label each variant was stored under, in order."""
     from trtlab.core.progress import progress_bar
 
+    split = shared.split
     shares = [share for share in share_out(variants, len(devices)) if share]
     labels: list = [None] * len(variants)
     with tempfile.TemporaryDirectory(prefix="trtlab-parallel-") as folder:
@@ -95,15 +113,15 @@ def evaluate_in_parallel(variants, devices: list[str], dataset, preprocess, work
         for device, share in zip(devices, shares):
             job = Path(folder) / f"job-{len(workers)}.pkl"
             with open(job, "wb") as fh:
-                pickle.dump({"variants": [variants[k] for k in share], "dataset": dataset, "preprocess": preprocess,
-                             "workspace": str(workspace) if workspace is not None else None, "split": split,
-                             "experiment": experiment, "store": str(store_folder), "backend": backend,
-                             "batch_size": batch_size, "force": force}, fh)
+                workspace = str(shared.workspace) if shared.workspace is not None else None
+                pickle.dump({"variants": [variants[k] for k in share],
+                             "shared": dataclasses.replace(shared, workspace=workspace)}, fh)
             workers.append(_Worker(device, share, job, Path(folder) / f"worker-{len(workers)}.log"))
         log.info("evaluating %d variant(s) in %d processes on %s", len(variants), len(workers),
                  ", ".join(w.device for w in workers))
         total = len(split.evaluation) * len(variants)
-        bar = progress_bar(total=total, desc=f"evaluate on {len(workers)} devices", unit="img", enabled=progress)
+        bar = progress_bar(total=total, desc=f"evaluate on {len(workers)} devices", unit="img",
+                           enabled=shared.run.progress)
         lock = threading.Lock()
 
         def advance(count: int) -> None:
@@ -187,12 +205,13 @@ def serve() -> None:
         from trtlab.evaluation.evaluate import evaluate_variant
         from trtlab.evaluation.results import ResultsStore
 
-        cache = build_decode_cache(job["dataset"], job["preprocess"], job["workspace"], progress=False)
-        store = ResultsStore(job["store"])
+        shared = job["shared"]
+        cache = build_decode_cache(shared.dataset, shared.preprocess, shared.workspace, progress=False)
+        store = ResultsStore(shared.store_folder)
+        run = dataclasses.replace(shared.run, progress=False)
         for built in job["variants"]:
-            result = evaluate_variant(built, cache, job["split"].evaluation, store, backend=job["backend"],
-                                      batch_size=job["batch_size"], progress=False, force=job["force"],
-                                      split=job["split"], workspace=job["workspace"], experiment=job["experiment"],
+            result = evaluate_variant(built, cache, shared.split.evaluation, store, split=shared.split,
+                                      workspace=shared.workspace, experiment=shared.experiment, run=run,
                                       on_images=lambda count: emit({"images": count}))
             emit({"stored": result.variant})
     except Exception as exc:  # noqa: BLE001 - reported to the caller, which raises it
@@ -208,4 +227,4 @@ def serve() -> None:
         sys.exit(1)
 
 
-__all__ = ["evaluate_in_parallel", "parallel_devices", "serve", "share_out", "visible_gpus"]
+__all__ = ["SharedEvaluation", "evaluate_in_parallel", "parallel_devices", "serve", "share_out", "visible_gpus"]

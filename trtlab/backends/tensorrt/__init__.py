@@ -18,7 +18,8 @@ import importlib
 
 _NAMES = {
     "build_engine": "build", "network_creation_flags": "build",
-    "BuildOptions": "options", "EngineBuild": "options", "PRECISIONS": "options", "graph_facts": "options",
+    "BuildOptions": "options", "EngineBuild": "options", "EngineTarget": "options", "PRECISIONS": "options",
+    "graph_facts": "options",
     "check_engine_compatible": "options", "sidecar_path": "options",
     "import_tensorrt": "loader", "tensorrt_major": "loader", "tensorrt_version": "loader",
     "TensorRTUnavailable": "loader", "ImplicitInt8Unsupported": "loader", "OnnxParseError": "loader",

@@ -27,6 +27,7 @@ tests/test_trt_real_bindings.py runs these paths against the REAL bindings' API 
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import os
 import time
@@ -36,7 +37,8 @@ from pathlib import Path
 from trtlab.backends.tensorrt.loader import (EngineBuildError, EngineCompatibilityError, OnnxParseError,
                                              format_parser_errors, implicit_int8_unsupported, import_tensorrt,
                                              log, make_logger, tensorrt_major)
-from trtlab.backends.tensorrt.options import (SIDECAR_FORMAT, BuildOptions, EngineBuild, check_engine_compatible,
+from trtlab.backends.tensorrt.options import (SIDECAR_FORMAT, BuildOptions, EngineBuild, EngineTarget,
+                                              check_engine_compatible,
                                               check_graph_precision, default_rebuild_command, graph_facts,
                                               sidecar_path)
 from trtlab.core.errors import UserValueError
@@ -58,28 +60,35 @@ class _Plan:
 
 
 def build_engine(onnx_path, precision: str | None = None, output: str | os.PathLike | None = None, *,
-                 workspace=None, name: str | None = None, folder=None, variant: dict | None = None, calibrator=None,
-                 timing_cache: bool | str | os.PathLike = True, rebuild_command: str | None = None,
-                 force: bool = False, gpu: dict | None = None, verbose: bool = False, progress: bool = True,
-                 **options) -> EngineBuild:
+                 target: EngineTarget | None = None, options: BuildOptions | None = None, workspace=None,
+                 calibrator=None, timing_cache: bool | str | os.PathLike = True, force: bool = False,
+                 gpu: dict | None = None, verbose: bool = False, progress: bool = True, **shortcuts) -> EngineBuild:
     """Build a TensorRT engine from the ONNX graph `onnx_path` (or reuse the one built with the same recipe).
 
     precision: None (the graph's own: 'int8' for a Q/DQ graph, 'fp16' for an FP16 graph, else 'fp32'), or one of
     'fp32', 'fp16', 'int8' (checked against the graph), or 'int8-implicit' (TensorRT 10 only: the FP32 graph
-    calibrated by `calibrator`, from trtlab.quantization.tensorrt_calibrator). `variant` ({"label", "key",
-    "identity"}) names what the graph is; it goes into the engine's identity and sidecar, and `name` (default:
-    the variant's label, else the file's stem) into the file name, in `folder` (default `<workspace>/engines/`).
-    Other `options` are BuildOptions fields
-    (min/opt/max_batch, workspace_mb, guards (legacy only), fp16_fallback, weakly_typed, tf32). The engine gets a
-    JSON sidecar; the timing cache `<workspace>/engines/timing.cache` is read before
+    calibrated by `calibrator`, from trtlab.quantization.tensorrt_calibrator). `target` (EngineTarget: output,
+    name, folder, variant, rebuild_command) says where the engine goes and what graph it is; `options`
+    (BuildOptions: min/opt/max_batch, workspace_mb, guards (legacy only), fp16_fallback, weakly_typed, tf32) what
+    changes the engine. The fields of both are also taken as keywords (`build_engine(path, max_batch=8,
+    name="x")`). The engine gets a JSON sidecar; the timing cache `<workspace>/engines/timing.cache` is read before
     and merged back after every build, under a file lock (two kernels may build at once).
     """
+    target = EngineTarget(output=output) if target is None else (
+        dataclasses.replace(target, output=output) if output is not None else target)
+    target_fields = {f.name for f in dataclasses.fields(EngineTarget)}
+    target = dataclasses.replace(target, **{k: v for k, v in shortcuts.items() if k in target_fields})
+    build_fields = {k: v for k, v in (dataclasses.asdict(options).items() if options is not None else ())
+                    if k != "precision"}
+    build_fields.update({k: v for k, v in shortcuts.items() if k not in target_fields})
+    if options is not None and precision is None and options.precision != "fp32":
+        precision = options.precision  # an options object that names a precision other than the default
     trt = import_tensorrt()
     major = tensorrt_major(trt)
     gpu = dict(gpu) if gpu is not None else _device_info()
-    plan = plan_build(trt, major, onnx_path, precision, output, workspace, name, folder, variant, calibrator,
-                      options)
-    command = rebuild_command or default_rebuild_command(onnx_path, plan.opts)
+    plan = plan_build(trt, major, onnx_path, precision, target=target, workspace=workspace, calibrator=calibrator,
+                      options=build_fields)
+    command = target.rebuild_command or default_rebuild_command(onnx_path, plan.opts)
     if not force:
         reused = _reusable(plan, trt, gpu, progress)
         if reused is not None:
@@ -113,8 +122,8 @@ def build_engine(onnx_path, precision: str | None = None, output: str | os.PathL
     return EngineBuild(plan.engine_path, sidecar, False, seconds)
 
 
-def plan_build(trt, major, onnx_path, precision, output, workspace, name, folder, variant, calibrator,
-               options) -> _Plan:
+def plan_build(trt, major, onnx_path, precision, *, target: EngineTarget, workspace, calibrator,
+               options: dict) -> _Plan:
     """Every check that needs no builder: precision against the graph and the TensorRT version, the identity
     (graph sha256, options, variant, calibration) and the engine's file name."""
     import onnx
@@ -133,14 +142,15 @@ def plan_build(trt, major, onnx_path, precision, output, workspace, name, folder
     _check_version_path(trt, major, opts, calibrator)
     check_graph_precision(source, facts, opts, major)
     identity = {"onnx_sha256": info.sha256, "recipe": opts.recipe()}
+    variant, output = target.variant, target.output
     if variant:
         identity["variant"] = {"label": variant.get("label"), "key": variant.get("key")}
     if calibrator is not None and opts.precision == "int8-implicit":
         identity["calibration"] = calibration_identity(calibrator, info.sha256)
     recipe_hash = hash_json(identity, 12)
     engines_root = workspace_dir(workspace) / "engines"
-    folder = Path(folder) if folder is not None else engines_root
-    stem = name or (variant or {}).get("label") or source.stem
+    folder = Path(target.folder) if target.folder is not None else engines_root
+    stem = target.name or (variant or {}).get("label") or source.stem
     engine_path = Path(output) if output is not None else folder / f"{stem}.{opts.precision}.{recipe_hash}.engine"
     return _Plan(source, opts, info, facts, onnx_model, recipe_hash, identity, engine_path, engines_root)
 

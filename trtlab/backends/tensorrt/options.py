@@ -61,6 +61,20 @@ class BuildOptions:
         return recipe
 
 
+@dataclass(frozen=True)
+class EngineTarget:
+    """Where an engine goes and what it is: `output` (an explicit file), else `folder` (default
+    `<workspace>/engines/`) and `name` (default: the variant's label, else the graph's stem); `variant` ({"label",
+    "key", "identity"}) names the graph (into the engine's identity and sidecar); `rebuild_command` goes into the
+    sidecar (default: a build_engine call)."""
+
+    output: object = None
+    name: str | None = None
+    folder: object = None
+    variant: dict | None = None
+    rebuild_command: str | None = None
+
+
 @dataclass
 class EngineBuild:
     """A built (or reused) engine file and its sidecar."""

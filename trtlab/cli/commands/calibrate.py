@@ -1,6 +1,7 @@
 """`python -m trtlab calibrate`: calibrate + quantize INT8 variants and compare them with FP32."""
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from trtlab.cli.args import (ArgGroup, BackendArgs, CalibrationArgs, Command, GuardArgs, ModelDataArgs,
@@ -17,6 +18,10 @@ class CalibrateArgs(ArgGroup):
         group.add_argument("--parallel", metavar="N", default="auto",
                            help="auto (one process per GPU when several GPUs run the variants), off, or a number of "
                                 "worker processes (default: auto)")
+        group.add_argument("--engines", action=argparse.BooleanOptionalAction, default=None,
+                           help="also build each variant's TensorRT engine and evaluate it on the same images "
+                                "(top-1, agreement with the literal result, INT8 vs FP16 latency); --no-engines: "
+                                "the literal A/B only (default: on where TensorRT imports)")
         group.add_argument("--import-cache", metavar="FILE", default=None,
                            help="take the INT8 scales from this calibration cache instead of calibrating: trtlab's, "
                                 "or TensorRT's own text cache (TRT-<version>-<calibrator> header) without trtlab's "
@@ -74,13 +79,19 @@ def run(args) -> int:
                for algorithm in algorithms]
     if args.fp16:
         recipes.insert(0, Recipe(precision="fp16"))
+    from trtlab.evaluation.options import RunOptions
+    from trtlab.workflows.compare import CalibrationOptions
+
+    run = RunOptions(backend=args.backend, batch_size=args.batch_size, parallel=args.parallel, force=args.force,
+                     engines="auto" if args.engines is None else args.engines)
     result = compare(inputs.model, inputs.dataset, recipes, inputs.preset, split=inputs.split,
-                     workspace=args.workspace, force=args.force, calibration_images=args.calibration_images,
-                     backend=args.backend, batch_size=args.batch_size, parallel=args.parallel,
-                     import_cache=args.import_cache)
+                     workspace=args.workspace, run=run,
+                     calibration=CalibrationOptions(args.calibration_images, args.import_cache))
     import pandas as pd
 
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(f"{result.store.describe()}; results in {result.store.folder}")
+        print(f"{result.store.describe()}; results in {result.store.folder}; {result.ran_on}")
         print(result.table.round(4))
+    if result.engines is not None:
+        print(result.engines)
     return 0
