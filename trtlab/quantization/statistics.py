@@ -38,7 +38,9 @@ log = logging.getLogger(__name__)
 # not reused.
 CALIBRATION_REVISION = 3
 # Bytes of exposed activations (x2: one sub-batch being histogrammed while the next runs) per ONNX Runtime run.
-MEMORY_BUDGET_MB = 512
+# 256: EfficientNet-Lite0 (26.5 MB exposed per image) runs in sub-batches of 4 and calibrates 128 images in about
+# 660 MB peak RSS (512: sub-batches of 9, about 1 GB; bench/bench_calibration.py).
+MEMORY_BUDGET_MB = 256
 DEVICES = ("auto", "cpu", "cuda", "torch-cpu")
 _device_override: contextvars.ContextVar = contextvars.ContextVar("trtlab_calibration_device", default=None)
 
