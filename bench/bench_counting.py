@@ -1,9 +1,9 @@
 """Where CPU calibration spends its time, and which counting loop and thread layout make it fastest (issue 28).
 
 Part 1, one core: ns per value of each candidate counting loop on EfficientNet-Lite0's 60 real activations (every
-loop's counts checked against the reference, histogram.reference_bins, before it is timed): numba loops (A: one
-pass into int64 lanes, trtlab's histogram_numba; D: uint32 lanes, 32 KB for 2048 bins; Z: blocks with zeros dropped
-before the counters; F: A unrolled by 4, lanes interleaved), numpy's reference update, and, with --base-tree, the hand-written C loop of an older trtlab.
+loop's counts checked against the reference, histogram.reference_bins, before it is timed): numba loops (F:
+trtlab's histogram_numba, four values per step into interleaved int64 lanes; A: one value per step; D: A with uint32
+lanes, 32 KB for 2048 bins; Z: blocks with zeros dropped before the counters), numpy's reference update, and, with --base-tree, the hand-written C loop of an older trtlab.
 Part 2, `--cores` cores (default 2, pinned), ONNX Runtime intra-op threads set: at N=--images, the FP32 forward pass,
 the run with the 60 tensors exposed (nothing counted), and the whole statistics pass in several thread layouts, with
 the fastest numba loop of part 1 (and the C loop of --base-tree in the first two layouts):
@@ -91,36 +91,17 @@ def loop_z(values, bits, scale, bins):
 
 
 @numba.njit(nogil=True, cache=True)
-def loop_f(values, bits, scale, bins):
-    lanes = np.zeros(4 * bins, np.int64)
+def loop_a(values, bits, scale, bins):
+    counts = np.zeros(LANES * bins, np.int64)
     cap = np.float32(bins - 1)
     top = np.uint32(0)
-    n = values.size
-    mask = np.uint32(0x7FFFFFFF)
-    i = 0
-    while i + 4 <= n:
-        b0, b1, b2, b3 = bits[i] & mask, bits[i + 1] & mask, bits[i + 2] & mask, bits[i + 3] & mask
-        t01 = b0 if b0 > b1 else b1
-        t23 = b2 if b2 > b3 else b3
-        t = t01 if t01 > t23 else t23
-        top = t if t > top else top
-        p0, p1 = abs(values[i]) * scale, abs(values[i + 1]) * scale
-        p2, p3 = abs(values[i + 2]) * scale, abs(values[i + 3]) * scale
-        p0, p1 = (p0 if p0 < cap else cap), (p1 if p1 < cap else cap)
-        p2, p3 = (p2 if p2 < cap else cap), (p3 if p3 < cap else cap)
-        lanes[np.int64(p0) * 4] += 1
-        lanes[np.int64(p1) * 4 + 1] += 1
-        lanes[np.int64(p2) * 4 + 2] += 1
-        lanes[np.int64(p3) * 4 + 3] += 1
-        i += 4
-    while i < n:
-        b = bits[i] & mask
+    for i in range(values.size):
+        b = bits[i] & np.uint32(0x7FFFFFFF)
         top = b if b > top else top
         p = abs(values[i]) * scale
         p = p if p < cap else cap
-        lanes[np.int64(p) * 4] += 1
-        i += 1
-    return lanes.reshape(bins, 4).sum(axis=1), top
+        counts[(i & (LANES - 1)) * bins + np.int64(p)] += 1
+    return counts.reshape(LANES, bins).sum(axis=0), top
 
 
 class Loop:
@@ -139,8 +120,7 @@ class Loop:
 def candidates(base_tree: str | None) -> dict:
     from trtlab.quantization import histogram_numba
 
-    found = {"A (trtlab)": histogram_numba, "D": Loop("D", loop_d), "Z": Loop("Z", loop_z),
-             "F": Loop("F", loop_f)}
+    found = {"F (trtlab)": histogram_numba, "A": Loop("A", loop_a), "D": Loop("D", loop_d), "Z": Loop("Z", loop_z)}
     if base_tree:
         path = Path(base_tree) / "trtlab" / "quantization" / "native_counting.py"
         spec = importlib.util.spec_from_file_location("base_native_counting", path)
