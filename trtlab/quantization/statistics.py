@@ -34,9 +34,10 @@ log = logging.getLogger(__name__)
 
 # Part of the cache keys of statistics and variants: bumped when the histogram or an algorithm changes meaning
 # (2: ModelOpt's fixed-width growing histogram, entropy = NVIDIA's reference; 3: one float32 multiplier kept through
-# growth, growth decided per batch — counts independent of chunking, equal on every device), so old workspaces are
-# not reused.
-CALIBRATION_REVISION = 3
+# growth, growth decided per batch — counts independent of chunking, equal on every device; 4: the 256 MB budget
+# makes the first sub-batch, which sets the bin width, smaller — 4 images of EfficientNet-Lite0 instead of 8), so
+# old workspaces are not reused.
+CALIBRATION_REVISION = 4
 # Bytes of exposed activations (x2: one sub-batch being histogrammed while the next runs) per ONNX Runtime run.
 # 256: EfficientNet-Lite0 (26.5 MB exposed per image) runs in sub-batches of 4 and calibrates 128 images in about
 # 660 MB peak RSS (512: sub-batches of 9, about 1 GB; bench/bench_calibration.py).
