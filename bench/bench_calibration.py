@@ -14,12 +14,17 @@ Each side runs in its own subprocess and reports its own peak RSS (ru_maxrss), s
 - modelopt: ModelOpt's `HistogramCalibrator(num_bins=2048)` fed the same tensors of the same ONNX Runtime
   sub-batches, `compute_amax("entropy")` per tensor (also ModelOpt's `_compute_amax_entropy` on trtlab's own
   histograms: the search alone). Not timed: it is the reference, not a competitor.
-Runs: N=128 (--images) at batch 8 for the three-way comparison, trtlab again at batch 32 (peak RSS), and trtlab vs
-forward at N=1000 (--images-large). `--threads` pins ONNX Runtime's intra-op threads on every side (with
-`taskset -c 0,1` and --threads 2 this mimics the 2-core CI machine).
+Runs: N=128 (--images) at batch 8 for the three-way comparison (trtlab with numba's counter and with numpy's),
+trtlab again at batch 32 (peak RSS), and trtlab vs forward at N=1000 (--images-large), `--repeats` times alternately
+(median). trtlab calibrates on the CPU (device='cpu': ONNX Runtime), also on a GPU host. `--cores 2` (the default)
+pins the bench and every side to the first 2 cores it may use (os.sched_setaffinity, as `taskset -c` does) and
+ONNX Runtime's intra-op threads to that count on every side: the 2-core CI machine and a Kaggle CPU. numba's loop
+is compiled (and cached) once before the timed sides, as a user's second calibration finds it.
+The first lines name the machine (CPU model from /proc/cpuinfo), the versions and what ran; the last lines the
+bars of issue 28 with PASS/FAIL; --json writes every figure.
 
-    python bench/bench_calibration.py [--images 128] [--images-large 1000] [--batch 8] [--threads 2]
-    taskset -c 0,1 python bench/bench_calibration.py --only-large --threads 2 --repeats 3   # issue 19's bar
+    python bench/bench_calibration.py [--images 128] [--images-large 1000] [--batch 8] [--cores 2] [--repeats 2]
+    python bench/bench_calibration.py --only-large --repeats 3   # the calibration / forward bar alone
 """
 from __future__ import annotations
 
@@ -97,7 +102,28 @@ def load_images(path: Path):
                        np.full(len(crops), DECODED, np.uint8))
 
 
-def run_side(side: str, model: str, images_path: str, batch: int, threads: int, out: str) -> dict:
+def machine() -> str:
+    """The CPU model (from /proc/cpuinfo), the cores visible and the cores this process may use."""
+    model = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} CPUs visible, pinned to {sorted(os.sched_getaffinity(0))}"
+
+
+def pin_cores(cores: int) -> None:
+    """Keep this process (and the sides it starts) on the first `cores` CPUs it may use."""
+    if cores:
+        allowed = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, allowed[:cores])
+
+
+def run_side(side: str, model: str, images_path: str, batch: int, threads: int, out: str, counter: str = "",
+             budget: float = 0) -> dict:
     import onnx
 
     cache = load_images(Path(images_path))
@@ -105,7 +131,7 @@ def run_side(side: str, model: str, images_path: str, batch: int, threads: int, 
     result = {"side": side, "images": images, "batch": batch}
     start = time.perf_counter()
     if side == "trtlab":
-        from trtlab.quantization.statistics import collect_statistics
+        from trtlab.quantization.statistics import MEMORY_BUDGET_MB, collect_statistics
         from trtlab.quantization.thresholds import compute_thresholds
         from trtlab.quantization.variants import stats_tensors
 
@@ -116,7 +142,10 @@ def run_side(side: str, model: str, images_path: str, batch: int, threads: int, 
             logging.getLogger(name).addHandler(handler)
             logging.getLogger(name).setLevel(logging.INFO)
         tensors = stats_tensors(onnx.load(model))
-        stats = collect_statistics(model, tensors, cache, batch_size=batch, progress=False, threads=threads)
+        stats = collect_statistics(model, tensors, cache, batch_size=batch, progress=False, threads=threads,
+                                   device="cpu", counting=counter or None, memory_budget_mb=budget or None)
+        result["counting"] = stats.counting
+        result["budget_mb"] = budget or MEMORY_BUDGET_MB
         collected = time.perf_counter()
         thresholds = compute_thresholds(stats, "entropy")
         result["search_seconds"] = time.perf_counter() - collected
@@ -226,9 +255,10 @@ def modelopt_thresholds(model: str, cache, batch: int, threads: int, out: str) -
             "sub_batch": sub, "modelopt_bins": {t: len(c._calib_hist) for t, c in calibrators.items()}}
 
 
-def _side(side, model, images_path, batch, threads, out) -> dict:
+def _side(side, model, images_path, batch, threads, out, counter="", budget=0) -> dict:
     command = [sys.executable, __file__, "--side", side, "--model", model, "--images-path", str(images_path),
-               "--batch", str(batch), "--threads", str(threads), "--out", out]
+               "--batch", str(batch), "--threads", str(threads), "--out", out, "--counter", counter,
+               "--budget", str(budget)]
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     if done.returncode:
         raise SystemExit(f"{side} failed:\n{done.stderr[-3000:]}")
@@ -239,54 +269,114 @@ def _relative(a: dict, b: dict) -> np.ndarray:
     return np.array([abs(a[t] - b[t]) / max(abs(b[t]), 1e-12) for t in b])
 
 
-def timed(args, model, small, large, out, ort_version) -> None:
-    print(f"EfficientNet-Lite0, onnxruntime {ort_version}, {os.cpu_count()} CPUs visible, "
-          f"affinity {sorted(os.sched_getaffinity(0))}, ONNX Runtime threads {args.threads or 'default'}")
-    print(f"images: {args.images} and {args.images_large} crops of the 26 real demo photos (mirrored/shifted "
-          f"variants, see the module docstring)")
-    if args.only_large:
-        calibration_vs_forward(args, model, large)
-        return
-    r = {}
-    r["onnxruntime"] = _side("onnxruntime", model, small, args.batch, args.threads, out + "-ort")
-    r["trtlab"] = _side("trtlab", model, small, args.batch, args.threads, out + "-trtlab")
-    r["trtlab32"] = _side("trtlab", model, small, 32, args.threads, out + "-trtlab32")
-    r["trtlab_large"] = _side("trtlab", model, large, args.batch, args.threads, "")
-    r["forward_large"] = _side("forward", model, large, args.batch, args.threads, "")
-    for key, label in (("onnxruntime", "onnxruntime entropy"), ("trtlab", "trtlab entropy"),
-                       ("trtlab32", "trtlab entropy"), ("trtlab_large", "trtlab entropy"),
-                       ("forward_large", "FP32 forward")):
-        x = r[key]
-        extra = (f"  (collect {x['collect_seconds']:.1f} s, entropy search {x['search_seconds']:.3f} s, "
-                 f"{x['tensors']} tensors, largest histogram {x['max_bins']} bins)") if "search_seconds" in x else ""
-        print(f"{label:20s} N={x['images']:5d} batch {x['batch']:2d}: {x['seconds']:7.1f} s "
-              f"({1000 * x['per_image']:6.1f} ms/image)  peak RSS {x['peak_rss_mb']:6.0f} MB{extra}")
-    print("trtlab log (batch 32):", *r["trtlab32"]["log"], sep="\n  ")
-    a, t = r["onnxruntime"], r["trtlab"]
-    print(f"N={args.images}: onnxruntime/trtlab time {a['seconds'] / t['seconds']:.2f}x (bar >= 5x), peak RSS "
-          f"{a['peak_rss_mb'] / t['peak_rss_mb']:.2f}x (bar >= 5x)")
-    print_calibration_ratio(args.images_large, r["trtlab_large"], r["forward_large"])
-    print(f"peak RSS trtlab at calibration batch 8: {t['peak_rss_mb']:.0f} MB, at batch 32: "
-          f"{r['trtlab32']['peak_rss_mb']:.0f} MB (bar <= 1536 MB); entropy search {t['search_seconds']:.3f} s "
-          f"for {t['tensors']} tensors (bar < 1 s)")
+BARS = {"calibration_vs_forward": 2.0, "peak_rss_mb": 850.0, "ort_time": 5.0, "ort_memory": 5.0}
 
 
-def print_calibration_ratio(images: int, calibration: dict, forward: dict) -> None:
-    print(f"N={images}: trtlab calibration / FP32 forward pass {calibration['seconds'] / forward['seconds']:.2f}x "
-          f"({calibration['seconds']:.1f} s / {forward['seconds']:.1f} s; bar <= 2.5x on 2 cores)")
+def header(args, ort_version: str) -> str:
+    import platform
+
+    try:
+        import numba
+        counter = f"numba {numba.__version__}"
+    except ImportError:
+        counter = "numba not installed: numpy counts"
+    return (f"machine: {machine()}, Python {platform.python_version()}\n"
+            f"EfficientNet-Lite0 (trtlab's demo export), onnxruntime {ort_version}, CPU histogram counter: {counter}; "
+            f"ONNX Runtime intra-op threads {args.threads or 'default'} on every side; trtlab on the CPU "
+            f"(ONNX Runtime + counting threads)\n"
+            f"images: {args.images} and {args.images_large} crops of the 26 real demo photos (mirrored/shifted "
+            f"variants, see the module docstring), calibration batch {args.batch}")
 
 
-def calibration_vs_forward(args, model, large) -> None:
-    """Only the N=--images-large comparison, each side `--repeats` times alternately (the median counts: a shared
-    machine's neighbours slow single runs)."""
-    runs = {"trtlab": [], "forward": []}
-    for _ in range(args.repeats):
-        for side in runs:
-            runs[side].append(_side(side, model, large, args.batch, args.threads, ""))
-    median = {side: sorted(found, key=lambda x: x["seconds"])[len(found) // 2] for side, found in runs.items()}
+def _line(label: str, x: dict) -> str:
+    extra = (f"  (collect {x['collect_seconds']:.1f} s, entropy search {x['search_seconds']:.3f} s, "
+             f"{x['tensors']} tensors, largest histogram {x['max_bins']} bins; {x['counting']})"
+             if "search_seconds" in x else "")
+    return (f"{label:28s} N={x['images']:5d} batch {x['batch']:2d}: {x['seconds']:7.1f} s "
+            f"({1000 * x['per_image']:6.1f} ms/image)  peak RSS {x['peak_rss_mb']:6.0f} MB{extra}")
+
+
+def _median(runs: list[dict]) -> dict:
+    return sorted(runs, key=lambda x: x["seconds"])[len(runs) // 2]
+
+
+def large_runs(args, model, large) -> dict:
+    """The FP32 forward pass and trtlab's calibration (at each --budgets) at N=--images-large, `--repeats` times
+    alternately."""
+    sides = {"forward": ("forward", 0)} | {f"trtlab@{b}": ("trtlab", b) for b in args.budgets}
+    runs = {name: [] for name in sides}
+    for _ in range(max(1, args.repeats)):
+        for name, (side, budget) in sides.items():
+            runs[name].append(_side(side, model, large, args.batch, args.threads, "", budget=budget))
     for side, found in runs.items():
-        print(f"{side:8s} N={args.images_large}: " + ", ".join(f"{x['seconds']:.1f} s" for x in found))
-    print_calibration_ratio(args.images_large, median["trtlab"], median["forward"])
+        print(f"{side:12s} N={args.images_large}: " + ", ".join(f"{x['seconds']:.1f} s" for x in found)
+              + (" (median counts)" if len(found) > 1 else ""))
+    return {side: _median(found) for side, found in runs.items()}
+
+
+def timed(args, model, small, large, out) -> dict:
+    r = {}
+    if not args.only_large:
+        r["onnxruntime"] = _side("onnxruntime", model, small, args.batch, args.threads, out + "-ort")
+        r["trtlab"] = _side("trtlab", model, small, args.batch, args.threads, out + "-trtlab", budget=args.budgets[0])
+        for budget in args.budgets[1:]:
+            r[f"trtlab@{budget}"] = _side("trtlab", model, small, args.batch, args.threads, "", budget=budget)
+        r["trtlab_numpy"] = _side("trtlab", model, small, args.batch, args.threads, "", "numpy", args.budgets[0])
+        r["trtlab32"] = _side("trtlab", model, small, 32, args.threads, out + "-trtlab32", budget=args.budgets[0])
+    medians = large_runs(args, model, large)
+    r["forward_large"] = medians.pop("forward")
+    r["trtlab_large"] = medians.pop(f"trtlab@{args.budgets[0]}")
+    r.update({f"{name}_large": found for name, found in medians.items()})
+    for key, x in r.items():
+        label = {"onnxruntime": "onnxruntime entropy", "forward_large": "FP32 forward (ONNX Runtime)"}.get(key)
+        if label is None:
+            label = f"trtlab entropy{' (numpy count)' if key == 'trtlab_numpy' else ''} @{x['budget_mb']:.0f} MB"
+        print(_line(label, x))
+    if "trtlab32" in r:
+        print("trtlab log (batch 32):", *r["trtlab32"]["log"], sep="\n  ")
+    return r
+
+
+def bars(args, r: dict) -> dict:
+    """Issue 28's bars from this run's figures: (value, bar, passed) by name."""
+    found = {}
+    calibration, forward = r["trtlab_large"], r["forward_large"]
+    ratio = calibration["seconds"] / forward["seconds"]
+    found["calibration_vs_forward"] = (ratio, BARS["calibration_vs_forward"], ratio <= BARS["calibration_vs_forward"])
+    print(f"N={args.images_large}: trtlab calibration / one FP32 forward pass {ratio:.2f}x ({calibration['seconds']:.1f} s"
+          f" / {forward['seconds']:.1f} s; bar <= {BARS['calibration_vs_forward']}x): "
+          f"{'PASS' if found['calibration_vs_forward'][2] else 'FAIL'}")
+    for key, other in r.items():
+        if key.startswith("trtlab@") and key.endswith("_large"):
+            print(f"  at a memory budget of {other['budget_mb']:.0f} MB: {other['seconds'] / forward['seconds']:.2f}x")
+    if "trtlab" in r:
+        a, t = r["onnxruntime"], r["trtlab"]
+        rss = t["peak_rss_mb"]
+        found["peak_rss_mb"] = (rss, BARS["peak_rss_mb"], rss <= BARS["peak_rss_mb"])
+        found["ort_time"] = (a["seconds"] / t["seconds"], BARS["ort_time"], a["seconds"] / t["seconds"] >= 5)
+        found["ort_memory"] = (a["peak_rss_mb"] / rss, BARS["ort_memory"], a["peak_rss_mb"] / rss >= 5)
+        print(f"N={args.images} batch {args.batch}: trtlab peak RSS {rss:.0f} MB (bar <= {BARS['peak_rss_mb']:.0f} MB): "
+              f"{'PASS' if found['peak_rss_mb'][2] else 'FAIL'}")
+        for key, other in r.items():
+            if key.startswith("trtlab@") and not key.endswith("_large"):
+                print(f"  at a memory budget of {other['budget_mb']:.0f} MB: {other['peak_rss_mb']:.0f} MB")
+        print(f"N={args.images}: ONNX Runtime's entropy calibrator / trtlab: time {found['ort_time'][0]:.1f}x "
+              f"(bar >= 5x): {'PASS' if found['ort_time'][2] else 'FAIL'}; peak RSS {found['ort_memory'][0]:.1f}x "
+              f"(bar >= 5x): {'PASS' if found['ort_memory'][2] else 'FAIL'}")
+        print(f"counting: numba vs numpy at N={args.images}: {r['trtlab_numpy']['seconds']:.1f} s with numpy, "
+              f"{t['seconds']:.1f} s with numba; entropy search {t['search_seconds']:.3f} s for {t['tensors']} tensors")
+    return found
+
+
+def warm_numba() -> None:
+    """Compile (or load from numba's cache) the counter once, outside the timed sides."""
+    try:
+        from trtlab.quantization.histogram import cpu_counter
+    except ImportError:
+        return
+    counter = cpu_counter()
+    if counter is not None:
+        counter.count(np.ones(8, np.float32), 1.0, 16)
 
 
 def main() -> int:
@@ -294,11 +384,18 @@ def main() -> int:
     parser.add_argument("--images", type=int, default=128)
     parser.add_argument("--images-large", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads (0: its default)")
+    parser.add_argument("--cores", type=int, default=2, help="CPUs to pin to (0: no pinning)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="ONNX Runtime intra-op threads (default: --cores; 0: ONNX Runtime's default)")
+    parser.add_argument("--counter", default="", help="(a side) trtlab's histogram counter: numba, numpy or ''")
+    parser.add_argument("--budget", type=float, default=0, help="(a side) trtlab's memory budget in MB (0: default)")
+    parser.add_argument("--budgets", default="", help="trtlab's memory budgets to run, comma-separated MB; the first "
+                        "gives the bars (default: trtlab's own, MEMORY_BUDGET_MB)")
+    parser.add_argument("--json", help="write every figure here")
     parser.add_argument("--skip-modelopt", action="store_true")
     parser.add_argument("--only-large", action="store_true",
                         help="only trtlab calibration vs one FP32 forward pass at N=--images-large")
-    parser.add_argument("--repeats", type=int, default=1, help="with --only-large: runs of each side (median)")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each side at N=--images-large (median)")
     parser.add_argument("--only-modelopt", action="store_true",
                         help="only the ModelOpt comparison, on the trtlab statistics of an earlier run in --workspace")
     parser.add_argument("--workspace")
@@ -308,10 +405,17 @@ def main() -> int:
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     if args.side:  # child process
-        print(json.dumps(run_side(args.side, args.model, args.images_path, args.batch, args.threads, args.out)))
+        print(json.dumps(run_side(args.side, args.model, args.images_path, args.batch, args.threads, args.out,
+                                  args.counter, args.budget)))
         return 0
     import onnxruntime
 
+    from trtlab.quantization.statistics import MEMORY_BUDGET_MB
+
+    pin_cores(args.cores)
+    if args.threads is None:
+        args.threads = args.cores
+    args.budgets = [float(b) for b in args.budgets.split(",") if b] or [float(MEMORY_BUDGET_MB)]
     workspace = Path(args.workspace or tempfile.mkdtemp(prefix="trtlab-calib-bench-"))
     workspace.mkdir(parents=True, exist_ok=True)
     model_path = workspace / "models" / "efficientnet-lite0.onnx"
@@ -327,7 +431,13 @@ def main() -> int:
             prepare_images(workspace, n)
     out = str(workspace / "result")
     if not args.only_modelopt:
-        timed(args, model, small, large, out, onnxruntime.__version__)
+        print(header(args, onnxruntime.__version__), flush=True)
+        warm_numba()
+        figures = timed(args, model, small, large, out)
+        passed = bars(args, figures)
+        if args.json:
+            json.dump({"machine": machine(), "header": header(args, onnxruntime.__version__), "runs": figures,
+                       "bars": passed}, open(args.json, "w"), indent=1)
     if args.skip_modelopt or args.only_large:
         print("ModelOpt comparison skipped (--skip-modelopt)")
         return 0

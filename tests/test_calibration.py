@@ -135,7 +135,8 @@ def test_sub_batching_counts_every_value_and_is_logged(demo_model, demo_cache, c
     tensors = stats_tensors(onnx.load(str(demo_model)))
     indices = demo_cache.valid_indices[:12]
     with caplog.at_level("INFO", logger="trtlab.quantization.statistics"):
-        whole = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=6, progress=False)
+        whole = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=6, progress=False,
+                                   memory_budget_mb=512)
         # a budget of ~2 images: the batch of 6 runs as 3 sub-batches of 2
         split = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=6, progress=False,
                                    memory_budget_mb=120)

@@ -1,13 +1,13 @@
 """Calibration at forward-pass speed (issue 19): the histogram counts do not depend on where or how they are counted
-— numpy in chunks, worker processes, torch on the CPU (and CUDA: tests/test_gpu_calibration.py) give the same
-histograms to the count on the same tensors — and the device choice. Timings are in bench/, not here."""
+— numpy in chunks, torch on the CPU (and CUDA: tests/test_gpu_calibration.py) give the same histograms to the count
+on the same tensors (numba's CPU counter: tests/test_counters.py) — and the device choice. Timings are in bench/."""
 from __future__ import annotations
 
 import numpy as np
 import onnx
 import pytest
 
-from trtlab.quantization import statistics
+from trtlab.quantization import histogram, statistics
 from trtlab.quantization.statistics import (CalibrationStats, TensorHistogram, calibration_device, collect_statistics,
                                             resolve_calibration_device)
 from trtlab.quantization.thresholds import compute_thresholds
@@ -44,7 +44,7 @@ def test_torch_counts_equal_numpy_counts_to_the_count(bins, max_bins, seed):
     batches[3][0, 0] = np.float32(np.abs(batches[1]).max())
     reference = TensorHistogram(bins=bins, max_bins=max_bins)
     for batch in batches:
-        reference.update(batch)
+        reference.update(batch, None)  # the numpy reference
     # torch: all batches as rows of one tensor, updated as consecutive sub-batches (what a GPU forward does)
     rows = torch.from_numpy(np.concatenate(batches)).reshape(sum(len(b) for b in batches), -1)
     bounds, start = [], 0
@@ -69,10 +69,10 @@ def test_counts_do_not_depend_on_chunking_even_when_a_batch_grows_and_merges(mon
     second = np.concatenate([rng.normal(0, 1, 150_000), rng.normal(0, 40, 100_000)]).astype(np.float32)
     results = []
     for chunk in (1 << 16, 1000, 1 << 20):
-        monkeypatch.setattr(statistics, "_CHUNK", chunk)
+        monkeypatch.setattr(histogram, "_CHUNK", chunk)
         hist = TensorHistogram(bins=256, max_bins=2048)
-        hist.update(first)
-        hist.update(second)
+        hist.update(first, None)  # the numpy reference's own chunking
+        hist.update(second, None)
         results.append(hist)
     first_width = float(np.abs(first).max()) / 256
     assert results[0].bins <= 2048 and results[0].width >= 2 * first_width * (1 - 1e-12)  # merged, bounded
@@ -112,44 +112,6 @@ def test_statistics_save_and_load_keep_the_multiplier_and_the_device(tmp_path):
     assert (loaded.device, loaded.counting) == ("cuda", "torch on X")
 
 
-def test_worker_processes_count_what_threads_count(demo_model, demo_cache, caplog, monkeypatch):
-    """Every CPU counting path — threads with the compiled counter, threads with numpy, numpy worker processes —
-    gives the same histograms on the demo model's 60 tensors."""
-    from trtlab.quantization.native_counting import native_counter
-
-    if native_counter() is None:
-        pytest.skip("no C compiler here: the compiled counter is tested where there is one")
-    tensors = stats_tensors(onnx.load(str(demo_model)))
-    indices = np.tile(demo_cache.valid_indices, 2)[:24]
-    stats = {}
-    for label, mode, native in (("C", "threads", "1"), ("numpy", "threads", "0"), ("processes", "processes", "0")):
-        monkeypatch.setenv("TRTLAB_NATIVE_COUNTING", native)
-        with caplog.at_level("INFO", logger="trtlab.quantization"):
-            stats[label] = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=8, progress=False,
-                                              device="cpu", counting=mode)
-    assert stats["C"].counting.endswith("counting threads (compiled counter)")
-    assert stats["numpy"].counting.endswith("counting threads (numpy)")
-    assert "counting processes" in stats["processes"].counting and "counting processes" in caplog.text
-    for other in ("numpy", "processes"):
-        for name in tensors:
-            _assert_same(stats["C"].tensors[name], stats[other].tensors[name])
-        for algorithm in ("minmax", "entropy", "percentile"):  # identical histograms: identical thresholds
-            assert compute_thresholds(stats["C"], algorithm) == compute_thresholds(stats[other], algorithm)
-
-
-def test_a_failing_worker_is_reported_with_its_error():
-    from trtlab.quantization.histogram_workers import CountingPool, processes_available
-
-    if not processes_available():
-        pytest.skip("no memfd here")
-    histograms = {"t": TensorHistogram()}
-    with CountingPool([("t", (4,))], rows=2, workers=1, histograms=histograms) as pool:
-        pool.views(0, 2)[0][...] = np.array([[1, 2, 3, np.inf], [0, 0, 0, 0]], np.float32)
-        pool.submit(0, 2)
-        with pytest.raises(RuntimeError, match=r"(?s)histogram worker 0 .*NaN or Inf"):
-            pool.wait(0)
-
-
 def test_torch_path_groups_images_like_the_onnx_runtime_path(demo_model, demo_cache):
     pytest.importorskip("torch")
     tensors = stats_tensors(onnx.load(str(demo_model)))
@@ -185,27 +147,3 @@ def test_calibration_device_follows_the_block_then_the_environment(monkeypatch):
 
     with pytest.raises(UserValueError, match="calibration device 'tpu'"):
         resolve_calibration_device("tpu")
-
-
-def test_counting_mode_is_processes_only_where_it_pays(monkeypatch):
-    from trtlab.core.errors import UserValueError
-    from trtlab.quantization import statistics_ort
-    from trtlab.quantization.histogram_workers import processes_available
-
-    monkeypatch.delenv("TRTLAB_CALIBRATION_COUNTING", raising=False)
-    monkeypatch.setattr(statistics_ort, "cores", lambda: 4)
-    small, large = 10_000_000, 10 * statistics_ort.PROCESS_COUNTING_MIN_VALUES
-    mode = statistics_ort.counting_mode
-    # with the compiled counter, threads count without the GIL: no processes needed
-    monkeypatch.setattr(statistics_ort, "native_counter", lambda: object())
-    assert mode(None, [(1,)], large) == "threads"
-    assert mode("processes", [(1,)], large) == ("processes" if processes_available() else "threads")
-    # numpy counting: processes for large calibrations only
-    monkeypatch.setattr(statistics_ort, "native_counter", lambda: None)
-    assert mode(None, [(1,)], small) == "threads"
-    assert mode(None, [(1,)], large) == ("processes" if processes_available() else "threads")
-    assert mode(None, None, large) == "threads"  # shapes unknown: no shared-memory layout
-    monkeypatch.setattr(statistics_ort, "cores", lambda: 1)
-    assert mode(None, [(1,)], large) == "threads"
-    with pytest.raises(UserValueError, match="counting='gpu'"):
-        mode("gpu", [(1,)], large)

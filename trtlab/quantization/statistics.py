@@ -4,26 +4,13 @@ threshold from them without running the model again). Memory is bounded by the s
 (`collect_statistics` cuts the calibration batch into sub-batches that fit `memory_budget_mb`) plus the histogram
 counters, whatever the number of images (ONNX Runtime's own calibrator keeps every intermediate output instead).
 
-Histogram (the one of ModelOpt's `HistogramCalibrator.collect`, torch path, with num_bins=2048): equal-width bins
-of |x| over [0, max |x| of the first batch); the bin *width* stays fixed from then on, and a later batch holding a
-larger value appends bins up to ceil(max / width) (NVIDIA's MLPerf calibration notes describe TensorRT doing the
-same with a doubled range: the bin width is kept, the bin count grows). A value's bin is trunc(float32(|x| · s))
-with one float32 multiplier s = float32(bins / first max), fixed with the width; a value on the upper edge of a
-batch's range falls in the last bin. Because the width is fixed after the first batch, how later images are grouped
-does not change the histogram; the first batch is the first sub-batch. Unlike ModelOpt, growth is capped at
-`MAX_HISTOGRAM_BINS` (then neighbouring bin pairs merge, the width doubles and s halves — exactly: halving a float32
-commutes with its rounding, so trunc(fl(|x|·s/2)) = trunc(fl(|x|·s)) // 2 and counting before or after a merge
-gives the same counts), so memory and the entropy search stay bounded when a later batch is orders of magnitude
-larger than the first. Within a batch, growth is decided by the batch's max before anything is counted, so the
-counts do not depend on how a batch is cut into chunks, threads, processes or GPU kernels: the numpy update here and
-the torch update (statistics_torch, CPU or CUDA) give the same histograms to the count on the same tensors.
-
-Where the counting runs (`collect_statistics(device=...)`):
+The histogram itself (its specification, the numpy reference and the CPU counter) is trtlab.quantization.histogram;
+this module dispatches to where the activations are computed and counted (`collect_statistics(device=...)`):
 - "cpu" (statistics_ort): ONNX Runtime computes the sub-batches; their tensors are histogrammed while ONNX Runtime
-  runs the next one, by the compiled counter (native_counting) in one thread per core — without a C compiler, by
-  numpy in worker processes (histogram_workers) or threads;
+  runs the next one, by numba's counter in one thread per core (without numba: by numpy, same counts);
 - "cuda" (default where torch sees a GPU): the FP32 graph runs on the GPU through the torch backend and the
   histograms are counted there (statistics_torch), at forward-pass speed.
+The histogram modules never import this one.
 
 A model exported with a fixed batch runs exactly that batch: the batch source pads the last one, and padded rows
 are never counted.
@@ -33,209 +20,30 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-import math
 import os
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from trtlab.quantization.native_counting import native_counter
+# the histogram's names stay importable from here (thresholds, variants and users' code take them from this module)
+from trtlab.quantization.histogram import (HISTOGRAM_BINS, MAX_HISTOGRAM_BINS, NonFiniteActivation,  # noqa: F401
+                                          TensorHistogram, merge_pairs)
 
 log = logging.getLogger(__name__)
 
 # Part of the cache keys of statistics and variants: bumped when the histogram or an algorithm changes meaning
 # (2: ModelOpt's fixed-width growing histogram, entropy = NVIDIA's reference; 3: one float32 multiplier kept through
-# growth, growth decided per batch — counts independent of chunking, equal on every device), so old workspaces are
-# not reused.
-CALIBRATION_REVISION = 3
-HISTOGRAM_BINS = 2048
-MAX_HISTOGRAM_BINS = 32 * HISTOGRAM_BINS
+# growth, growth decided per batch — counts independent of chunking, equal on every device; 4: the 256 MB budget
+# makes the first sub-batch, which sets the bin width, smaller — 4 images of EfficientNet-Lite0 instead of 8), so
+# old workspaces are not reused.
+CALIBRATION_REVISION = 4
 # Bytes of exposed activations (x2: one sub-batch being histogrammed while the next runs) per ONNX Runtime run.
-MEMORY_BUDGET_MB = 512
-_CHUNK = 1 << 16  # values per histogram step: small enough that abs/scale/index stay in the CPU cache
+# 256: EfficientNet-Lite0 (26.5 MB exposed per image) runs in sub-batches of 4 and calibrates 128 images in about
+# 660 MB peak RSS (512: sub-batches of 9, about 1 GB; bench/bench_calibration.py).
+MEMORY_BUDGET_MB = 256
 DEVICES = ("auto", "cpu", "cuda", "torch-cpu")
 _device_override: contextvars.ContextVar = contextvars.ContextVar("trtlab_calibration_device", default=None)
-
-
-class NonFiniteActivation(ValueError):
-    """An activation holds NaN or Inf."""
-
-
-def _non_finite() -> NonFiniteActivation:
-    return NonFiniteActivation("activation holds NaN or Inf; check the model and preprocessing before calibrating")
-
-
-@dataclass
-class TensorHistogram:
-    """Running max |x| and a histogram of |x| over [0, range): `bins` bins of width range / bins.
-
-    `bins` is the initial bin count; it grows (same width) when a later batch exceeds the range. `scale` is the
-    float32 multiplier that maps |x| to its bin (0 until the first batch with a non-zero value), `width` the bin
-    width it stands for."""
-
-    bins: int = HISTOGRAM_BINS
-    counts: np.ndarray = None
-    range: float = 0.0
-    absmax: float = 0.0
-    values: int = 0
-    max_bins: int = MAX_HISTOGRAM_BINS
-    scale: float = 0.0
-    width: float = 0.0
-
-    def __post_init__(self):
-        if self.counts is None:
-            self.counts = np.zeros(self.bins, np.int64)
-        self.bins = len(self.counts)
-        if self.range and not self.width:  # statistics saved before the multiplier was stored
-            self.width = self.range / self.bins
-        if self.range and not self.scale:
-            self.scale = float(np.float32(self.bins / self.range))
-
-    @property
-    def bin_width(self) -> float:
-        return self.range / self.bins if self.range else 0.0
-
-    # -- the state machine both updates share (numpy here, torch in statistics_torch) ------------------------------
-    def start(self, top: float) -> None:
-        """The first batch with a non-zero value sets the bin width (its max / bins), as ModelOpt's does."""
-        self.range = float(top)
-        self.width = self.range / self.bins
-        self.scale = float(np.float32(self.bins / self.range))
-
-    def plan(self, top: float) -> tuple[int, int]:
-        """(pair merges, bins) after a batch whose max |x| is `top`: bins of the same width up to `top`
-        (ModelOpt: num_bins = ceil(max / width)), merging neighbouring pairs while that is over `max_bins`."""
-        if top <= self.range:
-            return 0, self.bins
-        width, bins, merges = self.width, self.bins, 0
-        needed = max(math.ceil(top / width), bins)
-        while needed > self.max_bins:
-            merges, width, bins = merges + 1, width * 2.0, (bins + 1) // 2
-            needed = max(math.ceil(top / width), bins)
-        return merges, needed
-
-    def merge(self, times: int) -> None:
-        """Merge neighbouring bin pairs `times` times: the width doubles, the multiplier halves (exactly)."""
-        for _ in range(times):
-            self.counts = merge_pairs(self.counts)
-            self.width *= 2.0
-            self.scale = self.scale / 2.0  # a float32 value halved stays exact (far from the subnormal range)
-            self.bins = len(self.counts)
-            self.range = self.bins * self.width
-
-    def grow(self, bins: int) -> None:
-        if bins > self.bins:
-            self.counts = np.concatenate([self.counts, np.zeros(bins - self.bins, np.int64)])
-            self.bins = bins
-            self.range = bins * self.width
-
-    def commit(self, found: np.ndarray, top: float, values: int) -> None:
-        """Add one batch's counts at the current multiplier (they may run past `bins`): bins are appended up to the
-        batch's max and indices at or past the new upper edge go to the last bin."""
-        merges, bins = self.plan(top)
-        if merges:
-            self.merge(merges)
-            found = merge_pairs(found, merges)
-        self.grow(bins)
-        if len(found) > self.bins:
-            found[self.bins - 1] += found[self.bins:].sum()
-            found = found[:self.bins]
-        self.counts[:len(found)] += found
-        self.absmax = max(self.absmax, float(top))
-        self.values += int(values)
-
-    # -- numpy update ------------------------------------------------------------------------------------------------
-    def update(self, values: np.ndarray, consume: bool = False, native: bool = True) -> None:
-        """Add a batch of values (any shape; not modified — `consume` is accepted for compatibility). float32
-        values are counted by the compiled loop where there is one (`native=False`: by numpy; same counts)."""
-        flat = np.asarray(values).reshape(-1)
-        if flat.size == 0:
-            return
-        if not self.scale:
-            top = _abs_max(flat)
-            if top == 0.0:  # nothing to set a width from yet: every value is in bin 0
-                self.counts[0] += flat.size
-                self.values += flat.size
-                return
-            self.start(top)
-        counter = native_counter() if native and flat.dtype == np.float32 else None
-        if counter is not None:
-            self._update_native(counter, flat)
-            return
-        top, found = 0.0, None
-        scratch = np.empty(min(_CHUNK, flat.size), np.float32)
-        index = np.empty(len(scratch), np.intp)
-        for begin in range(0, flat.size, _CHUNK):
-            chunk = flat[begin:begin + _CHUNK]
-            high, low = float(chunk.max()), float(chunk.min())
-            chunk_top = max(high, -low)
-            if not math.isfinite(chunk_top):
-                raise _non_finite()
-            if chunk_top > top:
-                top = chunk_top
-                merges, _ = self.plan(top)
-                if merges:  # merge what is counted so far, then count on at the halved multiplier
-                    self.merge(merges)
-                    found = None if found is None else merge_pairs(found, merges)
-            if low >= 0:  # ReLU outputs: |x| is x
-                absolute = chunk
-            else:
-                absolute = scratch[:chunk.size]
-                np.abs(chunk, out=absolute)
-            idx = index[:chunk.size]
-            # |x|·s in float32, truncated (= floor for x ≥ 0) straight into intp, bincount's own index type
-            np.multiply(absolute, np.float32(self.scale), out=idx, casting="unsafe")
-            counted = np.bincount(idx, minlength=self.bins)
-            found = counted if found is None else _add_counts(found, counted)
-        self.commit(found, top, flat.size)
-
-    def _update_native(self, counter, flat: np.ndarray) -> None:
-        """One pass at the current multiplier and bins; when the batch's max needs more bins (or merges), the
-        histogram grows first and the batch is counted again at the new multiplier (rare after the first batches)."""
-        found, top, finite = counter.count(flat, self.scale, self.bins)
-        if not finite:
-            raise _non_finite()
-        merges, bins = self.plan(top)
-        if merges or bins != self.bins:
-            self.merge(merges)
-            self.grow(bins)
-            found, _, _ = counter.count(flat, self.scale, self.bins)
-        self.counts += found
-        self.absmax = max(self.absmax, top)
-        self.values += flat.size
-
-    def state(self) -> dict:
-        """Everything a worker process sends back (statistics_torch and histogram_workers rebuild from it)."""
-        return {"bins": self.bins, "counts": self.counts, "range": self.range, "absmax": self.absmax,
-                "values": self.values, "max_bins": self.max_bins, "scale": self.scale, "width": self.width}
-
-    @classmethod
-    def from_state(cls, state: dict) -> "TensorHistogram":
-        return cls(**state)
-
-
-def merge_pairs(counts: np.ndarray, times: int = 1) -> np.ndarray:
-    """Sum neighbouring bin pairs `times` times (an odd last bin pairs with an empty one)."""
-    for _ in range(times):
-        if len(counts) % 2:
-            counts = np.concatenate([counts, np.zeros(1, counts.dtype)])
-        counts = counts.reshape(-1, 2).sum(axis=1)
-    return counts
-
-
-def _add_counts(total: np.ndarray, more: np.ndarray) -> np.ndarray:
-    if len(more) > len(total):
-        total, more = more, total
-    total[:len(more)] += more
-    return total
-
-
-def _abs_max(flat: np.ndarray) -> float:
-    top = max(float(flat.max()), -float(flat.min()))
-    if not math.isfinite(top):
-        raise _non_finite()
-    return top
 
 
 @dataclass
@@ -360,9 +168,8 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
     histograms' bin width, set by the first sub-batch (module docstring), and every device groups the images alike.
     `device`: 'cpu' (ONNX Runtime), 'cuda' / 'cuda:N' (the GPU through torch), 'torch-cpu' (torch on the CPU: how
     the GPU path is checked without a GPU) or None (module docstring). `threads`: ONNX Runtime intra-op threads.
-    `counting` (CPU only): 'processes', 'threads' or None/'auto' ($TRTLAB_CALIBRATION_COUNTING, else threads with
-    the compiled counter, processes for large numpy calibrations: statistics_ort). A model exported with a fixed
-    batch runs exactly that batch; padded rows are not counted.
+    `counting` (CPU only): the histogram counter, 'numba', 'numpy' or None/'auto' (histogram.cpu_counter; the
+    counts are the same). A model exported with a fixed batch runs exactly that batch; padded rows are not counted.
     """
     import onnx
 
@@ -388,8 +195,8 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
     if device == "cpu":
         from trtlab.quantization.statistics_ort import collect_on_ort
 
-        histograms, peak, how = collect_on_ort(model, info, requested, input_tensors, shapes, per_tensor, cache,
-                                                indices, sub_batch, threads, bins, progress, counting)
+        histograms, peak, how = collect_on_ort(model, info, requested, input_tensors, per_tensor, cache, indices,
+                                                sub_batch, threads, bins, progress, counting)
     else:
         from trtlab.quantization.statistics_torch import collect_on_torch
 

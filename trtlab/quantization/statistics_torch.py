@@ -1,7 +1,7 @@
 """Calibration statistics on torch: the FP32 graph runs through the torch backend's converter (backends.gpu) on a
 CUDA GPU — or on the CPU, which is how the tests check this path — and the histograms are counted on the device.
 
-The histograms are statistics.TensorHistogram's, update for update: the same sub-batches (the GPU runs several at
+The histograms are histogram.TensorHistogram's, update for update: the same sub-batches (the GPU runs several at
 once but updates each sub-batch's rows in order), the same growth and merge decisions (taken on the host from each
 sub-batch's max |x|, one device→host copy per forward for all tensors), the same float32 multiplier, truncation and
 upper-edge rule (torch: abs → × float32 s → int64 → clamp to the batch's last bin → bincount). Given the same
@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from trtlab.quantization.statistics import MAX_HISTOGRAM_BINS, TensorHistogram, _non_finite
+from trtlab.quantization.histogram import MAX_HISTOGRAM_BINS, TensorHistogram, _non_finite
 
 # Exposed activations held on the GPU per forward (several sub-batches at once), at most this share of free memory.
 GPU_MEMORY_SHARE = 0.25

@@ -1,0 +1,271 @@
+"""The calibration histogram: one specification (TensorHistogram's numpy update is the reference) and the CPU counter
+beside it. Everything that counts histograms (statistics_ort on the CPU, statistics_torch on torch devices) builds on
+this module; it imports none of them.
+
+Histogram (the one of ModelOpt's `HistogramCalibrator.collect`, torch path, with num_bins=2048): equal-width bins
+of |x| over [0, max |x| of the first batch); the bin *width* stays fixed from then on, and a later batch holding a
+larger value appends bins up to ceil(max / width) (NVIDIA's MLPerf calibration notes describe TensorRT doing the
+same with a doubled range: the bin width is kept, the bin count grows). A value's bin is trunc(float32(|x| · s))
+with one float32 multiplier s = float32(bins / first max), fixed with the width; a value on the upper edge of a
+batch's range falls in the last bin. Because the width is fixed after the first batch, how later images are grouped
+does not change the histogram; the first batch is the first sub-batch. Unlike ModelOpt, growth is capped at
+`MAX_HISTOGRAM_BINS` (then neighbouring bin pairs merge, the width doubles and s halves — exactly: halving a float32
+commutes with its rounding, so trunc(fl(|x|·s/2)) = trunc(fl(|x|·s)) // 2 and counting before or after a merge
+gives the same counts), so memory and the entropy search stay bounded when a later batch is orders of magnitude
+larger than the first. Within a batch, growth is decided by the batch's max before anything is counted, so the
+counts do not depend on how a batch is cut into chunks, threads or GPU kernels.
+
+Counters (`cpu_counter`): numba's compiled loop (histogram_numba: one pass per value, the GIL released, so counting
+threads use every core) where numba is installed, else numpy (the reference itself, slower: said once in the log).
+$TRTLAB_HISTOGRAM_COUNTER=numpy forces numpy. Both give the reference's counts to the count (tests/test_counters.py).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+HISTOGRAM_BINS = 2048
+MAX_HISTOGRAM_BINS = 32 * HISTOGRAM_BINS
+_CHUNK = 1 << 16  # values per numpy step: small enough that abs/scale/index stay in the CPU cache
+COUNTERS = ("auto", "numba", "numpy")
+COUNTER_VARIABLE = "TRTLAB_HISTOGRAM_COUNTER"
+_AUTO = "auto"
+
+
+class NonFiniteActivation(ValueError):
+    """An activation holds NaN or Inf."""
+
+
+def _non_finite() -> NonFiniteActivation:
+    return NonFiniteActivation("activation holds NaN or Inf; check the model and preprocessing before calibrating")
+
+
+# -- the counter registry ----------------------------------------------------------------------------------------------
+_lock = threading.Lock()
+_found: dict = {}
+
+
+def cpu_counter(name: str | None = None):
+    """The counter for float32 values on the CPU: an object with `count(values, scale, bins) → (counts[bins] int64,
+    max |x|, finite)` counting the reference's bins (histogram_numba), or None where numpy counts. `name`: 'numba',
+    'numpy' or 'auto' (None: $TRTLAB_HISTOGRAM_COUNTER, else 'auto' = numba where it imports)."""
+    requested = (name or os.environ.get(COUNTER_VARIABLE) or _AUTO).strip().lower()
+    if requested not in COUNTERS:
+        from trtlab.core.errors import UserValueError
+
+        raise UserValueError(f"histogram counter {requested!r} is not one of {', '.join(COUNTERS)}",
+                             f"set {COUNTER_VARIABLE} to 'numba', 'numpy' or 'auto'")
+    if requested == "numpy":
+        return None
+    if "numba" not in _found:
+        with _lock:
+            if "numba" not in _found:
+                _found["numba"] = _load_numba()
+    return _found["numba"]
+
+
+def _load_numba():
+    try:
+        from trtlab.quantization import histogram_numba
+    except ImportError as error:  # numba not installed (or its llvmlite does not load)
+        log.warning("numba is not installed (%s): calibration histograms on the CPU are counted by numpy, the same "
+                    "counts about 3× slower — pip install numba (Kaggle has it)", error)
+        return None
+    return histogram_numba
+
+
+def counter_label(counter) -> str:
+    return "numpy" if counter is None else "numba"
+
+
+# -- the specification -------------------------------------------------------------------------------------------------
+@dataclass
+class TensorHistogram:
+    """Running max |x| and a histogram of |x| over [0, range): `bins` bins of width range / bins.
+
+    `bins` is the initial bin count; it grows (same width) when a later batch exceeds the range. `scale` is the
+    float32 multiplier that maps |x| to its bin (0 until the first batch with a non-zero value), `width` the bin
+    width it stands for."""
+
+    bins: int = HISTOGRAM_BINS
+    counts: np.ndarray = None
+    range: float = 0.0
+    absmax: float = 0.0
+    values: int = 0
+    max_bins: int = MAX_HISTOGRAM_BINS
+    scale: float = 0.0
+    width: float = 0.0
+
+    def __post_init__(self):
+        if self.counts is None:
+            self.counts = np.zeros(self.bins, np.int64)
+        self.bins = len(self.counts)
+        if self.range and not self.width:  # statistics saved before the multiplier was stored
+            self.width = self.range / self.bins
+        if self.range and not self.scale:
+            self.scale = float(np.float32(self.bins / self.range))
+
+    @property
+    def bin_width(self) -> float:
+        return self.range / self.bins if self.range else 0.0
+
+    # -- the state machine every counter shares (numpy and numba here, torch in statistics_torch) --------------------
+    def start(self, top: float) -> None:
+        """The first batch with a non-zero value sets the bin width (its max / bins), as ModelOpt's does."""
+        self.range = float(top)
+        self.width = self.range / self.bins
+        self.scale = float(np.float32(self.bins / self.range))
+
+    def plan(self, top: float) -> tuple[int, int]:
+        """(pair merges, bins) after a batch whose max |x| is `top`: bins of the same width up to `top`
+        (ModelOpt: num_bins = ceil(max / width)), merging neighbouring pairs while that is over `max_bins`."""
+        if top <= self.range:
+            return 0, self.bins
+        width, bins, merges = self.width, self.bins, 0
+        needed = max(math.ceil(top / width), bins)
+        while needed > self.max_bins:
+            merges, width, bins = merges + 1, width * 2.0, (bins + 1) // 2
+            needed = max(math.ceil(top / width), bins)
+        return merges, needed
+
+    def merge(self, times: int) -> None:
+        """Merge neighbouring bin pairs `times` times: the width doubles, the multiplier halves (exactly)."""
+        for _ in range(times):
+            self.counts = merge_pairs(self.counts)
+            self.width *= 2.0
+            self.scale = self.scale / 2.0  # a float32 value halved stays exact (far from the subnormal range)
+            self.bins = len(self.counts)
+            self.range = self.bins * self.width
+
+    def grow(self, bins: int) -> None:
+        if bins > self.bins:
+            self.counts = np.concatenate([self.counts, np.zeros(bins - self.bins, np.int64)])
+            self.bins = bins
+            self.range = bins * self.width
+
+    def commit(self, found: np.ndarray, top: float, values: int) -> None:
+        """Add one batch's counts at the current multiplier (they may run past `bins`): bins are appended up to the
+        batch's max and indices at or past the new upper edge go to the last bin."""
+        merges, bins = self.plan(top)
+        if merges:
+            self.merge(merges)
+            found = merge_pairs(found, merges)
+        self.grow(bins)
+        if len(found) > self.bins:
+            found[self.bins - 1] += found[self.bins:].sum()
+            found = found[:self.bins]
+        self.counts[:len(found)] += found
+        self.absmax = max(self.absmax, float(top))
+        self.values += int(values)
+
+    # -- the reference update (numpy), and the same update through a counter ------------------------------------------
+    def update(self, values: np.ndarray, counter=_AUTO) -> None:
+        """Add a batch of values (any shape; not modified). `counter` counts float32 values: 'auto' (cpu_counter(),
+        numba where installed), a counter, or None for numpy, the reference (same counts)."""
+        flat = np.asarray(values).reshape(-1)
+        if flat.size == 0:
+            return
+        if not self.scale:
+            top = _abs_max(flat)
+            if top == 0.0:  # nothing to set a width from yet: every value is in bin 0
+                self.counts[0] += flat.size
+                self.values += flat.size
+                return
+            self.start(top)
+        if isinstance(counter, str):
+            counter = cpu_counter()
+        if counter is not None and flat.dtype == np.float32:
+            self._update_with(counter, flat)
+            return
+        top, found = 0.0, None
+        scratch = np.empty(min(_CHUNK, flat.size), np.float32)
+        index = np.empty(len(scratch), np.intp)
+        for begin in range(0, flat.size, _CHUNK):
+            chunk = flat[begin:begin + _CHUNK]
+            high, low = float(chunk.max()), float(chunk.min())
+            chunk_top = max(high, -low)
+            if not math.isfinite(chunk_top):
+                raise _non_finite()
+            if chunk_top > top:
+                top = chunk_top
+                merges, _ = self.plan(top)
+                if merges:  # merge what is counted so far, then count on at the halved multiplier
+                    self.merge(merges)
+                    found = None if found is None else merge_pairs(found, merges)
+            if low >= 0:  # ReLU outputs: |x| is x
+                absolute = chunk
+            else:
+                absolute = scratch[:chunk.size]
+                np.abs(chunk, out=absolute)
+            idx = index[:chunk.size]
+            # |x|·s in float32, truncated (= floor for x ≥ 0) straight into intp, bincount's own index type
+            np.multiply(absolute, np.float32(self.scale), out=idx, casting="unsafe")
+            counted = np.bincount(idx, minlength=self.bins)
+            found = counted if found is None else _add_counts(found, counted)
+        self.commit(found, top, flat.size)
+
+    def _update_with(self, counter, flat: np.ndarray) -> None:
+        """One pass at the current multiplier and bins; when the batch's max needs more bins (or merges), the
+        histogram grows first and the batch is counted again at the new multiplier (rare after the first batches)."""
+        flat = np.ascontiguousarray(flat, np.float32)
+        found, top, finite = counter.count(flat, self.scale, self.bins)
+        if not finite:
+            raise _non_finite()
+        merges, bins = self.plan(top)
+        if merges or bins != self.bins:
+            self.merge(merges)
+            self.grow(bins)
+            found, _, _ = counter.count(flat, self.scale, self.bins)
+        self.counts += found
+        self.absmax = max(self.absmax, top)
+        self.values += flat.size
+
+    def state(self) -> dict:
+        """Everything that rebuilds this histogram (statistics_torch hands its device histograms back this way)."""
+        return {"bins": self.bins, "counts": self.counts, "range": self.range, "absmax": self.absmax,
+                "values": self.values, "max_bins": self.max_bins, "scale": self.scale, "width": self.width}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "TensorHistogram":
+        return cls(**state)
+
+
+def reference_bins(values: np.ndarray, scale: float, bins: int) -> np.ndarray:
+    """The reference formula for one batch at a fixed multiplier (TensorHistogram's numpy update without its
+    chunking; the upper edge clamped into the last bin): what every counter's `count` must return."""
+    product = np.multiply(np.abs(np.asarray(values, np.float32).reshape(-1)), np.float32(scale))
+    return np.bincount(np.minimum(product, bins - 1).astype(np.intp), minlength=bins)
+
+
+def merge_pairs(counts: np.ndarray, times: int = 1) -> np.ndarray:
+    """Sum neighbouring bin pairs `times` times (an odd last bin pairs with an empty one)."""
+    for _ in range(times):
+        if len(counts) % 2:
+            counts = np.concatenate([counts, np.zeros(1, counts.dtype)])
+        counts = counts.reshape(-1, 2).sum(axis=1)
+    return counts
+
+
+def _add_counts(total: np.ndarray, more: np.ndarray) -> np.ndarray:
+    if len(more) > len(total):
+        total, more = more, total
+    total[:len(more)] += more
+    return total
+
+
+def _abs_max(flat: np.ndarray) -> float:
+    top = max(float(flat.max()), -float(flat.min()))
+    if not math.isfinite(top):
+        raise _non_finite()
+    return top
+
+
+__all__ = ["COUNTERS", "COUNTER_VARIABLE", "HISTOGRAM_BINS", "MAX_HISTOGRAM_BINS", "NonFiniteActivation",
+           "TensorHistogram", "counter_label", "cpu_counter", "merge_pairs", "reference_bins"]
