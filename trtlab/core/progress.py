@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 
 _state = threading.local()
 _quiet_depth = 0
+_bars: "weakref.WeakSet" = weakref.WeakSet()  # bars made here, to say which one Ctrl-C interrupted (`interrupt`)
 
 
 def is_quiet() -> bool:
@@ -35,7 +37,7 @@ def progress_bar(total=None, desc: str = "", unit: str = "it", enabled: bool = T
     """A tqdm bar (notebook widget where one renders), hidden when `enabled` is False or inside `quiet()`."""
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit=unit, disable=not enabled or is_quiet(), **options)
+    return _register(tqdm(total=total, desc=desc, unit=unit, disable=not enabled or is_quiet(), **options))
 
 
 def progress_iter(iterable, desc: str = "", unit: str = "it", enabled: bool = True, total=None, **options):
@@ -44,7 +46,30 @@ def progress_iter(iterable, desc: str = "", unit: str = "it", enabled: bool = Tr
 
     if total is None and hasattr(iterable, "__len__"):
         total = len(iterable)
-    return tqdm(iterable, total=total, desc=desc, unit=unit, disable=not enabled or is_quiet(), **options)
+    return _register(tqdm(iterable, total=total, desc=desc, unit=unit, disable=not enabled or is_quiet(), **options))
+
+
+def _register(bar):
+    bar.trtlab_desc = bar.desc  # tqdm's `desc` may be changed later; the activity named at Ctrl-C is the first one
+    _bars.add(bar)
+    return bar
+
+
+def interrupt() -> str:
+    """At Ctrl-C: close the bars still open (so the next line starts on a line of its own, not inside a bar) and
+    say what was running — 'infer fp32 (64 of 600 img)' (the newest open bar), '' when none was open or shown
+    (tqdm marks a closed or hidden bar `disable`)."""
+    open_bars = [bar for bar in list(_bars) if not getattr(bar, "disable", True)]
+    doing = ""
+    for bar in sorted(open_bars, key=lambda b: getattr(b, "start_t", 0) or 0):
+        total = f" of {bar.total:,}" if bar.total else ""
+        what = (bar.trtlab_desc or "").rstrip(": ") or "a loop"
+        doing = f"{what} ({bar.n:,}{total} {bar.unit})"
+    for bar in open_bars:
+        with contextlib.suppress(Exception):
+            bar.close()
+    _bars.clear()
+    return doing
 
 
 def finish(bar) -> None:

@@ -145,11 +145,12 @@ def check_calibration_cache(path, model_path, recipes, preprocess, workspace=Non
     return imported
 
 
-def check_dataset(data, labels=None, name: str | None = None):
-    """The Dataset of image folder `data` (labels from `labels` CSV or sub-folder names), CSV checked."""
+def check_dataset(data, labels=None, name: str | None = None, folder_labels: bool = True):
+    """The Dataset of image folder `data` (labels from `labels` CSV or sub-folder names, unless `folder_labels` is
+    False: CLI --unlabelled), CSV checked."""
     from trtlab.data.dataset import Dataset
 
-    return Dataset.from_folder(data, labels_csv=labels, name=name)
+    return Dataset.from_folder(data, labels_csv=labels, name=name, folder_labels=folder_labels)
 
 
 def check_labels(dataset, info) -> None:
@@ -298,23 +299,27 @@ def checked_inputs(model=None, data=None, labels=None, preset: str = "tf-lite", 
                    batch_size: int | None = None, calibration_images: int | None = None,
                    calibration_batch: int | None = None, outputs=(), backend: str | None = None,
                    preset_given: bool = False, crop: int | None = None, resize: int | None = None,
-                   output: str | None = None, background_class: str = "auto") -> Inputs:
+                   output: str | None = None, background_class: str = "auto", folder_labels: bool = True) -> Inputs:
     """`check_inputs` in its order, with the demo EfficientNet-Lite0 (and its preprocessing) when no model is
-    given and the demo photos (and their split) when no data is: nothing is decoded before every check passed.
+    given and, when no data is, the data notebooks 02–05 use (data.prepared.prepared_data: notebook 01's prepared
+    split in this workspace, else the demo photos and their split): nothing is decoded before every check passed.
 
     The model the stages get is the classifier the labels talk about (graph.classifier_view: the logits output —
     `output`, or the unambiguous one —, a 1001-class model's background class as `background_class` or the labels
     say), and `preset` becomes the Preprocess for its input size (`crop`, `resize` when given)."""
-    from trtlab.data.demo import DEMO_PREPROCESS, demo_dataset, demo_split, export_demo_model
+    from trtlab.data.demo import DEMO_PREPROCESS, export_demo_model
+    from trtlab.data.prepared import prepared_data
     from trtlab.graph.classifier_view import classifier_view, preprocess_for
 
     check_demo_preset(model, preset, preset_given)
     check_backend(backend)
     ws = check_workspace(workspace, data)
+    # The data folder before the demo model's export (about 25 s): a mistyped --data fails at once.
+    prepared = None if data is not None else prepared_data(ws)
+    dataset = check_dataset(data, labels, folder_labels=folder_labels) if data is not None else prepared.dataset
     if model is None:
         model, preset = export_demo_model(workspace=ws), DEMO_PREPROCESS
     check_model(model)  # the file: parses, one image input, external data there, ops ONNX Runtime runs
-    dataset = check_dataset(data, labels) if data is not None else demo_dataset()
     view = classifier_view(model, dataset, output, background_class, ws)  # which output, which numbering
     info = view.info
     check_guards(view.path, guards, ws)
@@ -323,7 +328,7 @@ def checked_inputs(model=None, data=None, labels=None, preset: str = "tf-lite", 
     sizes = check_sizes(info, batch_size, calibration_images, calibration_batch)
     for out in outputs:
         check_output_dir(out)
-    return Inputs(ws, Path(view.path), info, dataset, spec, demo_split(dataset) if data is None else None, sizes,
+    return Inputs(ws, Path(view.path), info, dataset, spec, prepared.split if prepared is not None else None, sizes,
                   tuple(guards))
 
 
