@@ -35,7 +35,7 @@ def interrupted_line(command: str | None) -> str:
     first so the line starts on its own line) and that finished work is kept."""
     from trtlab.core import progress
 
-    doing = progress.interrupt()
+    doing = progress.close_open()
     where = f" `{command}`" if command else ""
     step = f" during {doing}" if doing else ""
     return f"interrupted{where}{step} — {INTERRUPTED}"
@@ -72,8 +72,10 @@ def as_flags(text: str) -> str:
 
 def report_cli_error(exc) -> int:
     """The one error line (trtlab.core.errors.report), its hints in the command line's words (`as_flags`)."""
+    from trtlab.core import progress
     from trtlab.core.errors import UserError, report
 
+    progress.close_open()  # the line starts on its own line, not inside a progress bar
     return report(UserError(as_flags(exc.what), as_flags(exc.fix)))
 
 

@@ -12,7 +12,7 @@ import weakref
 
 _state = threading.local()
 _quiet_depth = 0
-_bars: "weakref.WeakSet" = weakref.WeakSet()  # bars made here, to say which one Ctrl-C interrupted (`interrupt`)
+_bars: "weakref.WeakSet" = weakref.WeakSet()  # the bars made here: `close_open` names the one interrupted
 
 
 def is_quiet() -> bool:
@@ -37,7 +37,7 @@ def progress_bar(total=None, desc: str = "", unit: str = "it", enabled: bool = T
     """A tqdm bar (notebook widget where one renders), hidden when `enabled` is False or inside `quiet()`."""
     from tqdm.auto import tqdm
 
-    return _register(tqdm(total=total, desc=desc, unit=unit, disable=not enabled or is_quiet(), **options))
+    return _register(tqdm(total=total, desc=desc, unit=unit, disable=not enabled or is_quiet(), **options), desc)
 
 
 def progress_iter(iterable, desc: str = "", unit: str = "it", enabled: bool = True, total=None, **options):
@@ -46,17 +46,18 @@ def progress_iter(iterable, desc: str = "", unit: str = "it", enabled: bool = Tr
 
     if total is None and hasattr(iterable, "__len__"):
         total = len(iterable)
-    return _register(tqdm(iterable, total=total, desc=desc, unit=unit, disable=not enabled or is_quiet(), **options))
+    return _register(tqdm(iterable, total=total, desc=desc, unit=unit, disable=not enabled or is_quiet(), **options),
+                     desc)
 
 
-def _register(bar):
-    bar.trtlab_desc = bar.desc  # tqdm's `desc` may be changed later; the activity named at Ctrl-C is the first one
+def _register(bar, desc: str):
+    bar.trtlab_desc = desc  # tqdm's `desc` may be changed later; the activity named at Ctrl-C is the first one
     _bars.add(bar)
     return bar
 
 
-def interrupt() -> str:
-    """At Ctrl-C: close the bars still open (so the next line starts on a line of its own, not inside a bar) and
+def close_open() -> str:
+    """At Ctrl-C or an error: close the bars still open (so the next line starts on a line of its own, not inside a bar) and
     say what was running — 'infer fp32 (64 of 600 img)' (the newest open bar), '' when none was open or shown
     (tqdm marks a closed or hidden bar `disable`)."""
     open_bars = [bar for bar in list(_bars) if not getattr(bar, "disable", True)]

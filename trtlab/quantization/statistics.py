@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from trtlab.core.errors import UserValueError
 from trtlab.quantization.native_counting import native_counter
 
 log = logging.getLogger(__name__)
@@ -58,12 +59,14 @@ DEVICES = ("auto", "cpu", "cuda", "torch-cpu")
 _device_override: contextvars.ContextVar = contextvars.ContextVar("trtlab_calibration_device", default=None)
 
 
-class NonFiniteActivation(ValueError):
-    """An activation holds NaN or Inf."""
+class NonFiniteActivation(UserValueError):
+    """An activation holds NaN or Inf: the model or its input, not trtlab (one line `error: … — …`, exit 2)."""
 
 
 def _non_finite() -> NonFiniteActivation:
-    return NonFiniteActivation("activation holds NaN or Inf; check the model and preprocessing before calibrating")
+    return NonFiniteActivation("an activation holds NaN or Inf on the calibration images, so no INT8 scale can be "
+                               "found", "check the model's FP32 outputs and the preprocessing (--preset) before "
+                               "calibrating")
 
 
 @dataclass
