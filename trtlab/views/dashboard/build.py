@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trtlab.core.errors import UserFileNotFound
 from trtlab.core.workspace import atomic_path, atomic_write_text, check_writable_location, workspace_dir
 from trtlab.evaluation.metrics import consistency_table, flips, introduced_confusions, per_class_drift
 from trtlab.evaluation.results import ResultsStore, VariantResult
@@ -237,8 +238,8 @@ def build_dashboard(store=None, variants=None, reference=None, decode_cache=None
     store, stored = load_results(store, workspace)
     available = list(stored)
     if not available:
-        raise FileNotFoundError(f"no stored results in {store.folder}; evaluate a variant first "
-                                f"(python -m trtlab demo, or trtlab.evaluate(...))")
+        raise UserFileNotFound(f"no stored results in {store.folder}", "evaluate a variant first (python -m "
+                               "trtlab demo or calibrate, or trtlab.evaluate(...) / trtlab.compare(...))")
     names, reference = resolve_selection(available, variants, reference)
     results = {name: stored[name] for name in names}
     table = consistency_table(results, reference, compare_with=("fp32", fp16_variant(results) or "fp16"), alpha=alpha,
