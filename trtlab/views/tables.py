@@ -125,4 +125,4 @@ def per_class_accuracy(result) -> Table:
                           zip(order["correct"], order["images"])],
     }, index=pd.Index(list(order["name"]), name="class"))
     return Table(shown, raw, caption=f"{result.variant} on {int(raw['images'].sum())} labelled images of "
-                                     f"{len(raw)} classes, worst first; intervals: 95 % Wilson.")
+                                     f"{len(raw)} class{'es' if len(raw) != 1 else ''}, worst first; intervals: 95 % Wilson.")

@@ -109,7 +109,8 @@ class Dashboard:
         from trtlab.core.progress import progress_iter
 
         names = self.figure_names()
-        for name in progress_iter(names, desc="dashboard figures", unit="fig", enabled=len(names) >= 4):
+        pending = [name for name in names if name not in self._pngs]  # no second bar over figures already drawn
+        for name in progress_iter(pending, desc="dashboard figures", unit="fig", enabled=len(pending) >= 4):
             self.png(name)
         return {name: self._pngs[name] for name in names}
 
