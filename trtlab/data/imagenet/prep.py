@@ -215,11 +215,16 @@ def prepare_imagenet(root: str | os.PathLike | None = None, *, images: str | os.
 
 def _use_standin(workspace, say) -> Path:
     root = demo_standin(workspace)
-    say(f"[trtlab] no ImageNet val found ($TRTLAB_IMAGENET unset; {kaggle_input()} holds "
-        f"{describe_attached()}, with no LOC_val_solution.csv, ILSVRC2012 devkit or WNID folders): using "
-        f"the demo stand-in {root} (the labelled demo photos, one folder per WNID) — not ImageNet; results "
-        f"on it say nothing about ImageNet accuracy. Pass root=... (notebook: IMAGENET = '...') to use a "
-        f"folder of your own")
+    looked = ["$TRTLAB_IMAGENET is not set"]
+    if kaggle_input().is_dir():
+        looked.append(f"nothing under {kaggle_input()} ({describe_attached()}) holds LOC_val_solution.csv, an "
+                      f"ILSVRC2012 devkit or WNID folders")
+    else:
+        looked.append(f"there is no {kaggle_input()} (not a Kaggle kernel)")
+    say(f"[trtlab] no ImageNet val found: {' and '.join(looked)}. Using the demo stand-in {root} instead (the "
+        f"labelled demo photos, one folder per WNID): it is not ImageNet, and results on it say nothing about "
+        f"ImageNet accuracy. To use ImageNet, give its folder: --root FOLDER (notebook 01: IMAGENET = '...') or "
+        f"$TRTLAB_IMAGENET")
     return root
 
 
