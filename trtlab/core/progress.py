@@ -78,6 +78,10 @@ def finish(bar) -> None:
     if getattr(bar, "disable", False):
         bar.close()
         return
-    bar.total = bar.n
+    # reset(total=...), not `bar.total = n`: tqdm.notebook's reset also sets the widget's maximum, so the bar is drawn
+    # full ("1/1" on a full bar, not on one still scaled to the old total of 51).
+    done = bar.n
+    bar.reset(total=done)
+    bar.update(done)
     bar.refresh()
     bar.close()

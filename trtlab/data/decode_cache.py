@@ -108,6 +108,15 @@ class DecodeCache:
             failures={position[i]: reason for i, reason in self.failures.items() if i in position},
         )
 
+    def summary(self) -> str:
+        """One line for people: images ready, skipped (with the first reason), preprocessing and where it lives."""
+        info = self.describe()
+        skipped = f", {info['failed']:,} skipped ({info['skipped'][0]['path']}: {info['skipped'][0]['reason']}" \
+                  f"{', …' if info['failed'] > 1 else ''})" if info["failed"] else ", none skipped"
+        spec = self.preprocess
+        return (f"{self.dataset.name}: {info['decoded']:,} of {info['images']:,} images decoded{skipped}; "
+                f"{spec.name} {spec.crop}×{spec.crop}; cache {self.folder}")
+
     def describe(self) -> dict:
         return {
             "key": self.key,

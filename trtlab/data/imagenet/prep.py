@@ -103,17 +103,49 @@ class ImageNetPrep:
 
     def summary(self) -> str:
         info = self.split.describe(self.dataset)
-        calib_pc, eval_pc = info["calibration_images_per_class"], info["evaluation_images_per_class"]
+        calib_pc, eval_pc = (_range(info[f"{name}_images_per_class"]) for name in ("calibration", "evaluation"))
+        what = "the demo stand-in (NOT ImageNet val)" if self.standin else "ImageNet val"
         return "\n".join([
-            f"ImageNet val: {len(self.dataset):,} labelled images in {self.report['classes']:,} classes "
+            f"{what}: {len(self.dataset):,} labelled images in {self.report['classes']:,} classes "
             f"from {self.images_dir}",
             f"labels: {self.source_description}",
             f"classes (torchvision order): {self.class_index_source}",
-            f"split (seed {self.split.seed}): calibration {info['calibration']:,} images "
-            f"({calib_pc[0]}–{calib_pc[1]} per class), evaluation {info['evaluation']:,} images "
-            f"({eval_pc[0]}–{eval_pc[1]} per class), disjoint",
+            f"split (seed {self.split.seed}): calibration {info['calibration']:,} images ({calib_pc} per class; "
+            f"{self.calibration_rule()}), evaluation {info['evaluation']:,} images ({eval_pc} per class), disjoint",
             f"written: {self.labels_csv}, {self.classes_tsv}, {self.split_json}",
         ])
+
+    def calibration_rule(self) -> str:
+        """How the calibration images were chosen, in words (why a per-class quota was not applied, when not)."""
+        per_class, size = self.split.params.get("calibration_per_class"), self.split.params.get("calibration_size")
+        if self.standin:
+            return f"half of the stand-in's photos: too few per class for a per-class quota"
+        if per_class:
+            return f"{per_class} per class, as asked"
+        return f"{size:,} in total, stratified by class" if size else "as saved"
+
+    def split_table(self):
+        """The split for people: one row per set — images, classes, images per class, how they were chosen."""
+        import pandas as pd
+
+        info = self.split.describe(self.dataset)
+        rows = {}
+        for name, chosen in (("calibration", self.calibration_rule()), ("evaluation", "every other labelled image")):
+            rows[name] = {"images": f"{info[name]:,}", "classes": f"{info[f'{name}_classes']:,}",
+                          "per class": _range(info[f"{name}_images_per_class"]), "chosen": chosen}
+        table = pd.DataFrame.from_dict(rows, orient="index")
+        table.index.name = f"split (seed {self.split.seed})"
+        return table
+
+    def _repr_markdown_(self) -> str:
+        return "\n\n".join(f"**{line.split(': ', 1)[0]}:** {line.split(': ', 1)[1]}" if ": " in line else line
+                             for line in self.summary().splitlines())
+
+
+def _range(low_high) -> str:
+    """(1, 2) → '1–2', (1, 1) → '1'."""
+    low, high = low_high
+    return f"{low}" if low == high else f"{low}–{high}"
 
 
 def _load_class_index(path: str | os.PathLike | None) -> tuple[dict[int, tuple[str, str]], str]:
