@@ -78,10 +78,12 @@ def finish(bar) -> None:
     if getattr(bar, "disable", False):
         bar.close()
         return
-    # reset(total=...), not `bar.total = n`: tqdm.notebook's reset also sets the widget's maximum, so the bar is drawn
-    # full ("1/1" on a full bar, not on one still scaled to the old total of 51).
-    done = bar.n
-    bar.reset(total=done)
-    bar.update(done)
+    bar.total = bar.n
+    # A notebook bar is an ipywidgets progress bar whose maximum was fixed when drawn (tqdm.notebook sets it only in
+    # reset(), which also restarts the clock): set it too, so "1/1" shows on a full bar, not on one scaled to 51.
+    widgets = getattr(getattr(bar, "container", None), "children", ())
+    if len(widgets) == 3 and hasattr(widgets[1], "max"):
+        widgets[1].max = max(bar.n, 1)
+        widgets[1].value = bar.n
     bar.refresh()
     bar.close()
