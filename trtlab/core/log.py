@@ -145,6 +145,18 @@ def warn_once(logger: logging.Logger, key, message: str, *args) -> bool:
     return True
 
 
+def info_once(logger: logging.Logger, key, message: str, *args) -> bool:
+    """Log `message` at INFO the first time `key` is seen in this process (shares `warn_once`'s memory); later at
+    debug level. True when it was logged at INFO."""
+    with _lock:
+        if key in _warned:
+            logger.debug(message, *args)
+            return False
+        _warned.add(key)
+    logger.info(message, *args)
+    return True
+
+
 def reset_warnings() -> None:
     """Forget which warnings were given (tests; a notebook that wants to see them again)."""
     with _lock:
