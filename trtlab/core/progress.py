@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import weakref
 
 _state = threading.local()
 _quiet_depth = 0
 _bars: "weakref.WeakSet" = weakref.WeakSet()  # the bars made here: `close_open` names the one interrupted
+RECENT_S = 2.0
 
 
 def is_quiet() -> bool:
@@ -52,17 +54,30 @@ def progress_iter(iterable, desc: str = "", unit: str = "it", enabled: bool = Tr
 
 def _register(bar, desc: str):
     bar.trtlab_desc = desc  # tqdm's `desc` may be changed later; the activity named at Ctrl-C is the first one
+    if not bar.disable:
+        close = bar.close
+
+        def closing():  # when: a loop left by an exception closes its bar as its frame unwinds, before main sees it
+            if not bar.disable:
+                bar.trtlab_closed_at = time.monotonic()
+            close()
+
+        bar.close = closing
     _bars.add(bar)
     return bar
 
 
 def close_open() -> str:
-    """At Ctrl-C or an error: close the bars still open (so the next line starts on a line of its own, not inside a bar) and
-    say what was running — 'infer fp32 (64 of 600 img)' (the newest open bar), '' when none was open or shown
-    (tqdm marks a closed or hidden bar `disable`)."""
-    open_bars = [bar for bar in list(_bars) if not getattr(bar, "disable", True)]
+    """At Ctrl-C or an error: close the bars still open (so the next line starts on a line of its own, not inside a
+    bar) and say what was running — 'infer fp32 (64 of 600 img)': the newest bar still open, or closed short of its
+    total in the last RECENT_S seconds (a loop an exception left); '' when there is none (or bars were hidden)."""
+    now = time.monotonic()
+    bars = list(_bars)
+    open_bars = [bar for bar in bars if not getattr(bar, "disable", True)]
+    cut_short = [bar for bar in bars if getattr(bar, "disable", True) and bar.total and bar.n < bar.total
+                 and now - getattr(bar, "trtlab_closed_at", -RECENT_S) < RECENT_S]
     doing = ""
-    for bar in sorted(open_bars, key=lambda b: getattr(b, "start_t", 0) or 0):
+    for bar in sorted(open_bars + cut_short, key=lambda b: getattr(b, "start_t", 0) or 0):
         total = f" of {bar.total:,}" if bar.total else ""
         what = (bar.trtlab_desc or "").rstrip(": ") or "a loop"
         doing = f"{what} ({bar.n:,}{total} {bar.unit})"
