@@ -253,6 +253,11 @@ def test_the_cli_defaults_to_the_data_notebook_01_prepared(model, tmp_path):
     assert inputs.dataset.fingerprint() == prep.dataset.fingerprint() == prepared.dataset.fingerprint()
     assert inputs.split.calibration.tolist() == prepared.split.calibration.tolist()
     assert inputs.split.evaluation.tolist() == prepared.split.evaluation.tolist()
+    # notebook 05's paste-able command names the prepared folder: the same images, labels and split, not a new split
+    pasted = checked_inputs(model=model, data=prep.images_dir, workspace=ws)
+    assert pasted.dataset.fingerprint() == prepared.dataset.fingerprint()
+    assert pasted.split.evaluation.tolist() == prepared.split.evaluation.tolist()
+    assert checked_inputs(model=model, data=prep.images_dir, workspace=ws, folder_labels=False).split is None
 
 
 # -- issue 30: the run log, the advice, progress totals -----------------------------------------------------------

@@ -270,6 +270,24 @@ def check_inputs(model=None, data=None, labels=None, workspace=None, batch_size:
     return ws, info, dataset, sizes
 
 
+def _prepared_folder(data, labels, workspace, folder_labels: bool = True):
+    """The prepared data (data.prepared) when `data` is the very folder notebook 01 / `prep` prepared in this
+    workspace and nothing overrides its labels: its labels and saved split, so a command pasted from a notebook
+    (`calibrate --data <that folder>`) evaluates the notebook's experiment instead of re-splitting the folder."""
+    from trtlab.data.imagenet import PREP_JSON
+    from trtlab.data.prepared import prepared_data
+
+    if labels is not None or not folder_labels or not (workspace_dir(workspace) / "imagenet" / PREP_JSON).exists():
+        return None
+    prepared = prepared_data(workspace, announce=False)
+    root = prepared.dataset.root
+    if root is None or not Path(data).is_dir() or Path(data).resolve() != Path(root).resolve():
+        return None
+    log.info(f"data: {data} is the folder notebook 01 prepared; its labels and saved split are used "
+             f"({prepared.description})")
+    return prepared
+
+
 def check_demo_preset(model, preset: str, preset_given: bool) -> None:
     """Without a model the demo EfficientNet-Lite0 runs with its own preprocessing: a --preset for it would be
     ignored, so it is refused instead."""
@@ -315,8 +333,8 @@ def checked_inputs(model=None, data=None, labels=None, preset: str = "tf-lite", 
     check_backend(backend)
     ws = check_workspace(workspace, data)
     # The data folder before the demo model's export (about 25 s): a mistyped --data fails at once.
-    prepared = None if data is not None else prepared_data(ws)
-    dataset = check_dataset(data, labels, folder_labels=folder_labels) if data is not None else prepared.dataset
+    prepared = prepared_data(ws) if data is None else _prepared_folder(data, labels, ws, folder_labels)
+    dataset = prepared.dataset if prepared is not None else check_dataset(data, labels, folder_labels=folder_labels)
     if model is None:
         model, preset = export_demo_model(workspace=ws), DEMO_PREPROCESS
     check_model(model)  # the file: parses, one image input, external data there, ops ONNX Runtime runs
