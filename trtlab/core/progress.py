@@ -6,6 +6,7 @@ reached its target) as complete, so it ends green, not red.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 import time
@@ -14,6 +15,7 @@ import weakref
 _state = threading.local()
 _quiet_depth = 0
 _bars: "weakref.WeakSet" = weakref.WeakSet()  # the bars made here: `close_open` names the one interrupted
+_cut_short: "collections.deque" = collections.deque(maxlen=4)  # bars closed short of their total, newest last
 RECENT_S = 2.0
 
 
@@ -55,12 +57,18 @@ def progress_iter(iterable, desc: str = "", unit: str = "it", enabled: bool = Tr
 def _register(bar, desc: str):
     bar.trtlab_desc = desc  # tqdm's `desc` may be changed later; the activity named at Ctrl-C is the first one
     if not bar.disable:
-        close = bar.close
+        # Note when it closes: a loop left by an exception closes its bar while the frame unwinds, before main sees
+        # the exception. Through a weak reference and the class's close, so the bar holds no cycle to itself and is
+        # still closed as soon as it is dropped.
+        this, close = weakref.ref(bar), type(bar).close
 
-        def closing():  # when: a loop left by an exception closes its bar as its frame unwinds, before main sees it
-            if not bar.disable:
-                bar.trtlab_closed_at = time.monotonic()
-            close()
+        def closing():
+            target = this()
+            if target is not None:
+                if not target.disable and target.total and target.n < target.total:
+                    target.trtlab_closed_at = time.monotonic()
+                    _cut_short.append(target)  # kept (closed) for `close_open`, though its loop's frame is gone
+                close(target)
 
         bar.close = closing
     _bars.add(bar)
@@ -72,10 +80,8 @@ def close_open() -> str:
     bar) and say what was running — 'infer fp32 (64 of 600 img)': the newest bar still open, or closed short of its
     total in the last RECENT_S seconds (a loop an exception left); '' when there is none (or bars were hidden)."""
     now = time.monotonic()
-    bars = list(_bars)
-    open_bars = [bar for bar in bars if not getattr(bar, "disable", True)]
-    cut_short = [bar for bar in bars if getattr(bar, "disable", True) and bar.total and bar.n < bar.total
-                 and now - getattr(bar, "trtlab_closed_at", -RECENT_S) < RECENT_S]
+    open_bars = [bar for bar in list(_bars) if not getattr(bar, "disable", True)]
+    cut_short = [bar for bar in _cut_short if now - bar.trtlab_closed_at < RECENT_S]
     doing = ""
     for bar in sorted(open_bars + cut_short, key=lambda b: getattr(b, "start_t", 0) or 0):
         total = f" of {bar.total:,}" if bar.total else ""
@@ -85,6 +91,7 @@ def close_open() -> str:
         with contextlib.suppress(Exception):
             bar.close()
     _bars.clear()
+    _cut_short.clear()
     return doing
 
 
