@@ -45,7 +45,8 @@ def interrupted_line(command: str | None) -> str:
 # the placeholder shown for `keyword=...`.
 FLAGS = {"calibration_images": ("--calibration-images", "N"), "calibration_per_class": ("--calibration-per-class", "N"),
          "calibration_size": ("--calibration-size", "N"), "calibration_batch": ("--calibration-batch", "N"),
-         "batch_size": ("--batch-size", "N"), "devkit": ("--devkit", "FOLDER"), "ground_truth": ("--ground-truth", "FILE"),
+         "batch_size": ("--batch-size", "N"), "devkit": ("--devkit", "FOLDER"),
+         "ground_truth": ("--ground-truth", "FILE"),
          "loc_solution": ("--loc-solution", "FILE"), "synset_mapping": ("--synset-mapping", "FILE"),
          "images": ("--data", "FOLDER"), "root": ("--root", "FOLDER"), "labels_csv": ("--labels", "CSV"),
          "labels": ("--label-source", "SOURCE"), "workspace": ("--workspace", "FOLDER")}
