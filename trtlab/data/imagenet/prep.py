@@ -121,7 +121,9 @@ class ImageNetPrep:
         if self.standin:
             return f"half of the stand-in's photos: too few per class for a per-class quota"
         if per_class:
-            return f"{per_class} per class, as asked"
+            fewest = self.split.describe(self.dataset)["calibration_images_per_class"][0]
+            return (f"{per_class} per class, as asked" if fewest >= per_class else
+                    f"{per_class} per class asked; a class with fewer images keeps one to evaluate")
         return f"{size:,} in total, stratified by class" if size else "as saved"
 
     def split_table(self):
