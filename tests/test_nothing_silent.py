@@ -308,3 +308,21 @@ def test_a_bar_finished_early_is_drawn_full_in_a_notebook():
     finish(bar)
     widget = bar.container.children[1]
     assert bar.total == 1 and widget.max == 1 and widget.value == 1 and widget.bar_style == "success"
+
+
+def test_notebook_01_shows_the_split_as_a_table_that_says_how_it_was_chosen(tmp_path):
+    """Issue 30: 01 showed raw dicts (`calibration_per_class: None` while CALIBRATION_PER_CLASS = 10)."""
+    import trtlab
+
+    prep = trtlab.prepare_imagenet(None, calibration_per_class=10, workspace=tmp_path / "ws", progress=False)
+    table = prep.split_table()
+    assert list(table.index) == ["calibration", "evaluation"] and list(table.columns) == ["images", "classes",
+                                                                                          "per class", "chosen"]
+    assert "too few per class for a per-class quota" in table.loc["calibration", "chosen"]
+    summary = prep.summary()
+    assert "NOT ImageNet" in summary and "None" not in summary and "1–1 per class" not in summary
+    assert "**split (seed 0):**" in prep._repr_markdown_()
+    cache = prep.decode("tf-lite", progress=False)
+    line = prep.evaluation_cache(cache).summary()
+    assert line.startswith(f"imagenet-val-eval: {len(prep.split.evaluation)} of {len(prep.split.evaluation)} images "
+                           f"decoded, none skipped; tf-lite 224×224")
