@@ -77,3 +77,15 @@ def qdq_model(demo_model, tmp_path_factory):
     path = tmp_path_factory.mktemp("qdq") / "efficientnet-lite0.int8.onnx"
     onnx.save(model, str(path))
     return path
+
+
+@pytest.fixture(autouse=True)
+def advice_said_afresh():
+    """Each test starts as a fresh kernel would: no TensorRT advice given yet (trtlab.env.install.say_once), no
+    self-check made yet (trtlab.evaluation.literal_check.self_check_once)."""
+    from trtlab.env.install import forget_said
+    from trtlab.evaluation.literal_check import forget_self_checks
+
+    forget_said()
+    forget_self_checks()  # and no ONNX Runtime self-check reused from another test's graph
+    yield

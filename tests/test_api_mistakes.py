@@ -126,7 +126,7 @@ def test_ctrl_c_mid_evaluation_is_one_line_and_nothing_half_written(demo_model, 
             "--workspace", ws, "-q")
     code, out, err = om.run_cli(capsys, *argv)
     assert code == 130 and seen == [4, 4] and "Traceback" not in err
-    assert [line for line in err.splitlines() if line.strip()] == [err.strip()] and err.startswith("interrupted — ")
+    assert [line for line in err.splitlines() if line.strip()] == [err.strip()] and err.startswith("interrupted `eval`")
     assert om.unchanged(before)  # the earlier results, model and photos as they were
     assert not [p for p in ws.rglob("*") if p.name.endswith(".tmp")]  # no half-written file left behind
 

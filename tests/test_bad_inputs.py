@@ -533,6 +533,8 @@ def test_messages_go_through_logging_and_q_silences_them(model, photos, ws, caps
 
 
 def test_self_check_line_counts_k_of_n_names_the_cause_and_is_said_once(caplog):
+    """Issue 29: one short INFO line that says what it means for the user (not a 600-character warning), once per
+    cause; the numbers (bound, cosine, full cause) at debug level for the run log."""
     from trtlab.core import log
     from trtlab.evaluation import literal_check as ort_check
 
@@ -541,13 +543,16 @@ def test_self_check_line_counts_k_of_n_names_the_cause_and_is_said_once(caplog):
              "cause": ort_check.disagreement_cause({"machine": "x86_64", "model": "", "x86": True, "avx2": True,
                                                     "avx512": False, "vnni": False, "known": True})}
     check["message"] = ort_check.self_check_message(check, "int8-entropy")
-    with caplog.at_level(logging.WARNING, logger="trtlab"):
+    with caplog.at_level(logging.DEBUG, logger="trtlab"):
         for _ in range(3):  # three runs of the same variant build
             ort_check.report_self_check(check, key="variants/int8-entropy-abc")
-    messages = [r.getMessage() for r in caplog.records]
-    assert len(messages) == 1 and "\n" not in messages[0]
-    assert "5 of 8 sample images disagree" in messages[0]
-    assert "AVX2" in messages[0] and "without VNNI" in messages[0] and "TensorRT accumulates in int32" in messages[0]
+    shown = [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert len(shown) == 1 and shown[0].levelno == logging.INFO and "\n" not in shown[0].getMessage()
+    line = shown[0].getMessage()
+    assert "on 5 of 8 sample images" in line and "AVX2 without VNNI" in line and "unaffected" in line
+    assert "trtlab's numbers come from the literal graph" in line and len(line) < 260
+    details = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG and "detail" in r.getMessage()]
+    assert details and "TensorRT accumulates in int32" in details[0] and "95 % upper bound" in details[0]
 
 
 def test_a_damaged_sanitized_model_is_set_aside_and_rebuilt(model, ws, caplog):

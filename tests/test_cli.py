@@ -293,7 +293,7 @@ def test_ctrl_c_is_one_line_and_exit_130(model, photos, tmp_path, capsys, monkey
     monkeypatch.setattr(trtlab.workflows.job, "run_job", interrupted)
     code, err = run_cli(capsys, "eval", "--model", model, "--data", photos, "--workspace", tmp_path / "ws")
     assert code == 130 and "Traceback" not in err
-    assert err.strip().splitlines() == [err.strip()] and err.startswith("interrupted — ")
+    assert err.strip().splitlines() == [err.strip()] and err.startswith("interrupted `eval` — ")
 
 
 def test_a_failed_check_is_exit_1_not_an_error(monkeypatch, capsys):

@@ -17,8 +17,10 @@ from pathlib import Path
 from trtlab.core.errors import UserValueError
 
 SUPPRESS = argparse.SUPPRESS
-GUARD_FORMS = ("first_layer, last_layer, softmax, op:<OpType> or node:<node name>, each optionally with =fp16 "
-               "(default: kept in FP32)")
+# The real defaults (trtlab.graph.guards.DEFAULT_PRECISION): a bare first_layer / last_layer follows the INT8
+# graph's float path (FP16 by default), softmax, op: and node: mean FP32.
+GUARD_FORMS = ("first_layer, last_layer, softmax, op:<OpType> or node:<node name>, each optionally with =fp16 or "
+               "=fp32 (default: first_layer/last_layer follow the float path, FP16; softmax, op:, node: FP32)")
 # What users type for TensorRT's algorithms under other names: named in the error, never accepted silently.
 ALGORITHM_HINTS = {"kl": "entropy", "kl-divergence": "entropy", "entropy2": "entropy", "max": "minmax",
                    "min-max": "minmax", "min_max": "minmax", "absmax": "minmax", "percent": "percentile"}
@@ -130,7 +132,9 @@ class ModelDataArgs(ArgGroup):
 
     def __init__(self, model: bool = True, data: bool = True, labels: bool = True, preset: bool = True,
                  required: bool = False, model_default: str = "the demo EfficientNet-Lite0",
-                 data_default: str = "the demo photos", data_help: str | None = None, classifier: bool | None = None):
+                 data_default: str = "notebook 01's prepared data in the workspace (`python -m trtlab prep`), else "
+                                     "the demo photos", data_help: str | None = None,
+                 classifier: bool | None = None):
         self.model, self.data, self.labels, self.preset, self.required = model, data, labels, preset, required
         self.model_default, self.data_default, self.data_help = model_default, data_default, data_help
         # --crop/--resize/--output/--background-class: commands that score a model on labelled data (they reach
@@ -148,7 +152,11 @@ class ModelDataArgs(ArgGroup):
                                                        "index)") + self._default(self.data_default))
         if self.labels:
             group.add_argument("--labels", metavar="CSV", default=None,
-                               help="labels CSV (file,label) for --data; default: sub-folder names")
+                               help="labels CSV (file,label) for --data; default: sub-folder names that are WNIDs "
+                                    "or class indices (a numbered folder 01/ is read as class 1, said in a warning)")
+            group.add_argument("--unlabelled", action="store_true",
+                               help="the sub-folder names of --data are not classes (albums, dates): the images are "
+                                    "unlabelled and scored by agreement with FP32 only")
         if self.preset:
             from trtlab.data.preprocess import PRESETS
 
@@ -177,6 +185,13 @@ class ModelDataArgs(ArgGroup):
             raise UserValueError(f"--labels {args.labels} was given without --data",
                                  "give --data FOLDER, the images the labels belong to (without --data the demo "
                                  "photos are used, with their own labels)")
+        if self.labels and args.unlabelled:
+            if given(args, "labels"):
+                raise UserValueError(f"--unlabelled and --labels {args.labels} were both given",
+                                     "give --labels CSV for labelled images, or --unlabelled for none")
+            if self.data and not given(args, "data"):
+                raise UserValueError("--unlabelled was given without --data",
+                                     "give --data FOLDER, the images whose folder names are not classes")
         if self.preset:
             args.preset_given = given(args, "preset")
             args.preset = check_preset(args.preset) if args.preset_given else "tf-lite"
@@ -196,7 +211,8 @@ def classifier_options(args) -> dict:
                               "a background-class choice")
     if args.output is not None and not args.output.strip():
         raise UserValueError("--output is empty", "give the name of the model output that holds the logits")
-    return {"crop": crop, "resize": resize, "output": args.output, "background_class": background}
+    return {"crop": crop, "resize": resize, "output": args.output, "background_class": background,
+            "folder_labels": not getattr(args, "unlabelled", False)}
 
 
 def check_preset(name: str) -> str:
@@ -298,15 +314,17 @@ class GuardArgs(ArgGroup):
                            help=f"{GUARD_FORMS}; repeat or comma-separate")
 
     def parse(self, args):
+        from trtlab.core.errors import UserError
         from trtlab.graph.guards import parse_guard
 
         guards = tuple(args.guards or ())
         for guard in guards:
             try:
                 parse_guard(guard)
-            except ValueError as exc:  # graph.guards raises a plain ValueError: its reason, then what to write
-                reason = str(exc).split("; ")[0]
-                raise UserValueError(f"--guards: {reason}", f"use {GUARD_FORMS}") from None
+            except ValueError as exc:  # one "— fix" clause: graph.guards' own (a UserError), else the forms
+                reason = exc.what if isinstance(exc, UserError) else str(exc).split("; ")[0]
+                fix = exc.fix if isinstance(exc, UserError) and exc.fix else f"use {GUARD_FORMS}"
+                raise UserValueError(f"--guards: {reason}", fix) from None
         args.guards = guards
 
 

@@ -9,6 +9,7 @@ Ctrl-C prints one line, exit 130; anything else is a bug and keeps its traceback
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 
 from trtlab.cli.args import Parser, exit_status_help
@@ -25,8 +26,58 @@ COMMANDS = {
     "debug": "per-layer error, sensitivity and automatic guard search",
 }
 EXIT_INTERRUPTED = 130
-INTERRUPTED = ("interrupted — what was finished is kept in the workspace (decode caches resume, stored results are "
-               "reused); run the same command again to continue")
+INTERRUPTED = ("what was finished is kept in the workspace (decode caches resume, stored results are reused); run the "
+               "same command again to continue")
+
+
+def interrupted_line(command: str | None) -> str:
+    """The one Ctrl-C line: which command and which step were interrupted (the open progress bar, which is closed
+    first so the line starts on its own line) and that finished work is kept."""
+    from trtlab.core import progress
+
+    doing = progress.close_open()
+    where = f" `{command}`" if command else ""
+    step = f" during {doing}" if doing else ""
+    return f"interrupted{where}{step} — {INTERRUPTED}"
+
+
+# Python keywords the stages name in their messages (the notebook API) → the flag a command-line user types, and
+# the placeholder shown for `keyword=...`.
+FLAGS = {"calibration_images": ("--calibration-images", "N"), "calibration_per_class": ("--calibration-per-class", "N"),
+         "calibration_size": ("--calibration-size", "N"), "calibration_batch": ("--calibration-batch", "N"),
+         "batch_size": ("--batch-size", "N"), "devkit": ("--devkit", "FOLDER"),
+         "ground_truth": ("--ground-truth", "FILE"),
+         "loc_solution": ("--loc-solution", "FILE"), "synset_mapping": ("--synset-mapping", "FILE"),
+         "images": ("--data", "FOLDER"), "root": ("--root", "FOLDER"), "labels_csv": ("--labels", "CSV"),
+         "labels": ("--label-source", "SOURCE"), "workspace": ("--workspace", "FOLDER")}
+_KEYWORD_VALUE = re.compile(r"(?<![\w./-])(" + "|".join(FLAGS) + r")=(\.\.\.|'([^']*)'|(?=\d)(\S+))")
+_BARE_KEYWORD = re.compile(r"(?<![\w./=-])(calibration_images|calibration_per_class|calibration_size|"
+                           r"calibration_batch|batch_size)(?![\w=])")
+_SAME_FLAG_TWICE = re.compile(r"(--[\w-]+)((?: [A-Z]+)?) / \1\b")
+
+
+def as_flags(text: str) -> str:
+    """`text` with the Python keywords of the notebook API (`calibration_images ≤ 10`, `devkit=...`,
+    `labels='kaggle'`) named as the flags a command-line user types (`--calibration-images ≤ 10`, `--devkit FOLDER`,
+    `--label-source kaggle`)."""
+    def keyword_value(match: re.Match) -> str:
+        flag, placeholder = FLAGS[match.group(1)]
+        value = match.group(3) if match.group(3) is not None else match.group(4)
+        return f"{flag} {placeholder if value is None else value}"
+
+    text = _KEYWORD_VALUE.sub(keyword_value, text)
+    text = _BARE_KEYWORD.sub(lambda m: FLAGS[m.group(1)][0], text)
+    text = text.replace(", or --workspace FOLDER)", ")")  # "(--workspace / --out, or workspace=...)"
+    return _SAME_FLAG_TWICE.sub(r"\1\2", text)
+
+
+def report_cli_error(exc) -> int:
+    """The one error line (trtlab.core.errors.report), its hints in the command line's words (`as_flags`)."""
+    from trtlab.core import progress
+    from trtlab.core.errors import UserError, report
+
+    progress.close_open()  # the line starts on its own line, not inside a progress bar
+    return report(UserError(as_flags(exc.what), as_flags(exc.fix)))
 
 
 def command_module(name: str):
@@ -76,7 +127,7 @@ def run_command(name: str, argv: list[str], verbosity: int = 0) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from trtlab.core import log, progress
-    from trtlab.core.errors import UserError, report
+    from trtlab.core.errors import UserError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     verbosity, argv = split_verbosity(argv)
@@ -91,9 +142,9 @@ def main(argv: list[str] | None = None) -> int:
                 return exc.code if isinstance(exc.code, int) else 0
             return 2
     except UserError as exc:
-        return report(exc)
+        return report_cli_error(exc)
     except KeyboardInterrupt:
-        print(INTERRUPTED, file=sys.stderr)
+        print(interrupted_line(argv[0] if argv and argv[0] in COMMANDS else None), file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

@@ -116,9 +116,22 @@ def attach_run_log(folder) -> str | None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)  # the file takes everything; the screen handlers keep their own levels
-    command = " ".join(sys.argv) if sys.argv and sys.argv[0] else "python"
-    logger.debug("--- run started %s (pid %d): %s", time.strftime("%Y-%m-%d %H:%M:%S"), os.getpid(), command)
+    logger.debug("--- run started %s (pid %d): %s", time.strftime("%Y-%m-%d %H:%M:%S"), os.getpid(), run_name())
     return path
+
+
+def run_name() -> str:
+    """What started this run, for the run log: the notebook's path in a Jupyter kernel (jupyter_server 2's
+    services/sessions/sessionmanager.py gives each kernel JPY_SESSION_NAME = the session's path; the kernel's argv
+    only names `kernel-<uuid>.json`), else the command line."""
+    notebook = os.environ.get("JPY_SESSION_NAME", "").strip()
+    if notebook:
+        return f"notebook {notebook}"
+    if sys.argv and sys.argv[0]:
+        if os.path.basename(sys.argv[0]).startswith("ipykernel"):
+            return "a Jupyter kernel (notebook path not given by Jupyter)"
+        return " ".join(sys.argv)
+    return "python"
 
 
 def warn_once(logger: logging.Logger, key, message: str, *args) -> bool:
@@ -129,6 +142,18 @@ def warn_once(logger: logging.Logger, key, message: str, *args) -> bool:
             return False
         _warned.add(key)
     logger.warning(message, *args)
+    return True
+
+
+def info_once(logger: logging.Logger, key, message: str, *args) -> bool:
+    """Log `message` at INFO the first time `key` is seen in this process (shares `warn_once`'s memory); later at
+    debug level. True when it was logged at INFO."""
+    with _lock:
+        if key in _warned:
+            logger.debug(message, *args)
+            return False
+        _warned.add(key)
+    logger.info(message, *args)
     return True
 
 

@@ -88,12 +88,14 @@ class Dataset:
 
     @classmethod
     def from_folder(cls, root: str | os.PathLike, labels_csv: str | os.PathLike | None = None,
-                    name: str | None = None) -> "Dataset":
+                    name: str | None = None, folder_labels: bool = True) -> "Dataset":
         """Images in `root`, flat or one sub-folder per class, scanned recursively (linked folders followed, each
         folder once).
 
         Labels come from `labels_csv` (columns `file,label`; label = class index or WNID) when given, else from
-        sub-folder names that are WNIDs (n01440764) or class indices (0..999); otherwise images are unlabelled.
+        sub-folder names that are WNIDs (n01440764) or class indices (0..999) — numbered folders read as class
+        indices are named in one warning, since album folders (01/, 02/) look the same —; `folder_labels=False`
+        (CLI: --unlabelled) ignores folder names; otherwise images are unlabelled.
         """
         root = Path(root)
         if not root.is_dir():
@@ -106,8 +108,10 @@ class Dataset:
         if labels_csv is not None:
             table = parse_labels_csv(labels_csv)
             labels, source, kind = table.apply(paths, root), str(labels_csv), table.kind
-        else:
+        elif folder_labels:
             labels, source, kind = _folder_labels(paths, root)
+        else:
+            labels, source, kind = np.full(len(paths), UNLABELLED, np.int64), None, None
         return cls(name=name or root.name, paths=paths, labels=labels, root=str(root), label_source=source,
                    label_kind=kind)
 
@@ -118,7 +122,7 @@ def _folder_labels(paths: list[str], root: Path) -> tuple[np.ndarray, str | None
 
     labels = np.full(len(paths), UNLABELLED, np.int64)
     wnids = wnid_to_index()
-    kinds = set()
+    kinds, numbered = set(), {}
     for i, path in enumerate(paths):
         parent = Path(path).parent
         if parent == root:
@@ -130,9 +134,26 @@ def _folder_labels(paths: list[str], root: Path) -> tuple[np.ndarray, str | None
         elif folder.isdigit():
             labels[i] = int(folder)
             kinds.add("index")
+            numbered[folder] = numbered.get(folder, 0) + 1
+    if numbered:
+        _say_numbered_folders(root, numbered)
     source = "folders" if kinds else None
     kind = kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else None)
     return labels, source, kind
+
+
+def _say_numbered_folders(root: Path, numbered: dict[str, int]) -> None:
+    """One warning: numbered sub-folders were taken as class indices (a choice: album folders 01/, 02/ look the same),
+    with how to say otherwise."""
+    names = sorted(numbered, key=lambda f: (int(f), f))
+    shown = ", ".join(f"{f}/ → class {int(f)}" for f in names[:4]) + (f", … ({len(names)} folders)"
+                                                                       if len(names) > 4 else "")
+    images = sum(numbered.values())
+    warn_once(log, ("numbered-folders", str(root), tuple(names)),
+              "%s: %d image(s) in numbered sub-folders were labelled by the folder number as a class index (%s) — "
+              "if the folders are not class indices (albums, dates), pass --unlabelled (from_folder(..., "
+              "folder_labels=False)) to score agreement with FP32 only, or --labels CSV with the true classes",
+              root, images, shown)
 
 
 def describe_extensions() -> str:

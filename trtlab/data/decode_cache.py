@@ -26,7 +26,7 @@ import numpy as np
 
 from trtlab.core.errors import DamagedArtefact, UserError
 from trtlab.core.workspace import atomic_path, hash_json, workspace_dir
-from trtlab.data.dataset import Dataset
+from trtlab.data.dataset import Dataset, describe_extensions
 from trtlab.data.decode_files import (DECODED, FAILED, PENDING, CacheFiles, CheckedCrops, CropRows, check_on_open,
                                       load_state, save_npy, save_state)
 from trtlab.data.decode_workers import (DEFAULT_POOL, POOLS, RowResult, decode_rows, make_executor,  # noqa: F401
@@ -107,6 +107,15 @@ class DecodeCache:
             status=self.status[indices],
             failures={position[i]: reason for i, reason in self.failures.items() if i in position},
         )
+
+    def summary(self) -> str:
+        """One line for people: images ready, skipped (with the first reason), preprocessing and where it lives."""
+        info = self.describe()
+        skipped = f", {info['failed']:,} skipped ({info['skipped'][0]['path']}: {info['skipped'][0]['reason']}" \
+                  f"{', …' if info['failed'] > 1 else ''})" if info["failed"] else ", none skipped"
+        spec = self.preprocess
+        return (f"{self.dataset.name}: {info['decoded']:,} of {info['images']:,} images decoded{skipped}; "
+                f"{spec.name} {spec.crop}×{spec.crop}; cache {self.folder}")
 
     def describe(self) -> dict:
         return {
@@ -192,10 +201,21 @@ def build_decode_cache(
     run = _DecodeRun(files, dataset, spec, hashes, status, failures, checksums, progress)
     if len(pending):
         run.decode(pending, pool, max(1, int(workers or default_workers())), chunk_size, stop_after)
+    if files.count and bool((status == FAILED).all()):
+        _refuse_undecodable(dataset, failures, files)
     base = np.memmap(files.crops, np.uint8, "r", shape=shape) if files.count else np.zeros(shape, np.uint8)
     crops = CheckedCrops(base, status, checksums, run.repair)
     return DecodeCache(files.folder, dataset, spec, crops, status, failures, run.decoded, run.seconds, pool,
                        run.workers)
+
+
+def _refuse_undecodable(dataset: Dataset, failures: dict[int, str], files: CacheFiles) -> None:
+    """Not one image of `dataset` decodes: one line naming the folder and a reason, instead of an empty evaluation."""
+    first = failures[min(failures)] if failures else ""
+    where = dataset.root or dataset.name
+    raise UserError(f"none of the {len(dataset):,} image(s) in {where} could be decoded (e.g. {first})",
+                    f"check that the files are photos OpenCV reads ({describe_extensions()}), not damaged or "
+                    f"placeholders; every reason is listed in {files.failures}")
 
 
 def _create_files(files: CacheFiles, dataset: Dataset, spec: Preprocess, hashes: list[str]) -> None:

@@ -170,6 +170,13 @@ def _columns(path: str, rows, is_label) -> tuple[int, int, list]:
     """(file column, label column, data rows): from the header's names, else file,label — or label,file when
     only the first column holds labels."""
     header = rows[0][1]
+    named_image = [_looks_like_image(cell) for cell in header[:2]]
+    if len(header) >= 2 and any(named_image) and not (is_label(header[1]) or is_label(header[0])):
+        # A first row that names an image file is data, not a header (`img0.jpg,tench` is a row with a bad label,
+        # reported as such by _label_value, not a header without known column names).
+        log.info("%s has no header (its first row names the image %r): every row is read as data",
+                 os.path.basename(path), header[named_image.index(True)])
+        return (0, 1, rows) if named_image[0] else (1, 0, rows)
     if len(header) >= 2 and not (is_label(header[1]) or is_label(header[0])):
         lowered = [h.lower().replace(" ", "_") for h in header]
         file_col = next((lowered.index(h) for h in FILE_HEADERS if h in lowered), None)
@@ -189,13 +196,36 @@ def _columns(path: str, rows, is_label) -> tuple[int, int, list]:
     return 0, 1, rows
 
 
+def _looks_like_image(cell: str) -> bool:
+    """Whether a CSV cell is an image file name (`img0.jpg`, `day1/IMG_2.HEIC`): such a first row is data."""
+    from trtlab.data.dataset import IMAGE_EXTENSIONS, OTHER_PHOTO_EXTENSIONS
+
+    return os.path.splitext(cell)[1].lower() in IMAGE_EXTENSIONS | OTHER_PHOTO_EXTENSIONS
+
+
 def _label_value(path: str, line_no: int, key: str, label: str, wnids: dict[str, int]) -> tuple[int, str]:
     if label.isdigit():
         return int(label), "index"
     if label in wnids:
         return wnids[label], "wnid"
+    hint = _class_name_hint(label, wnids)
     raise LabelsCsvError(f"{path}:{line_no}: label {label!r} (for {key!r}) is neither a class index (0, 1, 2, …) "
-                         f"nor an ImageNet WNID (n01440764 …)", "fix the row, or check that the columns are file,label")
+                         f"nor an ImageNet WNID (n01440764 …){hint}",
+                         "write each row's label as the model's class index or the WNID (class names are not read: "
+                         "they are ambiguous), and check that the columns are file,label")
+
+
+def _class_name_hint(label: str, wnids: dict[str, int]) -> str:
+    """"; it reads like a class name (ImageNet's 'tench' is class 0, n01440764)" when `label` is the short name of
+    exactly one ImageNet class, else ''."""
+    from trtlab.data.classes import class_index
+
+    wanted = label.strip().lower()
+    found = [(i, wnid) for i, (wnid, name) in class_index().items() if name.split(",")[0].strip().lower() == wanted]
+    if len(found) != 1:
+        return ""
+    index, wnid = found[0]
+    return f"; it reads like a class name (ImageNet's {label!r} is class {index}, {wnid})"
 
 
 def read_labels_csv(path: str | os.PathLike) -> dict[str, int]:

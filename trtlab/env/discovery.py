@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from trtlab.env.candidates import Candidate, analyse_folder, scan_folder
-from trtlab.env.install import install_hint
+from trtlab.env.install import install_hint, say_once
 from trtlab.env.layout import (COMPONENT_ROLE, LIB_NAME_RE, default_roots, site_package_dirs, system_lib_dirs,
                                version_tuple)
 from trtlab.env.tables import full_text_frame
@@ -100,14 +100,17 @@ def best_candidate(candidates: list[Candidate]) -> Candidate | None:
 
 
 def no_tensorrt_message(candidates: list[Candidate], roots: list | None = None) -> str:
-    """One line for a machine without a usable TensorRT, naming where we looked and what to do."""
+    """One line for a machine without a usable TensorRT, naming where we looked and what to do — in full once per
+    process (install.say_once), then short: notebook 00's steps each say it."""
     roots = [str(r) for r in (default_roots() if roots is None else roots)]
     where = ", ".join(roots + ["site-packages", "system library folders"])
     broken = [c.lib_dir for c in candidates if not c.usable]
     extra = f"; broken trees: {', '.join(broken)}" if broken else ""
     extra += "".join(f"; {n}" for n in LAST_SEARCH_NOTES)
-    return (f"no real libnvinfer found in {where}{extra}: add the TensorRT tar dataset to the notebook or "
-            f"{install_hint()}")
+    full = f"no real libnvinfer found in {where}{extra}"
+    if say_once(full, "") == "":
+        return "no real libnvinfer found (where trtlab looked and what to do: said above)"
+    return f"{full}: add the TensorRT tar dataset to the notebook or {install_hint()}"
 
 
 def candidates_frame(candidates: list[Candidate]):

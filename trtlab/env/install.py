@@ -112,9 +112,29 @@ def machine_install_advice() -> InstallAdvice:
     return advice_for(gpu_facts())
 
 
+# Advice already given in full in this process (a notebook kernel, one CLI command): notebook 00's steps each meet
+# "no TensorRT", and the same long advice printed five times buries the report. Later mentions point back to it.
+_said: set[str] = set()
+
+
+def say_once(full: str, short: str) -> str:
+    """`full` the first time this process says it, `short` (a pointer back to it; may be '') after."""
+    if full in _said:
+        return short
+    _said.add(full)
+    return full
+
+
+def forget_said() -> None:
+    """Say every advice in full again (tests; a notebook that wants the advice repeated)."""
+    _said.clear()
+
+
 def install_hint() -> str:
-    """The clause every "install TensorRT" message ends with: this machine's command, or what to do instead."""
-    return machine_install_advice().hint()
+    """The clause every "install TensorRT" message ends with: this machine's command, or what to do instead (long:
+    in full once per process, then "follow the TensorRT install advice above")."""
+    advice = machine_install_advice()
+    return advice.command or say_once(advice.hint(), "follow the TensorRT install advice above")
 
 
 def cuda_wheel_suffix() -> str:

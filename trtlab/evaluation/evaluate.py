@@ -353,7 +353,7 @@ def evaluate_variant(built, cache, eval_indices, store=None, *, split=None, expe
     (evaluation.literal_check), which picks ONNX Runtime's literal settings; other backends are literal by
     construction (the torch backend) or are what is being measured (TensorRT), so the check is skipped there."""
     from trtlab.evaluation.identity import Experiment, MixedExperimentError, variant_key
-    from trtlab.evaluation.literal_check import ort_qdq_self_check, reference_runner_options, report_self_check
+    from trtlab.evaluation.literal_check import reference_runner_options, report_self_check, self_check_once
 
     run = with_shortcuts("evaluate_variant", shortcuts, run=run or RunOptions())
     backend, progress, force = run.backend, run.progress, run.force
@@ -375,7 +375,7 @@ def evaluate_variant(built, cache, eval_indices, store=None, *, split=None, expe
     stored = not force and find_stored(store, identity, variant_key(identity), runner.identity())[0] is not None
     if built.recipe.precision == "int8" and choice["resolved"] == "ort" and not stored:
         # stored results are reused as they are: no second self-check, no repeated warning
-        check = ort_qdq_self_check(built.model_path, cache, eval_indices, variant=built.name)
+        check = self_check_once(built.model_path, cache, eval_indices, variant=built.name)  # once per structure
         extra["ort_qdq_check"] = check
         # The literal Q/DQ semantics (what TensorRT computes), by the fastest ONNX Runtime setting that reproduces
         # them on the sample batch.

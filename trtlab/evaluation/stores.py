@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from trtlab.core.errors import UserFileNotFound
 from trtlab.core.workspace import workspace_dir
 from trtlab.evaluation.results import ResultsStore, VariantResult
 
@@ -28,8 +29,8 @@ def open_store(store=None, workspace=None) -> ResultsStore:
     if store is not None:
         folder = Path(store)
         if not folder.is_dir():
-            raise FileNotFoundError(f"results folder {folder} does not exist; pass a folder under "
-                                    f"<workspace>/results (python -m trtlab dashboard --list shows them)")
+            raise UserFileNotFound(f"results folder {folder} does not exist", "pass a folder under "
+                                   "<workspace>/results (python -m trtlab dashboard --list shows them)")
         opened = ResultsStore(folder)
         opened.check_identity()
         return opened
@@ -38,8 +39,8 @@ def open_store(store=None, workspace=None) -> ResultsStore:
         legacy = find_result_stores(workspace, legacy=True)
         if legacy:
             ResultsStore(legacy[0]).check_identity()  # raises: says why and how to rebuild
-        raise FileNotFoundError(f"no stored results under {workspace_dir(workspace) / 'results'}; evaluate a model "
-                                f"first (python -m trtlab demo, or trtlab.evaluate(...))")
+        raise UserFileNotFound(f"no stored results under {workspace_dir(workspace) / 'results'}", "evaluate a "
+                               "model first (python -m trtlab demo or calibrate, or trtlab.evaluate(...))")
     return ResultsStore(stores[0])
 
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from trtlab.core.errors import UserValueError
+
 log = logging.getLogger(__name__)
 
 HISTOGRAM_BINS = 2048
@@ -39,12 +41,14 @@ COUNTER_VARIABLE = "TRTLAB_HISTOGRAM_COUNTER"
 _AUTO = "auto"
 
 
-class NonFiniteActivation(ValueError):
-    """An activation holds NaN or Inf."""
+class NonFiniteActivation(UserValueError):
+    """An activation holds NaN or Inf: the model or its input, not trtlab (one line `error: … — …`, exit 2)."""
 
 
 def _non_finite() -> NonFiniteActivation:
-    return NonFiniteActivation("activation holds NaN or Inf; check the model and preprocessing before calibrating")
+    return NonFiniteActivation("an activation holds NaN or Inf on the calibration images, so no INT8 scale can be "
+                               "found", "check the model's FP32 outputs and the preprocessing (--preset) before "
+                               "calibrating")
 
 
 # -- the counter registry ----------------------------------------------------------------------------------------------

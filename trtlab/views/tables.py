@@ -124,5 +124,6 @@ def per_class_accuracy(result) -> Table:
         f"top-1 ({CI})": [percent_ci(c / n, *wilson_interval(int(c), int(n))) for c, n in
                           zip(order["correct"], order["images"])],
     }, index=pd.Index(list(order["name"]), name="class"))
+    classes = f"{len(raw)} class{'es' if len(raw) != 1 else ''}"
     return Table(shown, raw, caption=f"{result.variant} on {int(raw['images'].sum())} labelled images of "
-                                     f"{len(raw)} classes, worst first; intervals: 95 % Wilson.")
+                                     f"{classes}, worst first; intervals: 95 % Wilson.")

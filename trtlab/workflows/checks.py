@@ -147,11 +147,12 @@ def check_calibration_cache(path, model_path, recipes, preprocess, workspace=Non
     return imported
 
 
-def check_dataset(data, labels=None, name: str | None = None):
-    """The Dataset of image folder `data` (labels from `labels` CSV or sub-folder names), CSV checked."""
+def check_dataset(data, labels=None, name: str | None = None, folder_labels: bool = True):
+    """The Dataset of image folder `data` (labels from `labels` CSV or sub-folder names, unless `folder_labels` is
+    False: CLI --unlabelled), CSV checked."""
     from trtlab.data.dataset import Dataset
 
-    return Dataset.from_folder(data, labels_csv=labels, name=name)
+    return Dataset.from_folder(data, labels_csv=labels, name=name, folder_labels=folder_labels)
 
 
 def check_labels(dataset, info) -> None:
@@ -327,6 +328,24 @@ def check_inputs(model=None, data=None, labels=None, workspace=None, batch_size:
     return ws, info, dataset, sizes
 
 
+def _prepared_folder(data, labels, workspace, folder_labels: bool = True):
+    """The prepared data (data.prepared) when `data` is the very folder notebook 01 / `prep` prepared in this
+    workspace and nothing overrides its labels: its labels and saved split, so a command pasted from a notebook
+    (`calibrate --data <that folder>`) evaluates the notebook's experiment instead of re-splitting the folder."""
+    from trtlab.data.imagenet import PREP_JSON
+    from trtlab.data.prepared import prepared_data
+
+    if labels is not None or not folder_labels or not (workspace_dir(workspace) / "imagenet" / PREP_JSON).exists():
+        return None
+    prepared = prepared_data(workspace, announce=False)
+    root = prepared.dataset.root
+    if root is None or not Path(data).is_dir() or Path(data).resolve() != Path(root).resolve():
+        return None
+    log.info(f"data: {data} is the folder notebook 01 prepared; its labels and saved split are used "
+             f"({prepared.description})")
+    return prepared
+
+
 def check_demo_preset(model, preset: str, preset_given: bool) -> None:
     """Without a model the demo EfficientNet-Lite0 runs with its own preprocessing: a --preset for it would be
     ignored, so it is refused instead."""
@@ -356,23 +375,27 @@ def checked_inputs(model=None, data=None, labels=None, preset: str = "tf-lite", 
                    batch_size: int | None = None, calibration_images: int | None = None,
                    calibration_batch: int | None = None, outputs=(), backend: str | None = None,
                    preset_given: bool = False, crop: int | None = None, resize: int | None = None,
-                   output: str | None = None, background_class: str = "auto") -> Inputs:
+                   output: str | None = None, background_class: str = "auto", folder_labels: bool = True) -> Inputs:
     """`check_inputs` in its order, with the demo EfficientNet-Lite0 (and its preprocessing) when no model is
-    given and the demo photos (and their split) when no data is: nothing is decoded before every check passed.
+    given and, when no data is, the data notebooks 02–05 use (data.prepared.prepared_data: notebook 01's prepared
+    split in this workspace, else the demo photos and their split): nothing is decoded before every check passed.
 
     The model the stages get is the classifier the labels talk about (graph.classifier_view: the logits output —
     `output`, or the unambiguous one —, a 1001-class model's background class as `background_class` or the labels
     say), and `preset` becomes the Preprocess for its input size (`crop`, `resize` when given)."""
-    from trtlab.data.demo import DEMO_PREPROCESS, demo_dataset, demo_split, export_demo_model
+    from trtlab.data.demo import DEMO_PREPROCESS, export_demo_model
+    from trtlab.data.prepared import prepared_data
     from trtlab.graph.classifier_view import classifier_view, preprocess_for
 
     check_demo_preset(model, preset, preset_given)
     check_backend(backend)
     ws = check_workspace(workspace, data)
+    # The data folder before the demo model's export (about 25 s): a mistyped --data fails at once.
+    prepared = prepared_data(ws) if data is None else _prepared_folder(data, labels, ws, folder_labels)
+    dataset = prepared.dataset if prepared is not None else check_dataset(data, labels, folder_labels=folder_labels)
     if model is None:
         model, preset = export_demo_model(workspace=ws), DEMO_PREPROCESS
     check_model(model)  # the file: parses, one image input, external data there, ops ONNX Runtime runs
-    dataset = check_dataset(data, labels) if data is not None else demo_dataset()
     view = classifier_view(model, dataset, output, background_class, ws)  # which output, which numbering
     info = view.info
     check_guards(view.path, guards, ws)
@@ -381,7 +404,7 @@ def checked_inputs(model=None, data=None, labels=None, preset: str = "tf-lite", 
     sizes = check_sizes(info, batch_size, calibration_images, calibration_batch)
     for out in outputs:
         check_output_dir(out)
-    return Inputs(ws, Path(view.path), info, dataset, spec, demo_split(dataset) if data is None else None, sizes,
+    return Inputs(ws, Path(view.path), info, dataset, spec, prepared.split if prepared is not None else None, sizes,
                   tuple(guards))
 
 

@@ -103,17 +103,51 @@ class ImageNetPrep:
 
     def summary(self) -> str:
         info = self.split.describe(self.dataset)
-        calib_pc, eval_pc = info["calibration_images_per_class"], info["evaluation_images_per_class"]
+        calib_pc, eval_pc = (_range(info[f"{name}_images_per_class"]) for name in ("calibration", "evaluation"))
+        what = "the demo stand-in (NOT ImageNet val)" if self.standin else "ImageNet val"
         return "\n".join([
-            f"ImageNet val: {len(self.dataset):,} labelled images in {self.report['classes']:,} classes "
+            f"{what}: {len(self.dataset):,} labelled images in {self.report['classes']:,} classes "
             f"from {self.images_dir}",
             f"labels: {self.source_description}",
             f"classes (torchvision order): {self.class_index_source}",
-            f"split (seed {self.split.seed}): calibration {info['calibration']:,} images "
-            f"({calib_pc[0]}–{calib_pc[1]} per class), evaluation {info['evaluation']:,} images "
-            f"({eval_pc[0]}–{eval_pc[1]} per class), disjoint",
+            f"split (seed {self.split.seed}): calibration {info['calibration']:,} images ({calib_pc} per class; "
+            f"{self.calibration_rule()}), evaluation {info['evaluation']:,} images ({eval_pc} per class), disjoint",
             f"written: {self.labels_csv}, {self.classes_tsv}, {self.split_json}",
         ])
+
+    def calibration_rule(self) -> str:
+        """How the calibration images were chosen, in words (why a per-class quota was not applied, when not)."""
+        per_class, size = self.split.params.get("calibration_per_class"), self.split.params.get("calibration_size")
+        if self.standin:
+            return f"half of the stand-in's photos: too few per class for a per-class quota"
+        if per_class:
+            fewest = self.split.describe(self.dataset)["calibration_images_per_class"][0]
+            return (f"{per_class} per class, as asked" if fewest >= per_class else
+                    f"{per_class} per class asked; a class with fewer images keeps one to evaluate")
+        return f"{size:,} in total, stratified by class" if size else "as saved"
+
+    def split_table(self):
+        """The split for people: one row per set — images, classes, images per class, how they were chosen."""
+        import pandas as pd
+
+        info = self.split.describe(self.dataset)
+        rows = {}
+        for name, chosen in (("calibration", self.calibration_rule()), ("evaluation", "every other labelled image")):
+            rows[name] = {"images": f"{info[name]:,}", "classes": f"{info[f'{name}_classes']:,}",
+                          "per class": _range(info[f"{name}_images_per_class"]), "chosen": chosen}
+        table = pd.DataFrame.from_dict(rows, orient="index")
+        table.index.name = f"split (seed {self.split.seed})"
+        return table
+
+    def _repr_markdown_(self) -> str:
+        return "\n\n".join(f"**{line.split(': ', 1)[0]}:** {line.split(': ', 1)[1]}" if ": " in line else line
+                             for line in self.summary().splitlines())
+
+
+def _range(low_high) -> str:
+    """(1, 2) → '1–2', (1, 1) → '1'."""
+    low, high = low_high
+    return f"{low}" if low == high else f"{low}–{high}"
 
 
 def _load_class_index(path: str | os.PathLike | None) -> tuple[dict[int, tuple[str, str]], str]:
@@ -215,11 +249,16 @@ def prepare_imagenet(root: str | os.PathLike | None = None, *, images: str | os.
 
 def _use_standin(workspace, say) -> Path:
     root = demo_standin(workspace)
-    say(f"[trtlab] no ImageNet val found ($TRTLAB_IMAGENET unset; {kaggle_input()} holds "
-        f"{describe_attached()}, with no LOC_val_solution.csv, ILSVRC2012 devkit or WNID folders): using "
-        f"the demo stand-in {root} (the labelled demo photos, one folder per WNID) — not ImageNet; results "
-        f"on it say nothing about ImageNet accuracy. Pass root=... (notebook: IMAGENET = '...') to use a "
-        f"folder of your own")
+    looked = ["$TRTLAB_IMAGENET is not set"]
+    if kaggle_input().is_dir():
+        looked.append(f"nothing under {kaggle_input()} ({describe_attached()}) holds LOC_val_solution.csv, an "
+                      f"ILSVRC2012 devkit or WNID folders")
+    else:
+        looked.append(f"there is no {kaggle_input()} (not a Kaggle kernel)")
+    say(f"[trtlab] no ImageNet val found: {' and '.join(looked)}. Using the demo stand-in {root} instead (the "
+        f"labelled demo photos, one folder per WNID): it is not ImageNet, and results on it say nothing about "
+        f"ImageNet accuracy. To use ImageNet, give its folder: --root FOLDER (notebook 01: IMAGENET = '...') or "
+        f"$TRTLAB_IMAGENET")
     return root
 
 

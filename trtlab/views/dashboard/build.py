@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trtlab.core.errors import UserFileNotFound
 from trtlab.core.workspace import atomic_path, atomic_write_text, check_writable_location, workspace_dir
 from trtlab.evaluation.metrics import consistency_table, flips, introduced_confusions, per_class_drift
 from trtlab.evaluation.results import ResultsStore, VariantResult
@@ -108,7 +109,8 @@ class Dashboard:
         from trtlab.core.progress import progress_iter
 
         names = self.figure_names()
-        for name in progress_iter(names, desc="dashboard figures", unit="fig", enabled=len(names) >= 4):
+        pending = [name for name in names if name not in self._pngs]  # no second bar over figures already drawn
+        for name in progress_iter(pending, desc="dashboard figures", unit="fig", enabled=len(pending) >= 4):
             self.png(name)
         return {name: self._pngs[name] for name in names}
 
@@ -237,8 +239,8 @@ def build_dashboard(store=None, variants=None, reference=None, decode_cache=None
     store, stored = load_results(store, workspace)
     available = list(stored)
     if not available:
-        raise FileNotFoundError(f"no stored results in {store.folder}; evaluate a variant first "
-                                f"(python -m trtlab demo, or trtlab.evaluate(...))")
+        raise UserFileNotFound(f"no stored results in {store.folder}", "evaluate a variant first (python -m "
+                               "trtlab demo or calibrate, or trtlab.evaluate(...) / trtlab.compare(...))")
     names, reference = resolve_selection(available, variants, reference)
     results = {name: stored[name] for name in names}
     table = consistency_table(results, reference, compare_with=("fp32", fp16_variant(results) or "fp16"), alpha=alpha,

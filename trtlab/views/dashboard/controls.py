@@ -4,6 +4,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from trtlab.core.errors import UserFileNotFound
 from trtlab.evaluation.stores import open_store, resolve_selection
 from trtlab.views.dashboard.build import Dashboard, build_dashboard
 
@@ -19,7 +20,7 @@ class DashboardControls:
         self.decode_cache, self.image_root, self.workspace = decode_cache, image_root, workspace
         available = self.store.variants()
         if not available:
-            raise FileNotFoundError(f"no stored results in {self.store.folder}; evaluate a variant first")
+            raise UserFileNotFound(f"no stored results in {self.store.folder}", "evaluate a variant first")
         _, default_reference = resolve_selection(available)
         full = {"style": {"description_width": "initial"}}  # labels at full width, never cut to "refer…"
         longest = max(len(name) for name in available)

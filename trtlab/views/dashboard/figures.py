@@ -44,8 +44,9 @@ def plot_class_drift(drift, top: int = DRIFT_BARS):
     ax.axvline(0, color="black", linewidth=0.8)
     unchanged = int((drift["delta"] == 0).sum())
     # The counts go under the axis label, not over the bars.
-    ax.set_xlabel(f"Δ top-1 accuracy vs {reference} (percentage points)\n{int((drift['delta'] < 0).sum())} classes "
-                  f"lose, {int((drift['delta'] > 0).sum())} gain, {unchanged} unchanged")
+    losing = int((drift["delta"] < 0).sum())
+    ax.set_xlabel(f"Δ top-1 accuracy vs {reference} (percentage points)\n{losing} class{'es' if losing != 1 else ''} "
+                  f"lose{'s' if losing == 1 else ''}, {int((drift['delta'] > 0).sum())} gain, {unchanged} unchanged")
     fit_title(ax, title)
     return fig
 
@@ -54,7 +55,7 @@ def plot_class_scatter(drift, annotate: int = 5):
     """Per-class top-1 of the reference (x) against the variant (y); points below the diagonal lost accuracy.
     Classes with identical accuracies share one marker, sized and labelled by how many they are."""
     variant, reference = drift.attrs.get("variant", "variant"), drift.attrs.get("reference", "reference")
-    title = f"Per-class top-1: {reference} vs {variant} ({len(drift)} classes)"
+    title = f"Per-class top-1: {reference} vs {variant} ({len(drift)} class{'es' if len(drift) != 1 else ''})"
     fig = _figure(5.6, 5.0 + 0.2 * fit(title, 4.6, 11).count("\n"))
     ax = fig.subplots()
     ax.plot([0, 100], [0, 100], color="grey", linewidth=0.8, linestyle="--")

@@ -63,6 +63,6 @@ def show_variant(dash: Dashboard, variant: str | None = None, figures: bool | No
 
 def _count(title: str, rows: int, shown: int, changed: int) -> str:
     if title == "per-class drift":
-        return f"{rows} classes, {changed} changed" + (f", the {shown} that change most shown" if shown < changed
-                                                       else "")
+        classes = f"{rows} class{'es' if rows != 1 else ''}"
+        return f"{classes}, {changed} changed" + (f", the {shown} that change most shown" if shown < changed else "")
     return f"{rows} row{'s' if rows != 1 else ''}" + (f", first {shown} shown" if shown < rows else "")
