@@ -109,12 +109,10 @@ def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
 
 # Cycles through lazy (function-level) imports still on this branch, each outside the quantization stage and listed
 # so that any other cycle fails the main test; delete an entry once its cycle is gone.
-# - graph/precision ↔ precision_rewrite: being removed on the precision helper's branch (issue 28 item 5; xfail below).
 # - the GPU backend's op registry imports its op modules when first asked (they register themselves with its
 #   decorator): a plugin pattern; gpu/__init__ importing the op modules would end it.
 # - cli.args' Command.main() calls cli.main lazily (Python entry for `python -m trtlab <name>`).
-KNOWN = [{"trtlab.graph.precision", "trtlab.graph.precision_rewrite"},
-         {"trtlab.backends.gpu.registry", "trtlab.backends.gpu.ops_nn", "trtlab.backends.gpu.ops_quant",
+KNOWN = [{"trtlab.backends.gpu.registry", "trtlab.backends.gpu.ops_nn", "trtlab.backends.gpu.ops_quant",
           "trtlab.backends.gpu.ops_tensor"},
          {"trtlab.cli.args", "trtlab.cli.main"}]
 
@@ -157,7 +155,5 @@ def test_the_histogram_sits_below_its_dispatcher():
             "trtlab.quantization.histogram"} <= graph["trtlab.quantization.statistics"]
 
 
-@pytest.mark.xfail(reason="graph/precision ↔ precision_rewrite is removed on the precision helper's branch",
-                   strict=False)
 def test_no_import_cycle_between_precision_and_its_rewrite():
-    assert not any(c & KNOWN[0] for c in cycles(import_graph()))
+    assert not any(c & {"trtlab.graph.precision", "trtlab.graph.precision_rewrite"} for c in cycles(import_graph()))

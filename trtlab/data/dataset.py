@@ -17,12 +17,7 @@ from trtlab.core.workspace import hash_json
 from trtlab.data.labels_csv import (FILE_HEADERS, LABEL_HEADERS, UNLABELLED, LabelsCsvError,  # noqa: F401
                                     LabelsTable, parse_labels_csv, read_labels_csv)
 
-# Photos OpenCV reads (any case): JPEG (also as .jpe/.jfif, and phone "motion photos" with a video appended), PNG,
-# BMP, TIFF, WebP.
-IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".bmp", ".dib", ".tif", ".tiff", ".webp"}
-# Photo formats some OpenCV builds cannot decode (HEIC from iPhones, AVIF, ...): a folder's files of these kinds are
-# still listed, so one the installed OpenCV cannot read is named as skipped (with what to do) rather than ignored.
-OTHER_PHOTO_EXTENSIONS = {".heic", ".heif", ".avif", ".gif", ".jp2", ".jxl"}
+from trtlab.data.photo_types import IMAGE_EXTENSIONS, OTHER_PHOTO_EXTENSIONS  # noqa: F401  (re-exported)
 log = logging.getLogger(__name__)
 
 

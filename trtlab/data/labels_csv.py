@@ -198,7 +198,7 @@ def _columns(path: str, rows, is_label) -> tuple[int, int, list]:
 
 def _looks_like_image(cell: str) -> bool:
     """Whether a CSV cell is an image file name (`img0.jpg`, `day1/IMG_2.HEIC`): such a first row is data."""
-    from trtlab.data.dataset import IMAGE_EXTENSIONS, OTHER_PHOTO_EXTENSIONS
+    from trtlab.data.photo_types import IMAGE_EXTENSIONS, OTHER_PHOTO_EXTENSIONS
 
     return os.path.splitext(cell)[1].lower() in IMAGE_EXTENSIONS | OTHER_PHOTO_EXTENSIONS
 

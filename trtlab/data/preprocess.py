@@ -214,7 +214,7 @@ def decode_image_data(data: bytes, path: str, spec: Preprocess) -> np.ndarray:
     _check_complete(data, path)
     image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
     if image is None:
-        from trtlab.data.dataset import OTHER_PHOTO_EXTENSIONS
+        from trtlab.data.photo_types import OTHER_PHOTO_EXTENSIONS
 
         ext = Path(path).suffix.lower()
         if ext in OTHER_PHOTO_EXTENSIONS:

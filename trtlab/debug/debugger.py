@@ -271,7 +271,8 @@ def layer_debugger(model_path, dataset, split=None, recipe=None, preprocess="tf-
     from trtlab.data.decode_cache import build_decode_cache
     from trtlab.data.preprocess import get_preprocess
     from trtlab.quantization.recipe import Recipe
-    from trtlab.workflows.compare import default_calibration_pool, saved_split
+    from trtlab.data.split import saved_split
+    from trtlab.quantization.variants import default_calibration_pool
 
     from trtlab.graph.classifier_view import preprocess_for
     from trtlab.workflows.checks import check_guards, check_model

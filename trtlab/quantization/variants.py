@@ -407,3 +407,9 @@ def report_fp16_range(name: str, fp16_range: dict) -> None:
         log.warning(f"{name}: {len(beyond)} activation(s) range beyond FP16's 65504 ({shown}): on the FP16 float "
                     f"path they overflow (±inf) wherever the graph holds them in FP16 — build this model on the FP32 "
                     f"float path: Recipe(high_precision='fp32')")
+
+
+def default_calibration_pool(dataset) -> int:
+    """Calibration images of a split made for recipes that name no number: half the data, at most
+    DEFAULT_CALIBRATION_IMAGES (the rest evaluates)."""
+    return max(1, min(DEFAULT_CALIBRATION_IMAGES, len(dataset) // 2))

@@ -18,7 +18,7 @@ from trtlab.evaluation.results import ResultsStore
 from trtlab.data.split import CalibrationSizeError, Split, saved_split  # noqa: F401  (saved_split: re-exported)
 from trtlab.evaluation.evaluate import evaluate_variant
 from trtlab.evaluation.options import RunOptions, with_shortcuts
-from trtlab.quantization.variants import BuiltVariant, Recipe, build_variant
+from trtlab.quantization.variants import BuiltVariant, Recipe, build_variant, default_calibration_pool
 
 log = logging.getLogger(__name__)
 
@@ -73,14 +73,6 @@ class ABResult:
         results = self.store.load_all(list(self.table.index))
         caches = {name: built.calibration_cache for name, built in self.variants.items() if built.calibration_cache}
         return head_to_head(results, first, second, reference, caches=caches)
-
-
-def default_calibration_pool(dataset: Dataset) -> int:
-    """Calibration images of a split made for recipes that name no number: half the data, at most
-    DEFAULT_CALIBRATION_IMAGES (the rest evaluates)."""
-    from trtlab.quantization.variants import DEFAULT_CALIBRATION_IMAGES
-
-    return max(1, min(DEFAULT_CALIBRATION_IMAGES, len(dataset) // 2))
 
 
 def check_calibration_sizes(recipes, split: Split, dataset: Dataset) -> None:

@@ -366,7 +366,8 @@ def _data_of(engines: EngineSet):
         elif isinstance(data, tuple):
             engines.dataset, engines.split = data
         else:
-            from trtlab.workflows.compare import default_calibration_pool, saved_split
+            from trtlab.data.split import saved_split
+            from trtlab.quantization.variants import default_calibration_pool
 
             engines.dataset = data
             engines.split = saved_split(data, default_calibration_pool(data), workspace=engines.workspace)
