@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from trtlab.evaluation.results import VariantResult
 from trtlab.evaluation.significance import (PAIRED_INTERVAL_METHOD, SAMPLE_SIZE_METHOD, compare_accuracy,
                                             compare_agreement, mcnemar_sample_size, paired_fidelity)
-from trtlab.views.formatting import cosine, percent, pvalue
+from trtlab.views.formatting import cosine, nats, percent, pvalue
 
 ALPHA = 0.05
 POWER = 0.8
@@ -75,9 +75,10 @@ def decide(results: dict[str, VariantResult], first: str, second: str, reference
     top1_clause = _top1_clause(test, labelled, reference, n)
     if test.get("significant"):
         winner, loser = (first, second) if test["b"] > test["c"] else (second, first)
-        why = (f"it is right on more of the {n} labelled images" if labelled else
-               f"its top-1 agrees with {reference} on more of the {n} images")
-        sentence = f"Ship {winner}: {why} than {loser} ({top1_clause}){_fidelity_aside(fidelity, winner == first)}."
+        why = ("it is right on more labelled images" if labelled else
+               f"its top-1 agrees with {reference} on more images")
+        sentence = (f"Ship {winner}: {why} than {loser} ({'top-1 ' if labelled else ''}{top1_clause})"
+                    f"{_fidelity_aside(fidelity, winner == first)}.")
         return Verdict(sentence, winner, "top-1", **kwargs)
 
     needed = mcnemar_sample_size(test["b"] / n, test["c"] / n, alpha, power) if n else None
@@ -105,8 +106,8 @@ def decide(results: dict[str, VariantResult], first: str, second: str, reference
                 interval = _interval({"low": -cos["high"], "high": -cos["low"]})
             sentence = (f"Ship {winner}: its logits are closer to {reference} (cosine {cosine(mine)} vs "
                         f"{cosine(theirs)}, paired 95 % CI of the difference {interval}; KL "
-                        f"{_kl(kl['first' if first_closer else 'second'])} vs "
-                        f"{_kl(kl['second' if first_closer else 'first'])}) and top-1 is not distinguishable "
+                        f"{nats(kl['first' if first_closer else 'second'])} vs "
+                        f"{nats(kl['second' if first_closer else 'first'])} nats) and top-1 is not distinguishable "
                         f"({top1_clause}){power_clause}.")
             return Verdict(sentence, winner, "fidelity", images_needed=needed, **kwargs)
         sentence = (f"Neither {first} nor {second} can be recommended yet: logit cosine favours "
@@ -126,7 +127,7 @@ def _top1_clause(test: dict, labelled: bool, reference: str, n: int) -> str:
     p = f"p {shown}" if shown.startswith("<") else f"p = {shown}"
     what = "labelled images" if labelled else f"images, agreement with {reference}"
     if labelled:
-        rates = f"top-1 {percent(test['first_top1'])} vs {percent(test['second_top1'])}"
+        rates = f"{percent(test['first_top1'])} vs {percent(test['second_top1'])}"
     else:
         rates = f"agreement {percent(test['first_agreement'])} vs {percent(test['second_agreement'])}"
     return f"{rates} on {n} {what}, McNemar {p}"
@@ -161,10 +162,3 @@ def _interval(row: dict) -> str:
     """'+0.0090…+0.0160': both bounds to the same decimals (3 once a bound reaches 0.1)."""
     digits = 4 if max(abs(row["low"]), abs(row["high"])) < 0.1 else 3
     return f"{_signed(row['low'], digits)}…{_signed(row['high'], digits)}"
-
-
-def _kl(value: float) -> str:
-    """KL in nats, 2 significant digits (small values are the usual case)."""
-    if not math.isfinite(value):
-        return "—"
-    return f"{value:.2g} nats" if value >= 0.001 else f"{value:.1e} nats"

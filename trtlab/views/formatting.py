@@ -68,6 +68,14 @@ def cosine(value) -> str:
     return MISSING if _missing(value) else f"{float(value):.4f}"
 
 
+def nats(value) -> str:
+    """A KL divergence in nats, 2 significant digits (small values are the usual case): 0.00952 → '0.0095'."""
+    if _missing(value):
+        return MISSING
+    value = float(value)
+    return f"{value:.2g}" if value == 0 or value >= 1e-4 else f"{value:.1e}"
+
+
 def milliseconds(value) -> str:
     """3 significant digits: 44.139 → '44.1 ms', 0.51234 → '0.512 ms', 1234.5 → '1235 ms'."""
     if _missing(value):

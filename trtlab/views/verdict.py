@@ -22,8 +22,8 @@ from trtlab.evaluation.metrics import accuracy, agreement, consistency_table, pe
 from trtlab.evaluation.results import VariantResult
 from trtlab.evaluation.significance import PAIRED_INTERVAL_METHOD, compare_accuracy, compare_agreement
 from trtlab.views.decision import ALPHA, Verdict, decide
-from trtlab.views.formatting import (MISSING, Table, alias_legend, aliases, cosine, number, percent, points, pvalue,
-                                     ratio)
+from trtlab.views.formatting import (MISSING, Table, alias_legend, aliases, cosine, nats, number, percent, points,
+                                     pvalue, ratio)
 from trtlab.views.tables import variant_view
 
 SCALE_ROWS = 10
@@ -158,7 +158,7 @@ class HeadToHead:
         rows, index = [], []
         for metric, label, show, better in (
                 ("cosine", "logit cosine (higher is closer)", cosine, 1),
-                ("kl", "KL of the softmax, nats (lower is closer)", number, -1),
+                ("kl", "KL of the softmax, nats (lower is closer)", nats, -1),
                 ("top1_flip", "top-1 flips (lower is closer)", percent, -1),
                 ("top5_flip", "top-5 classes changed (lower is closer)", percent, -1)):
             row = fidelity[metric]
@@ -306,7 +306,9 @@ def _signed(value, metric: str) -> str:
         return MISSING
     if metric in ("top1_flip", "top5_flip"):
         return points(value)
-    return f"{value:+.4f}" if abs(value) >= 1e-3 or value == 0 else f"{value:+.1e}"
+    if metric == "kl":
+        return ("+" if value >= 0 else "-") + nats(abs(value))
+    return f"{value:+.4f}"
 
 
 def _with_delta(value, delta) -> str:
