@@ -58,6 +58,18 @@ class Verdict:
         return f"**{self.sentence}**"
 
 
+def verdict_line(head_to_head) -> str | None:
+    """'verdict: <sentence>' from a callable returning a HeadToHead (`result.verdict`), or None where there is no
+    pair to decide between (fewer than two variants besides the reference): what the CLI and text summaries
+    print under the variant table."""
+    from trtlab.views.verdict import PairError
+
+    try:
+        return f"verdict: {head_to_head().sentence}"
+    except PairError:
+        return None
+
+
 def decide(results: dict[str, VariantResult], first: str, second: str, reference: str, alpha: float = ALPHA,
            margin: float = COSINE_MARGIN, power: float = POWER, accuracy_test: dict | None = None,
            agreement_test: dict | None = None) -> Verdict:

@@ -90,9 +90,13 @@ def run_demo(workspace=None, model: str = "efficientnet-lite0", progress: bool =
     recipes = [Recipe(precision="fp16")] + [Recipe(precision="int8", algorithm=a) for a in algorithms]
     result = compare(model_path, dataset, recipes, DEMO_PREPROCESS, split=demo_split(dataset), workspace=workspace,
                      backend=backend, batch_size=batch_size, progress=progress)
+    from trtlab.views.decision import verdict_line
+
     variants = list(result.table.index)
+    line = verdict_line(result.verdict)  # the same sentence notebook 03, the dashboard and `calibrate` state
     report = write_report(result.store, workspace / "reports" / result.store.folder.name, variants,
-                          reference="fp32", decode_cache=result.cache)
+                          reference="fp32", decode_cache=result.cache,
+                          verdict=line.removeprefix("verdict: ") if line else None)
     return JobResult(Path(model_path), result.cache, result.store, variants, report)
 
 
@@ -116,4 +120,9 @@ def print_summary(job: JobResult) -> None:
     for name, row in table.drop(index=reference).iterrows():
         print(f"{name}: top-1 {percent(row.top1)}, top-1 agreement with {reference} {percent(row.top1_agreement)}, "
               f"mean logit cosine {cosine(row.cosine_mean)}")
+    from trtlab.views.decision import verdict_line
+
+    line = verdict_line(job.verdict) if len(job.variants) > 2 else None
+    if line:
+        print(line)
     print(f"report: {job.report['png']}  {job.report['md']}  {job.report['csv']}")

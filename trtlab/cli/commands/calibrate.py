@@ -78,9 +78,25 @@ def run(args) -> int:
                      workspace=args.workspace, force=args.force, calibration_images=args.calibration_images,
                      backend=args.backend, batch_size=args.batch_size, parallel=args.parallel,
                      import_cache=args.import_cache)
-    import pandas as pd
-
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(f"{result.store.describe()}; results in {result.store.folder}")
-        print(result.table.round(4))
+    print_ab(result, args.workspace)
     return 0
+
+
+def print_ab(result, workspace) -> None:
+    """What notebook 03 shows, as text: the formatted variant table, the verdict sentence (views.decision) and the
+    report written for it."""
+    from trtlab.core.workspace import workspace_dir
+    from trtlab.views.decision import verdict_line
+    from trtlab.views.report import write_report
+
+    line = verdict_line(result.verdict)
+    report = write_report(result.store, workspace_dir(workspace) / "reports" / result.store.folder.name,
+                          list(result.table.index), decode_cache=result.cache,
+                          verdict=line.removeprefix("verdict: ") if line else None)
+    print(f"{result.store.describe()}; results in {result.store.folder}")
+    print()
+    print(result.table.text())
+    print()
+    if line:
+        print(line)
+    print(f"report: {report['md']}  {report['png']}  {report['csv']}")
