@@ -343,26 +343,31 @@ def test_html_report_is_self_contained_and_atomic(hand_store, tmp_path):
     audit = _HtmlAudit()
     audit.feed(path.read_text(encoding="utf-8"))
     assert not audit.external and "script" not in audit.tags and "link" not in audit.tags
-    assert len(audit.images) == len(dash.figure_names()) + 1  # + the head-to-head's side-by-side drift
+    # Every figure with something to show, + the head-to-head's side-by-side drift; fp16 introduces no confusion:
+    # that figure is one sentence (issue 30), not empty axes.
+    assert len(audit.images) == len(dash.pngs()) + 1 == len(dash.figure_names())
+    assert dash.figure_sentence("confusions-fp16") == "No confusion introduced by fp16 (vs fp32)."
+    assert "<p>No confusion introduced by fp16 (vs fp32).</p>" in path.read_text(encoding="utf-8")
     assert all(data[:8] == b"\x89PNG\r\n\x1a\n" for data in audit.images)
     text = path.read_text(encoding="utf-8")
     assert "great white shark" in text
     assert [h for level, h in audit.headings if level == "h2"] == [
         "Variants", "Is the difference real? (McNemar's test on paired top-1 correctness)", "Overview",
-        "Head to head: fp16 vs int8-a", "fp16 vs fp32", "int8-a vs fp32"]
+        "Head to head: fp16 vs int8-a (reference fp32)", "fp16 vs fp32", "int8-a vs fp32"]
     assert [h for level, h in audit.headings if level == "h3"] == ["Runs"] + [
-        "Accuracy and agreement", "Is the difference real? McNemar's test between fp16 and int8-a",
-        "Classes each loses", "Calibration thresholds that differ most"] + [
-        "Per-class accuracy drift", "Flips (1 images changed top-1)", "Confusions introduced",
+        "Accuracy and agreement", "Is the top-1 difference real? McNemar's test between fp16 and int8-a",
+        "Which is closer to fp32? Paired per-image fidelity", "Classes each loses",
+        "Calibration thresholds that differ most"] + [
+        "Per-class accuracy drift", "Flips (1 image changed top-1)", "Confusions introduced",
         "Per-class accuracy drift", "Flips (4 images changed top-1)", "Confusions introduced"]
-    # Variants, runs, McNemar; head to head: accuracy, McNemar, drift side by side; fp16: drift rows, flips (it
-    # introduces no confusion); int8-a: drift, flips, confusions.
-    assert text.count("<table") == 11
-    assert "fp16 and int8-a differ on 2 of 7 labelled images" in text
+    # Variants, runs, McNemar; head to head: accuracy, McNemar, fidelity, drift side by side; fp16: drift rows,
+    # flips (it introduces no confusion); int8-a: drift, flips, confusions.
+    assert text.count("<table") == 12
+    assert html.escape(dash.compare("fp16", "int8-a").sentence, quote=False) in text
     assert not formatting.UNFORMATTED_FLOAT.search(re.sub(r"data:image/png;base64,[^\"]+", "", text))
     assert [p.name for p in path.parent.iterdir()] == ["dash.html"]  # no temp files left behind
     pngs = dash.save_pngs(tmp_path / "pngs")
-    assert sorted(p.stem for p in pngs) == sorted(dash.figure_names())
+    assert sorted(p.stem for p in pngs) == sorted(dash.pngs())
 
 
 def test_dashboard_states_what_it_cannot_show(hand_store, unlabelled_store, tmp_path):
@@ -425,7 +430,8 @@ def test_notebook_display_order_and_what_it_says_when_empty(hand_store, monkeypa
     dash.show()
     described = _describe(shown)
     assert described[0] == "markdown: " + "\n".join(f"- {note}" for note in dash.notes)
-    assert described[1:] == ["html", "html", "image", "markdown: **fp16 vs fp32**", *["image"] * 5,
+    assert described[1:] == ["html", "html", "image", "markdown: **fp16 vs fp32**", *["image"] * 4,
+                             "markdown: No confusion introduced by fp16 (vs fp32).",
                              "markdown: **int8-a vs fp32**", *["image"] * 5]
     assert [obj.data for obj in shown if type(obj).__name__ == "Image"] == list(dash.pngs().values())
 

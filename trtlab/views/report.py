@@ -44,7 +44,9 @@ def plot_summary(store: ResultsStore, variants=None, reference=None, decode_cach
     if photo_rows:
         top, bottom = fig.subfigures(2, 1, height_ratios=[top_height, PHOTO_ROW_INCHES * photo_rows + 0.5])
     else:
-        top, bottom = fig, None
+        # The panels in a subfigure of their own: their legend then sits under the title, not over it (a legend
+        # "outside" the figure itself shares the top margin with the suptitle and overlaps it).
+        top, bottom = fig.subfigures(1, 1), None
     draw_variant_summary(top.subplots(1, 3, sharey=True), full, ref, top)
     if bottom is not None:
         _draw_photos(bottom, results[ref], decode_cache, photo_rows)

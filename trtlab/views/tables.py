@@ -28,6 +28,11 @@ def variant_view(full, results=None) -> Table:
 
     from trtlab.evaluation.metrics import compact_variant_table
 
+    from trtlab.views.formatting import variant_order
+
+    attrs = dict(full.attrs)
+    full = full.loc[variant_order(list(full.index))]  # FP32, FP16, then INT8
+    full.attrs.update(attrs)
     reference = full.attrs["reference"]
     others = [o for o in full.attrs.get("compared_with", [reference]) if o != reference]
     any_labelled = bool(len(full)) and bool(full["labelled"].max())

@@ -10,13 +10,13 @@ from trtlab.evaluation.metrics import consistency_table, flips, introduced_confu
 from trtlab.evaluation.results import ResultsStore, VariantResult
 from trtlab.evaluation.significance import pairwise_significance
 from trtlab.evaluation.stores import fp16_variant, load_results, resolve_selection, sibling_stores
-from trtlab.views.dashboard.figures import (plot_class_drift, plot_class_scatter, plot_confusions, plot_drift_histogram,
-                                            plot_flips_gallery)
+from trtlab.views.dashboard.figures import (nothing_to_show, plot_class_drift, plot_class_scatter, plot_confusions,
+                                            plot_drift_histogram, plot_flips_gallery)
 from trtlab.views.dashboard import notebook
 from trtlab.views.dashboard.html_report import render_html
 from trtlab.views.dashboard.thumbnails import Thumbnails
 from trtlab.views.figures import FIGURE_DPI, figure_png, plot_variant_summary, stamp
-from trtlab.views.formatting import Table
+from trtlab.views.formatting import Table, variant_order
 from trtlab.views.tables import significance_view, variant_view
 from trtlab.views.verdict import PairError, default_pair, head_to_head, int8_algorithm, resolve_variant
 
@@ -97,6 +97,15 @@ class Dashboard:
             return plot_confusions(self.confusions[variant])
         raise KeyError(f"no figure {name!r}; available: {', '.join(self.figure_names())}")
 
+    def figure_sentence(self, name: str) -> str | None:
+        """The sentence shown instead of figure `name` when it has nothing to show (figures.nothing_to_show)."""
+        kind, _, variant = name.partition("-")
+        tables = {"class_drift": self.drift, "class_scatter": self.drift, "drift_histogram": self.drift,
+                  "flips": self.flips, "confusions": self.confusions}.get(kind)
+        if tables is None or variant not in tables:
+            return None
+        return nothing_to_show(kind, tables[variant])
+
     def png(self, name: str) -> bytes:
         if name not in self._pngs:
             dpi = GALLERY_DPI if name.startswith("flips-") else FIGURE_DPI
@@ -104,10 +113,11 @@ class Dashboard:
         return self._pngs[name]
 
     def pngs(self) -> dict[str, bytes]:
-        """Every figure as PNG bytes, rendered once (with a progress bar: galleries decode thumbnails)."""
+        """Every figure with something to show as PNG bytes, rendered once (with a progress bar: galleries decode
+        thumbnails); the others are a sentence (figure_sentence)."""
         from trtlab.core.progress import progress_iter
 
-        names = self.figure_names()
+        names = [name for name in self.figure_names() if self.figure_sentence(name) is None]
         for name in progress_iter(names, desc="dashboard figures", unit="fig", enabled=len(names) >= 4):
             self.png(name)
         return {name: self._pngs[name] for name in names}
@@ -240,7 +250,7 @@ def build_dashboard(store=None, variants=None, reference=None, decode_cache=None
         raise FileNotFoundError(f"no stored results in {store.folder}; evaluate a variant first "
                                 f"(python -m trtlab demo, or trtlab.evaluate(...))")
     names, reference = resolve_selection(available, variants, reference)
-    results = {name: stored[name] for name in names}
+    results = {name: stored[name] for name in variant_order(names)}  # FP32, FP16, then INT8 in every table
     table = consistency_table(results, reference, compare_with=("fp32", fp16_variant(results) or "fp16"), alpha=alpha,
                               allow_mixed_backends=allow_mixed_backends)
     significance = pairwise_significance(results, alpha=alpha, reference=None if all_pairs else reference,

@@ -21,6 +21,34 @@ DRIFT_BARS = 12  # classes shown on each side (losers, gainers) of the drift bar
 LOSS_COLOUR, GAIN_COLOUR, NEUTRAL_COLOUR = "#c0392b", "#27ae60", "#34495e"
 
 
+def nothing_to_show(kind: str, table) -> str | None:
+    """The sentence that replaces a figure with nothing to show (no class changed, no confusion introduced, a
+    scatter of one point, a histogram of one bar, no flip), or None when the figure says something. `kind`: the
+    figure's name before its variant (class_drift, class_scatter, drift_histogram, flips, confusions); `table` its
+    input."""
+    variant, reference = table.attrs.get("variant", "variant"), table.attrs.get("reference", "reference")
+    if kind == "class_drift" and not (table["delta"] != 0).any():
+        return f"No class changed its top-1 accuracy: {variant} vs {reference}, {len(table)} classes."
+    if kind == "class_scatter":
+        points = set(zip((table["reference_accuracy"] * 100).round(6), (table["variant_accuracy"] * 100).round(6)))
+        if len(points) < 2:
+            x, y = next(iter(points), (math.nan, math.nan))
+            return (f"Per-class top-1, {reference} vs {variant}: all {len(table)} classes sit at one point "
+                    f"({x:.0f} % vs {y:.0f} %), so there is no scatter to draw.")
+    if kind == "drift_histogram":
+        deltas = np.unique(table["delta"].to_numpy(float))
+        if len(deltas) < 2:
+            change = "kept its accuracy" if not len(deltas) or deltas[0] == 0 else f"changed by {deltas[0] * 100:+.1f} pts"
+            return (f"Per-class change, {variant} vs {reference}: every class {change} ({len(table)} classes), "
+                    f"so there is no distribution to draw.")
+    if kind == "flips" and not len(table):
+        return (f"No image changed its top-1 prediction: {variant} vs {reference} "
+                f"({table.attrs.get('compared', 0)} images).")
+    if kind == "confusions" and not len(table):
+        return f"No confusion introduced by {variant} (vs {reference})."
+    return None
+
+
 def plot_class_drift(drift, top: int = DRIFT_BARS):
     """Horizontal bars: the classes whose top-1 accuracy falls (red) or rises (green) most vs the reference,
     labelled with class name and image count."""
