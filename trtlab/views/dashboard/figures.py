@@ -31,6 +31,9 @@ def nothing_to_show(kind: str, table) -> str | None:
         return f"No class changed its top-1 accuracy: {variant} vs {reference}, {len(table)} classes."
     if kind == "class_scatter":
         points = set(zip((table["reference_accuracy"] * 100).round(6), (table["variant_accuracy"] * 100).round(6)))
+        if not (table["delta"] != 0).any() and len(points) >= 2:
+            return (f"Per-class top-1, {reference} vs {variant}: all {len(table)} classes sit on the diagonal (no "
+                    f"class changed), so there is no scatter to draw.")
         if len(points) < 2:
             x, y = next(iter(points), (math.nan, math.nan))
             return (f"Per-class top-1, {reference} vs {variant}: all {len(table)} classes sit at one point "
@@ -142,6 +145,7 @@ def plot_drift_histogram(drift):
         ax.legend(fontsize=8)
     ax.set_xlabel("Δ top-1 accuracy (percentage points)")
     ax.set_ylabel("classes")
+    ax.yaxis.get_major_locator().set_params(integer=True)  # class counts: never "1.25 classes"
     fit_title(ax, title)
     return fig
 
