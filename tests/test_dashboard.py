@@ -343,11 +343,19 @@ def test_html_report_is_self_contained_and_atomic(hand_store, tmp_path):
     audit = _HtmlAudit()
     audit.feed(path.read_text(encoding="utf-8"))
     assert not audit.external and "script" not in audit.tags and "link" not in audit.tags
-    # Every figure with something to show, + the head-to-head's side-by-side drift; fp16 introduces no confusion:
-    # that figure is one sentence (issue 30), not empty axes.
-    assert len(audit.images) == len(dash.pngs()) + 1 == len(dash.figure_names())
+    # Every figure with something to show, + the head-to-head's side-by-side drift (issue 30): fp16 introduces no
+    # confusion, and with 1 (fp16) or 3 (int8-a) of 4 classes changed a scatter or histogram is a dot or a bar off
+    # a pile at zero — each is one sentence, said once, not a figure.
+    assert len(audit.images) == len(dash.pngs()) + 1 == 7
+    assert sorted(dash.pngs()) == ["class_drift-fp16", "class_drift-int8-a", "confusions-int8-a", "flips-fp16",
+                                   "flips-int8-a", "summary"]
     assert dash.figure_sentence("confusions-fp16") == "No confusion introduced by fp16 (vs fp32)."
-    assert "<p>No confusion introduced by fp16 (vs fp32).</p>" in path.read_text(encoding="utf-8")
+    assert dash.figure_sentence("class_scatter-fp16") == dash.figure_sentence("drift_histogram-fp16") == (
+        "Only 1 of 4 classes changed their top-1 accuracy (goldfish +50 pts): the bars above show it, so no scatter "
+        "or distribution is drawn.")
+    page = path.read_text(encoding="utf-8")
+    assert "<p>No confusion introduced by fp16 (vs fp32).</p>" in page
+    assert page.count("so no scatter or distribution is drawn") == 2  # once per variant
     assert all(data[:8] == b"\x89PNG\r\n\x1a\n" for data in audit.images)
     text = path.read_text(encoding="utf-8")
     assert "great white shark" in text
@@ -430,9 +438,11 @@ def test_notebook_display_order_and_what_it_says_when_empty(hand_store, monkeypa
     dash.show()
     described = _describe(shown)
     assert described[0] == "markdown: " + "\n".join(f"- {note}" for note in dash.notes)
-    assert described[1:] == ["html", "html", "image", "markdown: **fp16 vs fp32**", *["image"] * 4,
-                             "markdown: No confusion introduced by fp16 (vs fp32).",
-                             "markdown: **int8-a vs fp32**", *["image"] * 5]
+    sentences = {name: f"markdown: {dash.figure_sentence(name)}" for name in dash.figure_names()}
+    assert described[1:] == ["html", "html", "image", "markdown: **fp16 vs fp32**", "image",
+                             sentences["class_scatter-fp16"], "image", sentences["confusions-fp16"],
+                             "markdown: **int8-a vs fp32**", "image", sentences["class_scatter-int8-a"], "image",
+                             "image"]
     assert [obj.data for obj in shown if type(obj).__name__ == "Image"] == list(dash.pngs().values())
 
     shown.clear()
@@ -446,7 +456,7 @@ def test_notebook_display_order_and_what_it_says_when_empty(hand_store, monkeypa
     assert "<th>int8-a predicts</th>" in tables[2]
     shown.clear()
     dash.show_variant("int8-a", figures=True)
-    assert _describe(shown)[6:] == ["image"] * 5
+    assert _describe(shown)[6:] == ["image", sentences["class_scatter-int8-a"], "image", "image"]
     with pytest.raises(KeyError, match="not compared here"):
         dash.show_variant("int4")
 

@@ -106,6 +106,24 @@ class Dashboard:
             return None
         return nothing_to_show(kind, tables[variant])
 
+    def figure_parts(self, names=None) -> list[tuple[str, bytes | str]]:
+        """(name, PNG bytes or the sentence that replaces the figure) in display order, each sentence said once:
+        "no class changed" stands for the scatter and histogram of that variant too."""
+        pngs = self.pngs() if names is None else {n: self.png(n) for n in names if self.figure_sentence(n) is None}
+        parts, said = [], set()
+        for name in (self.figure_names() if names is None else names):
+            if name in pngs:
+                parts.append((name, pngs[name]))
+                continue
+            variant = name.partition("-")[2]
+            sentence = self.figure_sentence(name)
+            if (variant, sentence) in said or (name.startswith(("class_scatter-", "drift_histogram-"))
+                                               and self.figure_sentence(f"class_drift-{variant}")):
+                continue
+            said.add((variant, sentence))
+            parts.append((name, sentence))
+        return parts
+
     def png(self, name: str) -> bytes:
         if name not in self._pngs:
             dpi = GALLERY_DPI if name.startswith("flips-") else FIGURE_DPI
@@ -118,7 +136,8 @@ class Dashboard:
         from trtlab.core.progress import progress_iter
 
         names = [name for name in self.figure_names() if self.figure_sentence(name) is None]
-        for name in progress_iter(names, desc="dashboard figures", unit="fig", enabled=len(names) >= 4):
+        todo = [name for name in names if name not in self._pngs]  # a second call draws nothing: no second bar
+        for name in progress_iter(todo, desc="dashboard figures", unit="fig", enabled=len(todo) >= 4):
             self.png(name)
         return {name: self._pngs[name] for name in names}
 

@@ -18,6 +18,7 @@ THUMB_INCHES = 2.6
 CAPTION_NAME = 20  # variant names up to this long are written under each photo; longer ones once, in the title
 CAPTION_POINTS = 8.5
 DRIFT_BARS = 12  # classes shown on each side (losers, gainers) of the drift bar chart
+DISTRIBUTION_MIN_CHANGED = 5  # changed classes below which the scatter and histogram are a sentence
 LOSS_COLOUR, GAIN_COLOUR, NEUTRAL_COLOUR = "#c0392b", "#27ae60", "#34495e"
 
 
@@ -29,6 +30,13 @@ def nothing_to_show(kind: str, table) -> str | None:
     variant, reference = table.attrs.get("variant", "variant"), table.attrs.get("reference", "reference")
     if kind == "class_drift" and not (table["delta"] != 0).any():
         return f"No class changed its top-1 accuracy: {variant} vs {reference}, {len(table)} classes."
+    changed = table[table["delta"] != 0] if kind in ("class_scatter", "drift_histogram") else None
+    if changed is not None and 0 < len(changed) < DISTRIBUTION_MIN_CHANGED:
+        # A scatter or histogram of a few changed classes among many unchanged ones is one dot or one bar off a
+        # pile at zero: the drift bars already show every change.
+        listed = ", ".join(f"{_short(row.name, 24)} {row.delta * 100:+.0f} pts" for row in changed.itertuples())
+        return (f"Only {len(changed)} of {len(table)} classes changed their top-1 accuracy ({listed}): the bars "
+                f"above show {'it' if len(changed) == 1 else 'them all'}, so no scatter or distribution is drawn.")
     if kind == "class_scatter":
         points = set(zip((table["reference_accuracy"] * 100).round(6), (table["variant_accuracy"] * 100).round(6)))
         if not (table["delta"] != 0).any() and len(points) >= 2:

@@ -143,30 +143,28 @@ def _head_to_head_section(dash: Dashboard) -> list[str]:
             h2h.html(figure_png(figure) if h2h.accuracy_test["labelled"] else None)]
 
 
-def _figure(dash: Dashboard, name: str, pngs: dict[str, bytes], alt: str) -> str:
-    """The figure, or the one sentence that replaces it when it has nothing to show."""
-    return _img(pngs[name], alt) if name in pngs else f"<p>{html.escape(dash.figure_sentence(name) or '')}</p>"
+def _figures(dash: Dashboard, names: list[str]) -> list[str]:
+    """The figures, or the one sentence that replaces a figure with nothing to show (Dashboard.figure_parts)."""
+    return [_img(part, name.partition("-")[0].replace("_", " ")) if isinstance(part, bytes)
+            else f"<p>{html.escape(part)}</p>" for name, part in dash.figure_parts(names)]
 
 
 def _variant_section(dash: Dashboard, variant: str, pngs: dict[str, bytes]) -> list[str]:
     """One focused variant against the reference: drift (when labelled), flips, introduced confusions."""
     parts = [f"<h2>{html.escape(variant)} vs {html.escape(dash.reference)}</h2>"]
     if variant in dash.drift:
-        drift = [_figure(dash, f"{kind}-{variant}", pngs, alt) for kind, alt in (
-            ("class_drift", "class drift"), ("class_scatter", "class scatter"),
-            ("drift_histogram", "drift histogram"))]
+        parts += ["<h3>Per-class accuracy drift</h3>"] + _figures(
+            dash, [f"{kind}-{variant}" for kind in ("class_drift", "class_scatter", "drift_histogram")])
         rows = drift_rows(dash.drift[variant])
-        # No class changed: that one sentence says it all (the scatter and histogram have nothing either).
-        parts += ["<h3>Per-class accuracy drift</h3>"] + (drift if len(rows) else drift[:1])
         if len(rows):
             parts.append(_table_html(rows, index=False))
     flip_table = dash.flips[variant]
     parts += [f"<h3>Flips ({len(flip_table)} image{'s' if len(flip_table) != 1 else ''} changed top-1)</h3>",
-              _figure(dash, f"flips-{variant}", pngs, "flips")]
+              *_figures(dash, [f"flips-{variant}"])]
     if len(flip_table):
         parts.append(_table_html(flip_rows(flip_table), index=False))
     confusions = dash.confusions[variant]
-    parts += ["<h3>Confusions introduced</h3>", _figure(dash, f"confusions-{variant}", pngs, "confusions")]
+    parts += ["<h3>Confusions introduced</h3>", *_figures(dash, [f"confusions-{variant}"])]
     if len(confusions):
         parts.append(_table_html(confusion_rows(confusions), index=False))
     return parts

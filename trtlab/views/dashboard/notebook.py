@@ -16,18 +16,12 @@ def show(dash: Dashboard) -> None:
     display(HTML(dash.table_view().html()))
     if len(dash.significance):
         display(HTML(dash.significance_view().html()))
-    pngs = dash.pngs()
-    for name in dash.figure_names():
+    for name, part in dash.figure_parts():
         if name.endswith(tuple(f"-{v}" for v in dash.focus)) and name.startswith(("class_drift-", "flips-")) \
                 and (name.startswith("class_drift-") or not dash.labelled):
             display(Markdown(f"**{name.partition('-')[2]} vs {dash.reference}**"))
-        # A figure with nothing to show is one sentence, not empty axes; "no class changed" says it for the
-        # scatter and the histogram too.
-        if name in pngs:
-            display(Image(data=pngs[name], format="png"))
-        elif not (name.startswith(("class_scatter-", "drift_histogram-"))
-                  and dash.figure_sentence("class_drift-" + name.partition("-")[2])):
-            display(Markdown(dash.figure_sentence(name)))
+        # A figure with nothing to show is one sentence, not empty axes.
+        display(Image(data=part, format="png") if isinstance(part, bytes) else Markdown(part))
 
 
 def show_significance(dash: Dashboard) -> None:
@@ -64,9 +58,8 @@ def show_variant(dash: Dashboard, variant: str | None = None, figures: bool | No
         if len(table.shown):
             display(HTML(table.html()))
     if figures if figures is not None else variant not in dash.focus:
-        for name in dash.variant_figure_names(variant):
-            sentence = dash.figure_sentence(name)
-            display(Markdown(sentence) if sentence else Image(data=dash.png(name), format="png"))
+        for _, part in dash.figure_parts(dash.variant_figure_names(variant)):
+            display(Image(data=part, format="png") if isinstance(part, bytes) else Markdown(part))
 
 
 def _count(title: str, rows: int, shown: int, changed: int) -> str:
