@@ -262,7 +262,12 @@ def test_figures_with_nothing_to_show_are_one_sentence():
         "Per-class top-1, fp32 vs int8-minmax@6: all 2 classes sit at one point (100 % vs 100 %), so there is no "
         "scatter to draw.")
     lost = drift([1.0, 1.0, 0.0], [0.0, 1.0, 0.0])
-    assert all(nothing_to_show(kind, lost) is None for kind in ("class_drift", "class_scatter", "drift_histogram"))
+    assert nothing_to_show("class_drift", lost) is None  # one class lost: the bars show it
+    assert nothing_to_show("class_scatter", lost) == nothing_to_show("drift_histogram", lost) == (
+        "Only 1 of 3 classes changed their top-1 accuracy (c0 -100 pts): the bars above show it, so no scatter or "
+        "distribution is drawn.")
+    spread = drift([1.0, 0.8, 0.6, 0.4, 0.2, 0.5], [0.9, 0.7, 0.4, 0.5, 0.0, 0.5])  # five classes changed
+    assert all(nothing_to_show(kind, spread) is None for kind in ("class_drift", "class_scatter", "drift_histogram"))
     empty = pd.DataFrame(columns=["image_id"])
     empty.attrs.update({"variant": "fp16", "reference": "fp32", "compared": 20})
     assert nothing_to_show("flips", empty) == "No image changed its top-1 prediction: fp16 vs fp32 (20 images)."
