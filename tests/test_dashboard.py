@@ -362,7 +362,8 @@ def test_html_report_is_self_contained_and_atomic(hand_store, tmp_path):
     assert [h for level, h in audit.headings if level == "h2"] == [
         "Variants", "Is the difference real? (McNemar's test on paired top-1 correctness)", "Overview",
         "Head to head: fp16 vs int8-a (reference fp32)", "fp16 vs fp32", "int8-a vs fp32"]
-    assert [h for level, h in audit.headings if level == "h3"] == ["Runs"] + [
+    assert [h for level, h in audit.headings if level == "h3"] == [
+        "Runs", "Which is closer to fp32? Paired per-image fidelity"] + [
         "Accuracy and agreement", "Is the top-1 difference real? McNemar's test between fp16 and int8-a",
         "Which is closer to fp32? Paired per-image fidelity", "Classes each loses",
         "Calibration thresholds that differ most"] + [
@@ -370,7 +371,7 @@ def test_html_report_is_self_contained_and_atomic(hand_store, tmp_path):
         "Per-class accuracy drift", "Flips (4 images changed top-1)", "Confusions introduced"]
     # Variants, runs, McNemar; head to head: accuracy, McNemar, fidelity, drift side by side; fp16: drift rows,
     # flips (it introduces no confusion); int8-a: drift, flips, confusions.
-    assert text.count("<table") == 12
+    assert text.count("<table") == 13  # + every pair's paired fidelity
     assert html.escape(dash.compare("fp16", "int8-a").sentence, quote=False) in text
     assert not formatting.UNFORMATTED_FLOAT.search(re.sub(r"data:image/png;base64,[^\"]+", "", text))
     assert [p.name for p in path.parent.iterdir()] == ["dash.html"]  # no temp files left behind
@@ -459,6 +460,14 @@ def test_notebook_display_order_and_what_it_says_when_empty(hand_store, monkeypa
     assert _describe(shown)[6:] == ["image", sentences["class_scatter-int8-a"], "image", "image"]
     with pytest.raises(KeyError, match="not compared here"):
         dash.show_variant("int4")
+
+    shown.clear()
+    dash.show_significance()  # McNemar against fp32, then which of each pair is closer to fp32
+    assert _describe(shown) == ["html", "markdown: **Which is closer to fp32?** Every pair, image by image:", "html"]
+    pairs = dash.fidelity_view()
+    assert list(pairs.shown.index) == ["fp16 vs int8-a"] and pairs.shown.iloc[0]["closer to fp32"] in (
+        "fp16", "int8-a", "not distinguishable")
+    assert pairs.raw.set_index("metric").loc["cosine", "n"] == 8
 
     single = dashboard.build_dashboard(hand_store, variants=["fp32"])
     shown.clear()

@@ -202,18 +202,26 @@ def paired_fidelity(first: VariantResult, second: VariantResult, reference: Vari
 
 def pairwise_fidelity(results: dict[str, VariantResult], reference: str, confidence: float = 0.95):
     """pandas DataFrame, one row per pair of variants other than the reference (first stored first) and metric:
-    both means, the paired difference (first − second) and its interval (PAIRED_INTERVAL_METHOD)."""
+    both means, the paired difference (first − second) and its interval (PAIRED_INTERVAL_METHOD), over the images
+    every variant and the reference hold (each variant's per-image fidelity is computed once)."""
     import pandas as pd
 
+    from trtlab.evaluation.metrics import fidelity_per_image, shared_images
+
     names = [n for n in results if n != reference]
+    ids = shared_images([results[n] for n in names], results[reference])
+    per_image = {name: fidelity_per_image(results[name], results[reference], ids) for name in names}
     rows = []
     for i, first in enumerate(names):
         for second in names[i + 1:]:
-            fidelity = paired_fidelity(results[first], results[second], results[reference], confidence)
             for metric in FIDELITY_COLUMNS:
-                row = fidelity[metric]
-                rows.append({"first": first, "second": second, "metric": metric, "first_mean": row["first"],
-                             "second_mean": row["second"], **{k: row[k] for k in ("difference", "low", "high", "n")}})
+                a, b = per_image[first][metric], per_image[second][metric]
+                interval = paired_interval(a - b, confidence)
+                rows.append({"first": first, "second": second, "metric": metric,
+                             "first_mean": float(a.mean()) if len(ids) else math.nan,
+                             "second_mean": float(b.mean()) if len(ids) else math.nan,
+                             "difference": interval["mean"], "low": interval["low"], "high": interval["high"],
+                             "n": interval["n"]})
     return pd.DataFrame(rows, columns=["first", "second", "metric", "first_mean", "second_mean", "difference", "low",
                                        "high", "n"])
 

@@ -115,6 +115,40 @@ def significance_view(significance) -> Table:
     return Table(shown, significance, caption=caption)
 
 
+def fidelity_pairs_view(fidelity, reference: str) -> Table:
+    """significance.pairwise_fidelity → one row per pair of variants: each one's mean logit cosine with the
+    reference, the paired difference with its 95 % interval, the KL difference, and which is closer (where the
+    cosine interval excludes 0). Long labels read as A, B, … (legend in the caption)."""
+    import pandas as pd
+
+    from trtlab.views.formatting import alias_legend, aliases, nats
+
+    names = list(dict.fromkeys(list(fidelity["first"]) + list(fidelity["second"])))
+    short = aliases(names)
+    rows, index = [], []
+    for (first, second), group in fidelity.groupby(["first", "second"], sort=False):
+        by = {row.metric: row for row in group.itertuples()}
+        cos, kl = by["cosine"], by["kl"]
+        decided = np.isfinite(cos.low) and (cos.low > 0 or cos.high < 0)
+        index.append(f"{short[first]} vs {short[second]}")
+        rows.append({
+            f"logit cosine with {reference}": f"{cosine(cos.first_mean)} vs {cosine(cos.second_mean)}",
+            "cosine difference (95 % CI)": MISSING if not np.isfinite(cos.low) else
+            f"{cos.difference:+.4f} ({cos.low:+.4f} … {cos.high:+.4f})",
+            "KL difference, nats (95 % CI)": MISSING if not np.isfinite(kl.low) else
+            f"{'+' if kl.difference >= 0 else '-'}{nats(abs(kl.difference))} "
+            f"({'+' if kl.low >= 0 else '-'}{nats(abs(kl.low))} … {'+' if kl.high >= 0 else '-'}{nats(abs(kl.high))})",
+            f"closer to {reference}": (short[first] if cos.low > 0 else short[second]) if decided
+            else "not distinguishable",
+        })
+    shown = pd.DataFrame(rows, index=pd.Index(index, name="pair"))
+    images = int(fidelity["n"].max()) if len(fidelity) else 0
+    legend = alias_legend(short)
+    caption = (f"Paired per-image fidelity to {reference} on the {images} images every variant holds; intervals: "
+               f"paired t-interval on the per-image differences (first − second)." + (f" {legend}." if legend else ""))
+    return Table(shown, fidelity, caption=caption)
+
+
 def per_class_accuracy(result) -> Table:
     """Per-class top-1 of one stored variant on its labelled images, worst first, each with its 95 % interval;
     `.raw` is evaluation.metrics.per_class_accuracy (sorted by class)."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from trtlab.core.workspace import atomic_path, atomic_write_text, check_writable_location, workspace_dir
 from trtlab.evaluation.metrics import consistency_table, flips, introduced_confusions, per_class_drift
 from trtlab.evaluation.results import ResultsStore, VariantResult
-from trtlab.evaluation.significance import pairwise_significance
+from trtlab.evaluation.significance import pairwise_fidelity, pairwise_significance
 from trtlab.evaluation.stores import fp16_variant, load_results, resolve_selection, sibling_stores
 from trtlab.views.dashboard.figures import (nothing_to_show, plot_class_drift, plot_class_scatter, plot_confusions,
                                             plot_drift_histogram, plot_flips_gallery)
@@ -17,7 +17,7 @@ from trtlab.views.dashboard.html_report import render_html
 from trtlab.views.dashboard.thumbnails import Thumbnails
 from trtlab.views.figures import FIGURE_DPI, figure_png, plot_variant_summary, stamp
 from trtlab.views.formatting import Table, variant_order
-from trtlab.views.tables import significance_view, variant_view
+from trtlab.views.tables import fidelity_pairs_view, significance_view, variant_view
 from trtlab.views.verdict import PairError, default_pair, head_to_head, int8_algorithm, resolve_variant
 
 GALLERY_DPI = 80  # galleries are photos, which compress poorly as PNG; a lower dpi keeps the HTML report small
@@ -43,6 +43,7 @@ class Dashboard:
     image_root: str | None = None
     workspace: object = None
     _pngs: dict = field(default_factory=dict, repr=False)
+    _fidelity: object = field(default=None, repr=False)  # significance.pairwise_fidelity, computed once
 
     @property
     def compared(self) -> list[str]:
@@ -148,6 +149,16 @@ class Dashboard:
     def significance_view(self) -> Table:
         """The McNemar table for people; `.raw` is `self.significance`."""
         return significance_view(self.significance)
+
+    def fidelity_view(self) -> Table | None:
+        """Every pair of compared variants: which is closer to the reference, image by image (paired intervals of
+        the logit cosine and KL differences) — the evidence McNemar's top-1 test lacks on few images. None with
+        fewer than two compared variants."""
+        if len(self.compared) < 2:
+            return None
+        if self._fidelity is None:  # computed once: KL reads every logit
+            self._fidelity = pairwise_fidelity(self.results, self.reference)
+        return fidelity_pairs_view(self._fidelity, self.reference)
 
     def display_table(self):
         """The variant table as text (a DataFrame of strings)."""

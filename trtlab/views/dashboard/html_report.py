@@ -125,7 +125,12 @@ def _significance_section(dash: Dashboard) -> list[str]:
     parts = ["<h2>Is the difference real? (McNemar's test on paired top-1 correctness)</h2>"]
     if not len(dash.significance):
         return parts + ["<p>Needs two variants.</p>"]
-    return parts + [dash.significance_view().html()]
+    parts.append(dash.significance_view().html())
+    fidelity = dash.fidelity_view()
+    if fidelity is not None:
+        parts += [f"<h3>Which is closer to {html.escape(dash.reference)}? Paired per-image fidelity</h3>",
+                  fidelity.html()]
+    return parts
 
 
 def _head_to_head_section(dash: Dashboard) -> list[str]:

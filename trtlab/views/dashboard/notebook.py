@@ -35,6 +35,10 @@ def show_significance(dash: Dashboard) -> None:
                          "see agreement and cosine in the variant table."))
     else:
         display(HTML(dash.significance_view().html()))
+    fidelity = dash.fidelity_view()
+    if fidelity is not None:  # where top-1 cannot tell two variants apart, closeness to the reference can
+        display(Markdown(f"**Which is closer to {dash.reference}?** Every pair, image by image:"))
+        display(HTML(fidelity.html()))
 
 
 def show_variant(dash: Dashboard, variant: str | None = None, figures: bool | None = None) -> None:
