@@ -73,7 +73,9 @@ def nats(value) -> str:
     if _missing(value):
         return MISSING
     value = float(value)
-    return f"{value:.2g}" if value == 0 or value >= 1e-4 else f"{value:.1e}"
+    if value == 0 or value >= 10:
+        return f"{value:.0f}"
+    return f"{value:#.2g}" if value >= 1e-4 else f"{value:.1e}"  # '#': 0.020, not 0.02
 
 
 def milliseconds(value) -> str:
@@ -104,7 +106,7 @@ def ratio(value) -> str:
     return MISSING if _missing(value) else f"{float(value):#.3g}×"
 
 
-ALIAS_LIMIT = 18  # a variant label longer than this heads a column or repeats as a letter (A, B, …) with a legend
+ALIAS_LIMIT = 24  # a variant label longer than this heads a column or repeats as a letter (A, B, …) with a legend
 
 
 def aliases(names, limit: int = ALIAS_LIMIT) -> dict[str, str]:
