@@ -123,6 +123,9 @@ def fidelity_pairs_view(fidelity, reference: str) -> Table:
 
     from trtlab.views.formatting import alias_legend, aliases, nats
 
+    def signed(value) -> str:
+        return ("+" if value >= 0 else "-") + nats(abs(value))
+
     names = list(dict.fromkeys(list(fidelity["first"]) + list(fidelity["second"])))
     short = aliases(names)
     rows, index = [], []
@@ -136,8 +139,7 @@ def fidelity_pairs_view(fidelity, reference: str) -> Table:
             "cosine difference (95 % CI)": MISSING if not np.isfinite(cos.low) else
             f"{cos.difference:+.4f} ({cos.low:+.4f} … {cos.high:+.4f})",
             "KL difference, nats (95 % CI)": MISSING if not np.isfinite(kl.low) else
-            f"{'+' if kl.difference >= 0 else '-'}{nats(abs(kl.difference))} "
-            f"({'+' if kl.low >= 0 else '-'}{nats(abs(kl.low))} … {'+' if kl.high >= 0 else '-'}{nats(abs(kl.high))})",
+            f"{signed(kl.difference)} ({signed(kl.low)} … {signed(kl.high)})",
             f"closer to {reference}": (short[first] if cos.low > 0 else short[second]) if decided
             else "not distinguishable",
         })

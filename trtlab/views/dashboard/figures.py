@@ -49,7 +49,8 @@ def nothing_to_show(kind: str, table) -> str | None:
     if kind == "drift_histogram":
         deltas = np.unique(table["delta"].to_numpy(float))
         if len(deltas) < 2:
-            change = "kept its accuracy" if not len(deltas) or deltas[0] == 0 else f"changed by {deltas[0] * 100:+.1f} pts"
+            change = ("kept its accuracy" if not len(deltas) or deltas[0] == 0
+                      else f"changed by {deltas[0] * 100:+.1f} pts")
             return (f"Per-class change, {variant} vs {reference}: every class {change} ({len(table)} classes), "
                     f"so there is no distribution to draw.")
     if kind == "flips" and not len(table):
