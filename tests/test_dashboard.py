@@ -701,3 +701,24 @@ def test_damaged_decode_cache_is_refused_untouched_and_thumbnails_fall_back(vict
     image, found = blind.get(relative.image_ids[0])
     assert not found and image.shape == (224, 224, 3) and (image == 200).all()
     assert blind.missing == [relative.image_ids[0]]
+
+
+def test_runs_table_reads_as_words_with_the_raw_recipe_one_click_away(hand_store, tmp_path):
+    """Issue 30: the HTML "Runs" table shows when (UTC, to the minute) and the recipe in words; the raw JSON sits
+    in a <details> under it."""
+    from trtlab.views import dashboard
+    from trtlab.views.dashboard.html_report import human_time, recipe_summary
+
+    assert human_time("2026-11-28T04:19:04+00:00") == "28 Nov 2026, 04:19 UTC"
+    assert human_time("2026-11-28T06:19:04+02:00") == "28 Nov 2026, 04:19 UTC"
+    assert human_time(None) == "—" and human_time("yesterday") == "yesterday"
+    record = {"recipe": {"algorithm": "entropy", "calibration_batch": 8, "calibration_images": 6,
+                         "guards": ["first_layer=fp16", "node:fc"], "high_precision": "fp16", "precision": "int8"}}
+    assert recipe_summary(record) == ("INT8 entropy, 6 calibration images (batch 8), guards: first_layer → fp16, "
+                                      "node:fc, float path fp16")
+    assert recipe_summary({"recipe": {"precision": "fp16"}}) == "FP16"
+    text = dashboard.build_dashboard(hand_store).write_html(tmp_path / "d.html").read_text(encoding="utf-8")
+    runs = text[text.index("<h3>Runs</h3>"):text.index("</table>", text.index("<h3>Runs</h3>"))]
+    assert runs.count("<details><summary>raw recipe</summary><pre>") == 3
+    assert "&quot;precision&quot;: &quot;int8-a&quot;" in runs  # the raw recipe, escaped, inside <details>
+    assert "<td>FP16" in runs and "<td>fp32</td>" in runs
