@@ -98,7 +98,7 @@ def decide(results: dict[str, VariantResult], first: str, second: str, reference
     cos, kl = fidelity["cosine"], fidelity["kl"]
     if not fidelity["images"] or not math.isfinite(cos["low"]):
         sentence = (f"Neither {first} nor {second} can be recommended: too few images to compare their fidelity to "
-                    f"{reference} ({fidelity['images']}); {top1_clause}{power_clause}.")
+                    f"{reference} ({fidelity['images']} images); top-1 {top1_clause}{power_clause}.")
         return Verdict(sentence, None, "undecided", images_needed=needed, **kwargs)
     interval = _interval(cos)
     if -margin <= cos["low"] and cos["high"] <= margin:
@@ -134,7 +134,8 @@ def decide(results: dict[str, VariantResult], first: str, second: str, reference
 
 
 def _top1_clause(test: dict, labelled: bool, reference: str, n: int) -> str:
-    """'McNemar p = 1.00 on 20 labelled images, 1 vs 0 discordant' (the numbers the top-1 part rests on)."""
+    """'85.0 % vs 90.0 % on 20 labelled images, McNemar p = 1.00' (the numbers the top-1 part rests on; without
+    labels, agreement with the reference)."""
     shown = pvalue(test["pvalue"]) if test["discordant"] else "1.00"
     p = f"p {shown}" if shown.startswith("<") else f"p = {shown}"
     what = "labelled images" if labelled else f"images, agreement with {reference}"
