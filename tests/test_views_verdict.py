@@ -279,3 +279,17 @@ def test_long_labels_get_aliases_in_headline_and_columns(tmp_path):
     assert list(h2h.fidelity_table().shown.columns) == ["A", "B", "A − B (95 % CI)", "closer to fp32"]
     # The sentence names the variants in full, once each.
     assert long_a in h2h.sentence and long_b in h2h.sentence
+
+
+def test_one_image_is_too_few_to_decide():
+    from trtlab.views.decision import decide
+
+    labels = [3]
+    results = {"fp32": _result("fp32", labels, labels, {"precision": "fp32"}),
+               "int8-minmax@1": _noisy("int8-minmax@1", labels, 0.02, _int8("minmax", 1), seed=1),
+               "int8-entropy@1": _noisy("int8-entropy@1", labels, 0.3, _int8("entropy", 1), seed=2)}
+    verdict = decide(results, "int8-minmax@1", "int8-entropy@1", "fp32")
+    assert (verdict.ship, verdict.decided_by) == (None, "undecided")
+    assert verdict.sentence.startswith("Neither int8-minmax@1 nor int8-entropy@1 can be recommended: too few images "
+                                       "to compare their fidelity to fp32 (1 images); top-1 100.0 % vs 100.0 % on 1 "
+                                       "labelled images, McNemar p = 1.00; no top-1 difference was seen")
