@@ -69,13 +69,15 @@ def cosine(value) -> str:
 
 
 def nats(value) -> str:
-    """A KL divergence in nats, 2 significant digits (small values are the usual case): 0.00952 → '0.0095'."""
+    """A KL divergence in nats, 2 significant digits (small values are the usual case): 0.00952 → '0.0095',
+    0.00041 → '4.1e-04'."""
     if _missing(value):
         return MISSING
     value = float(value)
     if value == 0 or value >= 10:
         return f"{value:.0f}"
-    return f"{value:#.2g}" if value >= 1e-4 else f"{value:.1e}"  # '#': 0.020, not 0.02
+    # '#': 0.020, not 0.02; from 0.001 down an exponent, so no value reads as an unformatted float (0.00041)
+    return f"{value:#.2g}" if value >= 1e-3 else f"{value:.1e}"
 
 
 def milliseconds(value) -> str:
