@@ -249,6 +249,23 @@ def test_a_guard_naming_a_real_node_passes_and_reaches_the_variant(named_model, 
     assert code == 0 and "int8-minmax@3+fc" in out
 
 
+def test_calibrate_prints_the_formatted_table_the_verdict_and_the_report(model, photos, tmp_path, capsys):
+    """Issue 29.2: what notebook 03 shows — the formatted table (no raw `top1_low` columns or NaN), the verdict
+    sentence of views.decision — and where the report was written."""
+    from trtlab.views.formatting import UNFORMATTED_FLOAT
+
+    code = main(["calibrate", "--model", str(model), "--data", str(photos), "--algorithms", "minmax,entropy",
+                 "--calibration-images", "3", "--workspace", str(tmp_path / "ws"), "-q"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "top-1 (95 % CI)" in out and "top1_low" not in out and "NaN" not in out
+    assert not UNFORMATTED_FLOAT.search(out)
+    verdict = next(line for line in out.splitlines() if line.startswith("verdict: "))
+    assert "int8-minmax@3" in verdict and "int8-entropy@3" in verdict and "McNemar p" in verdict
+    report = next(line for line in out.splitlines() if line.startswith("report: ")).split()[1]
+    assert Path(report).is_file() and verdict.removeprefix("verdict: ") in Path(report).read_text()
+
+
 def test_a_preset_for_the_demo_model_is_refused_not_ignored(tmp_path, capsys):
     code, err = run_cli(capsys, "calibrate", "--preset", "torchvision", "--workspace", tmp_path / "ws")
     line = one_error_line(err)

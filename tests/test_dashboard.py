@@ -343,26 +343,40 @@ def test_html_report_is_self_contained_and_atomic(hand_store, tmp_path):
     audit = _HtmlAudit()
     audit.feed(path.read_text(encoding="utf-8"))
     assert not audit.external and "script" not in audit.tags and "link" not in audit.tags
-    assert len(audit.images) == len(dash.figure_names()) + 1  # + the head-to-head's side-by-side drift
+    # Every figure with something to show, + the head-to-head's side-by-side drift (issue 30): fp16 introduces no
+    # confusion, and with 1 (fp16) or 3 (int8-a) of 4 classes changed a scatter or histogram is a dot or a bar off
+    # a pile at zero — each is one sentence, said once, not a figure.
+    assert len(audit.images) == len(dash.pngs()) + 1 == 7
+    assert sorted(dash.pngs()) == ["class_drift-fp16", "class_drift-int8-a", "confusions-int8-a", "flips-fp16",
+                                   "flips-int8-a", "summary"]
+    assert dash.figure_sentence("confusions-fp16") == "No confusion introduced by fp16 (vs fp32)."
+    assert dash.figure_sentence("class_scatter-fp16") == dash.figure_sentence("drift_histogram-fp16") == (
+        "Only 1 of 4 classes changed their top-1 accuracy (goldfish +50 pts): the bars above show it, so no scatter "
+        "or distribution is drawn.")
+    page = path.read_text(encoding="utf-8")
+    assert "<p>No confusion introduced by fp16 (vs fp32).</p>" in page
+    assert page.count("so no scatter or distribution is drawn") == 2  # once per variant
     assert all(data[:8] == b"\x89PNG\r\n\x1a\n" for data in audit.images)
     text = path.read_text(encoding="utf-8")
     assert "great white shark" in text
     assert [h for level, h in audit.headings if level == "h2"] == [
         "Variants", "Is the difference real? (McNemar's test on paired top-1 correctness)", "Overview",
-        "Head to head: fp16 vs int8-a", "fp16 vs fp32", "int8-a vs fp32"]
-    assert [h for level, h in audit.headings if level == "h3"] == ["Runs"] + [
-        "Accuracy and agreement", "Is the difference real? McNemar's test between fp16 and int8-a",
-        "Classes each loses", "Calibration thresholds that differ most"] + [
-        "Per-class accuracy drift", "Flips (1 images changed top-1)", "Confusions introduced",
+        "Head to head: fp16 vs int8-a (reference fp32)", "fp16 vs fp32", "int8-a vs fp32"]
+    assert [h for level, h in audit.headings if level == "h3"] == [
+        "Runs", "Which is closer to fp32? Paired per-image fidelity"] + [
+        "Accuracy and agreement", "Is the top-1 difference real? McNemar's test between fp16 and int8-a",
+        "Which is closer to fp32? Paired per-image fidelity", "Classes each loses",
+        "Calibration thresholds that differ most"] + [
+        "Per-class accuracy drift", "Flips (1 image changed top-1)", "Confusions introduced",
         "Per-class accuracy drift", "Flips (4 images changed top-1)", "Confusions introduced"]
-    # Variants, runs, McNemar; head to head: accuracy, McNemar, drift side by side; fp16: drift rows, flips (it
-    # introduces no confusion); int8-a: drift, flips, confusions.
-    assert text.count("<table") == 11
-    assert "fp16 and int8-a differ on 2 of 7 labelled images" in text
+    # Variants, runs, McNemar; head to head: accuracy, McNemar, fidelity, drift side by side; fp16: drift rows,
+    # flips (it introduces no confusion); int8-a: drift, flips, confusions.
+    assert text.count("<table") == 13  # + every pair's paired fidelity
+    assert html.escape(dash.compare("fp16", "int8-a").sentence, quote=False) in text
     assert not formatting.UNFORMATTED_FLOAT.search(re.sub(r"data:image/png;base64,[^\"]+", "", text))
     assert [p.name for p in path.parent.iterdir()] == ["dash.html"]  # no temp files left behind
     pngs = dash.save_pngs(tmp_path / "pngs")
-    assert sorted(p.stem for p in pngs) == sorted(dash.figure_names())
+    assert sorted(p.stem for p in pngs) == sorted(dash.pngs())
 
 
 def test_dashboard_states_what_it_cannot_show(hand_store, unlabelled_store, tmp_path):
@@ -425,8 +439,11 @@ def test_notebook_display_order_and_what_it_says_when_empty(hand_store, monkeypa
     dash.show()
     described = _describe(shown)
     assert described[0] == "markdown: " + "\n".join(f"- {note}" for note in dash.notes)
-    assert described[1:] == ["html", "html", "image", "markdown: **fp16 vs fp32**", *["image"] * 5,
-                             "markdown: **int8-a vs fp32**", *["image"] * 5]
+    sentences = {name: f"markdown: {dash.figure_sentence(name)}" for name in dash.figure_names()}
+    assert described[1:] == ["html", "html", "image", "markdown: **fp16 vs fp32**", "image",
+                             sentences["class_scatter-fp16"], "image", sentences["confusions-fp16"],
+                             "markdown: **int8-a vs fp32**", "image", sentences["class_scatter-int8-a"], "image",
+                             "image"]
     assert [obj.data for obj in shown if type(obj).__name__ == "Image"] == list(dash.pngs().values())
 
     shown.clear()
@@ -440,9 +457,17 @@ def test_notebook_display_order_and_what_it_says_when_empty(hand_store, monkeypa
     assert "<th>int8-a predicts</th>" in tables[2]
     shown.clear()
     dash.show_variant("int8-a", figures=True)
-    assert _describe(shown)[6:] == ["image"] * 5
+    assert _describe(shown)[6:] == ["image", sentences["class_scatter-int8-a"], "image", "image"]
     with pytest.raises(KeyError, match="not compared here"):
         dash.show_variant("int4")
+
+    shown.clear()
+    dash.show_significance()  # McNemar against fp32, then which of each pair is closer to fp32
+    assert _describe(shown) == ["html", "markdown: **Which is closer to fp32?** Every pair, image by image:", "html"]
+    pairs = dash.fidelity_view()
+    assert list(pairs.shown.index) == ["fp16 vs int8-a"] and pairs.shown.iloc[0]["closer to fp32"] in (
+        "fp16", "int8-a", "not distinguishable")
+    assert pairs.raw.set_index("metric").loc["cosine", "n"] == 8
 
     single = dashboard.build_dashboard(hand_store, variants=["fp32"])
     shown.clear()
@@ -676,3 +701,24 @@ def test_damaged_decode_cache_is_refused_untouched_and_thumbnails_fall_back(vict
     image, found = blind.get(relative.image_ids[0])
     assert not found and image.shape == (224, 224, 3) and (image == 200).all()
     assert blind.missing == [relative.image_ids[0]]
+
+
+def test_runs_table_reads_as_words_with_the_raw_recipe_one_click_away(hand_store, tmp_path):
+    """Issue 30: the HTML "Runs" table shows when (UTC, to the minute) and the recipe in words; the raw JSON sits
+    in a <details> under it."""
+    from trtlab.views import dashboard
+    from trtlab.views.dashboard.html_report import human_time, recipe_summary
+
+    assert human_time("2026-11-28T04:19:04+00:00") == "28 Nov 2026, 04:19 UTC"
+    assert human_time("2026-11-28T06:19:04+02:00") == "28 Nov 2026, 04:19 UTC"
+    assert human_time(None) == "—" and human_time("yesterday") == "yesterday"
+    record = {"recipe": {"algorithm": "entropy", "calibration_batch": 8, "calibration_images": 6,
+                         "guards": ["first_layer=fp16", "node:fc"], "high_precision": "fp16", "precision": "int8"}}
+    assert recipe_summary(record) == ("INT8 entropy, 6 calibration images (batch 8), guards: first_layer → fp16, "
+                                      "node:fc, float path fp16")
+    assert recipe_summary({"recipe": {"precision": "fp16"}}) == "FP16"
+    text = dashboard.build_dashboard(hand_store).write_html(tmp_path / "d.html").read_text(encoding="utf-8")
+    runs = text[text.index("<h3>Runs</h3>"):text.index("</table>", text.index("<h3>Runs</h3>"))]
+    assert runs.count("<details><summary>raw recipe</summary><pre>") == 3
+    assert "&quot;precision&quot;: &quot;int8-a&quot;" in runs  # the raw recipe, escaped, inside <details>
+    assert "<td>FP16" in runs and "<td>fp32</td>" in runs

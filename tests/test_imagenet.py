@@ -358,6 +358,8 @@ def test_demo_standin_when_no_imagenet_is_found(tmp_path, monkeypatch):
     assert prep.source == "folders" and "imagenet_demo_standin" in str(prep.images_dir)
     assert len(prep.split.calibration) > 0 and len(prep.split.evaluation) > 0
     assert os.path.islink(prep.dataset.paths[0])
+    # Issue 26.4: the stand-in is never called ImageNet (its name reaches store folders, titles, the dashboard).
+    assert prep.dataset.name == load_imagenet(tmp_path).dataset.name == "demo-photos-standin"
 
 
 def test_quick_evaluation_subset_decodes_only_its_images(tmp_path, demo_data):

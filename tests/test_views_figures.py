@@ -185,3 +185,90 @@ def test_summary_axes_start_at_zero_and_the_cosine_axis_says_where_it_starts(ima
     # Variant names read horizontally on the y axis, top to bottom in stored order, wrapped at '+'.
     labels = [t.get_text().replace("\n", "") for t in accuracy.get_yticklabels()]
     assert labels == list(dash.results) and list(accuracy.get_yticks()) == [4, 3, 2, 1, 0]
+
+
+def _title_and_legend_boxes(fig):
+    """Window extents of the suptitle and of every legend (the figure's and its subfigures'), after a render."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legends = list(fig.legends) + [legend for sub in fig.subfigs for legend in sub.legends]
+    return fig._suptitle.get_window_extent(renderer), [legend.get_window_extent(renderer) for legend in legends]
+
+
+@pytest.mark.parametrize("count", [2, 4, 10])
+def test_ab_plot_title_never_overlaps_its_legend(count, image_ids, tmp_path):
+    """Issue 30: `result.plot()` (plot_summary without photos) drew its title over the legend row."""
+    from trtlab.views.report import plot_summary
+
+    store = make_store(tmp_path / f"ab{count}", count, image_ids)
+    fig, _ = plot_summary(store, reference="fp32")
+    title, legends = _title_and_legend_boxes(fig)
+    assert legends and not any(title.overlaps(box) for box in legends)
+    assert all(box.y1 <= title.y0 for box in legends)  # the legend row sits under the title
+    assert layout_problems(fig) == []
+    _keep(fig, f"{count}-ab-plot")
+
+
+@pytest.mark.parametrize("images", [10, 3000])
+def test_dashboard_figures_at_10_and_3000_images(images, tmp_path):
+    """The per-variant figures at notebook size and at a few thousand images: drawn when they say something, one
+    sentence when they have nothing to show, and readable either way."""
+    from trtlab.views.dashboard import build_dashboard
+    from trtlab.views.figures import stamp
+
+    ids = [f"/nonexistent/photo-{k}.jpg" for k in range(images)]
+    dash = build_dashboard(make_store(tmp_path / f"n{images}", 3, ids, seed=3), focus=["int8-minmax@512b32s1"
+                                                                                         "+first_layer-fp16"
+                                                                                         "+last_layer-fp16~abc123"])
+    for name in dash.figure_names():
+        sentence = dash.figure_sentence(name)
+        if sentence is not None:
+            assert name not in dash.pngs() and sentence.endswith(".")
+            continue
+        fig = dash.make_figure(name)
+        stamp(fig, STAMP)
+        assert layout_problems(fig) == [], name
+        _keep(fig, f"{images}-images-{name[:32]}")
+    if images >= 3000:  # thousands of images: every figure has something to show
+        assert all(dash.figure_sentence(name) is None for name in dash.figure_names())
+
+
+def test_figures_with_nothing_to_show_are_one_sentence():
+    """No class changed, one point, one bar, no flip, no confusion: sentences, not empty axes."""
+    import pandas as pd
+
+    from trtlab.views.dashboard.figures import nothing_to_show
+
+    def drift(reference, variant):
+        frame = pd.DataFrame({"class": range(len(reference)), "name": [f"c{k}" for k in range(len(reference))],
+                              "images": 1, "reference_accuracy": reference, "variant_accuracy": variant})
+        frame["delta"] = frame["variant_accuracy"] - frame["reference_accuracy"]
+        frame.attrs.update({"variant": "int8-minmax@6", "reference": "fp32"})
+        return frame
+
+    same = drift([1.0, 1.0, 0.0], [1.0, 1.0, 0.0])
+    assert nothing_to_show("class_drift", same) == "No class changed its top-1 accuracy: int8-minmax@6 vs fp32, 3 classes."
+    assert nothing_to_show("drift_histogram", same) == (
+        "Per-class change, int8-minmax@6 vs fp32: every class kept its accuracy (3 classes), so there is no "
+        "distribution to draw.")
+    assert nothing_to_show("class_scatter", same) == (  # two points, (100, 100) and (0, 0), both on the diagonal
+        "Per-class top-1, fp32 vs int8-minmax@6: all 3 classes sit on the diagonal (no class changed), so there is "
+        "no scatter to draw.")
+    one_point = drift([1.0, 1.0], [1.0, 1.0])
+    assert nothing_to_show("class_scatter", one_point) == (
+        "Per-class top-1, fp32 vs int8-minmax@6: all 2 classes sit at one point (100 % vs 100 %), so there is no "
+        "scatter to draw.")
+    lost = drift([1.0, 1.0, 0.0], [0.0, 1.0, 0.0])
+    assert nothing_to_show("class_drift", lost) is None  # one class lost: the bars show it
+    assert nothing_to_show("class_scatter", lost) == nothing_to_show("drift_histogram", lost) == (
+        "Only 1 of 3 classes changed their top-1 accuracy (c0 -100 pts): the bars above show it, so no scatter or "
+        "distribution is drawn.")
+    spread = drift([1.0, 0.8, 0.6, 0.4, 0.2, 0.5], [0.9, 0.7, 0.4, 0.5, 0.0, 0.5])  # five classes changed
+    assert all(nothing_to_show(kind, spread) is None for kind in ("class_drift", "class_scatter", "drift_histogram"))
+    empty = pd.DataFrame(columns=["image_id"])
+    empty.attrs.update({"variant": "fp16", "reference": "fp32", "compared": 20})
+    assert nothing_to_show("flips", empty) == "No image changed its top-1 prediction: fp16 vs fp32 (20 images)."
+    assert nothing_to_show("confusions", empty) == "No confusion introduced by fp16 (vs fp32)."

@@ -33,9 +33,15 @@ def test_head_to_head_on_the_hand_store(hand_store):
     # Labelled images 0-6: fp16 right on all, int8-a wrong on 1 and 4 → only fp16 right on 2, only int8-a on 0.
     assert (h2h.accuracy_test["b"], h2h.accuracy_test["c"]) == (2, 0)
     assert h2h.accuracy_test["pvalue"] == pytest.approx(0.5)
-    assert h2h.sentence == ("fp16 and int8-a differ on 2 of 7 labelled images (fp16 alone right on 2, int8-a on 0; "
-                            "McNemar p = 0.50): not a real difference at this sample size — evaluate on more images "
-                            "(notebook 01).")
+    # Top-1 cannot decide (p = 0.50) and the cosine interval spans 0 on 8 images: no recommendation yet, and
+    # Connor's sample size for a 2-of-7 discordance: (1.96·√ψ + 0.8416·√(ψ − δ²))² / δ², ψ = δ = 2/7 → 25.
+    assert h2h.sentence.startswith("Neither fp16 nor int8-a can be recommended yet: their logits are not "
+                                   "distinguishably closer to fp32 (cosine 0.9977 vs 0.9250, paired 95 % CI of the "
+                                   "difference ")
+    assert h2h.sentence.endswith("top-1 is not distinguishable (100.0 % vs 71.4 % on 7 labelled images, McNemar "
+                                 "p = 0.50); about 25 labelled images would resolve a top-1 difference of this size "
+                                 "(28.6 points; Connor 1987 sample size for McNemar, α 0.05, power 0.8).")
+    assert (h2h.decision.ship, h2h.decision.decided_by, h2h.decision.images_needed) == (None, "undecided", 25)
     tests = h2h.test_table().shown
     assert list(tests.columns) == ["only fp16", "only int8-a", "McNemar p", "real difference? (5 %)"]
     assert tests.loc["top-1 right (7 labelled images)"].tolist() == [2, 0, "0.50 (exact)", "no"]
@@ -92,9 +98,11 @@ def test_a_real_difference_is_called_one(tmp_path):
     h2h = head_to_head(store.load_all())
     assert (h2h.first, h2h.second) == ("int8-minmax@64", "int8-entropy@64")
     assert (h2h.accuracy_test["b"], h2h.accuracy_test["c"]) == (0, 26) and h2h.accuracy_test["method"] == "chi2"
-    assert h2h.sentence == ("int8-minmax@64 and int8-entropy@64 differ on 26 of 200 labelled images (int8-minmax@64 "
-                            "alone right on 0, int8-entropy@64 on 26; McNemar p < 0.001): a real difference at the "
-                            "5 % level — int8-entropy@64 is better.")
+    assert h2h.sentence.startswith("Ship int8-entropy@64: it is right on more labelled images than int8-minmax@64 "
+                                   "(top-1 85.0 % vs 98.0 % on 200 labelled images, McNemar p < 0.001); logit "
+                                   "cosine with the reference ")
+    assert (h2h.decision.ship, h2h.decision.decided_by, h2h.decision.images_needed) == \
+        ("int8-entropy@64", "top-1", None)
 
 
 def test_unlabelled_images_compare_agreement_with_the_reference(tmp_path):
@@ -106,8 +114,13 @@ def test_unlabelled_images_compare_agreement_with_the_reference(tmp_path):
     store.save(_result("int8-minmax@8", [-1] * 12, truth, _int8("minmax", 8)))
     store.save(_result("int8-entropy@8", [-1] * 12, truth, _int8("entropy", 8)))
     h2h = head_to_head(store.load_all())
-    assert h2h.sentence == ("No labels: int8-minmax@8 and int8-entropy@8 agree with fp32 on exactly the same 12 of "
-                            "12 images: no difference at this sample size — evaluate on more images (notebook 01).")
+    # Identical outputs: the paired cosine interval is 0…0, inside the margin — equivalent, ship either.
+    assert h2h.sentence.startswith("int8-minmax@8 and int8-entropy@8 are equivalent: their logits are equally close "
+                                   "to fp32 (cosine 1.0000 vs 1.0000, paired 95 % CI of the difference "
+                                   "+0.0000…+0.0000, within ±0.001)")
+    assert "agreement 100.0 % vs 100.0 % on 12 images, agreement with fp32, McNemar p = 1.00" in h2h.sentence
+    assert h2h.sentence.endswith("so no number of images is predicted to resolve one; ship either.")
+    assert h2h.decision.decided_by == "equivalent" and h2h.decision.ship is None
     assert list(h2h.test_table().shown.index) == ["top-1 agrees with fp32 (12 images)"]
 
 
@@ -125,6 +138,7 @@ def test_scales_where_two_calibration_caches_differ_most(tmp_path):
                                 entropy, CacheMetadata(**{**meta.__dict__, "algorithm": "entropy"}))
     frame, notes = scale_differences("int8-minmax@8", a, "int8-entropy@8", b, top=3)
     assert frame["tensor"].tolist() == ["t3", "t9", "t0"]
+    assert frame["block"].tolist() == ["t3", "t9", "t0"]  # no graph given: the tensor names stand
     assert frame["first_threshold"].tolist() == pytest.approx([4.0, 10.0, 1.0], rel=1e-6)
     assert frame["second_threshold"].tolist() == pytest.approx([2.0, 5.0, 0.8], rel=1e-6)
     assert frame["ratio"].tolist() == pytest.approx([2.0, 2.0, 1.25], rel=1e-6)
@@ -149,7 +163,19 @@ def test_demo_ab_verdict_reads_the_variants_calibration_caches(demo_model, sessi
     assert len(h2h.scales) == 10
     assert (h2h.scales["first_threshold"] >= h2h.scales["second_threshold"] * (1 - 1e-6)).all()
     assert h2h.scales["ratio"].iloc[0] > 1.1
-    assert "not a real difference at this sample size" in h2h.sentence and "of 20 labelled images" in h2h.sentence
+    # Issue 26: on the 20 bundled photos the verdict decides from fidelity (minmax's logits are closer to FP32)
+    # and says how many images would settle top-1.
+    decision = h2h.decision
+    assert decision.decided_by == "fidelity" and decision.ship == "int8-minmax@6"
+    assert h2h.sentence.startswith("Ship int8-minmax@6: its logits are closer to fp32 (cosine ")
+    assert "on 20 labelled images, McNemar p = 1.00" in h2h.sentence and "Connor 1987" in h2h.sentence
+    cos = decision.fidelity["cosine"]
+    assert cos["first"] > cos["second"] and cos["low"] > 0 and decision.fidelity["kl"]["difference"] < 0
+    assert decision.images_needed and decision.images_needed > 20
+    assert f"about {decision.images_needed:,} labelled images would resolve" in h2h.sentence
+    # One vocabulary: the thresholds are named by the model's blocks, the exporter's tensor name beside them.
+    assert h2h.scale_table().shown.index.name == "block" and h2h.scales["block"].str.startswith("_").all()
+    assert "Which is closer to fp32? Paired per-image fidelity" in h2h.text()
     assert result.data is result.table.raw and result.table.loc["fp32", "labelled"] == 20
     for part in (repr(result.table), result.table.html(), h2h.text(), h2h.html()):
         assert not UNFORMATTED_FLOAT.search(part.split("base64,")[0])
@@ -173,3 +199,97 @@ def test_ab_widget_ends_with_the_verdict(demo_model, session_workspace, capsys):
     assert printed.index("top-1 (95 % CI)") < printed.index("Head to head: int8-minmax@6 vs int8-entropy@6")
     assert result.verdict().sentence in printed
     assert not UNFORMATTED_FLOAT.search(printed)
+
+
+# -- the decision (issue 26.1) ---------------------------------------------------------------------------------------
+def _noisy(name, labels, noise, recipe, seed, classes=10):
+    """A result whose logits are the reference's plus Gaussian noise of size `noise` (top-1 kept)."""
+    result = _result(name, labels, labels, recipe, classes)
+    rng = np.random.default_rng(seed)
+    logits = result.logits.astype(np.float32)
+    jitter = rng.normal(0, noise, logits.shape).astype(np.float32)
+    jitter[np.arange(len(labels)), labels] = 0  # the top-1 logit (5) stays on top: only fidelity differs
+    logits = logits + np.clip(jitter, -1, 1)
+    indices, probs = top5_from_logits(logits)
+    return VariantResult(name, result.image_ids, result.labels, indices, probs, logits.astype(np.float16),
+                         result.record)
+
+
+def test_paired_interval_and_connor_sample_size_match_their_formulas():
+    from scipy import stats
+
+    from trtlab.evaluation.significance import mcnemar_sample_size, paired_interval
+
+    diffs = np.array([0.012, 0.015, 0.009, 0.020, 0.011, 0.013, 0.010, 0.017])
+    low, high = stats.t.interval(0.95, len(diffs) - 1, loc=diffs.mean(), scale=stats.sem(diffs))
+    got = paired_interval(diffs)
+    assert (got["mean"], got["low"], got["high"]) == pytest.approx((diffs.mean(), low, high))
+    # Connor (1987): ψ = 0.3, δ = 0.1 → (1.96·√0.3 + 0.8416·√0.29)² / 0.01 = 233.1 → 234 pairs.
+    assert mcnemar_sample_size(0.2, 0.1) == 234
+    assert mcnemar_sample_size(0.1, 0.1) is None and mcnemar_sample_size(0, 0) is None
+    # A larger difference needs fewer images; more power needs more.
+    assert mcnemar_sample_size(0.3, 0.0) < mcnemar_sample_size(0.2, 0.1) < mcnemar_sample_size(0.2, 0.1, power=0.9)
+
+
+def test_fidelity_decides_where_top1_cannot(tmp_path):
+    """Same top-1 everywhere, one variant's logits noisier: ship the closer one, with the paired interval; identical
+    noise: equivalent within the margin."""
+    from trtlab.views.decision import decide
+
+    labels = [k % 10 for k in range(40)]
+    reference = _result("fp32", labels, labels, {"precision": "fp32"})
+    close = _noisy("int8-minmax@64", labels, 0.02, _int8("minmax"), seed=1)
+    far = _noisy("int8-entropy@64", labels, 0.3, _int8("entropy"), seed=2)
+    results = {"fp32": reference, close.variant: close, far.variant: far}
+    verdict = decide(results, far.variant, close.variant, "fp32")
+    assert (verdict.ship, verdict.decided_by) == ("int8-minmax@64", "fidelity")
+    cos = verdict.fidelity["cosine"]
+    assert cos["high"] < 0 and verdict.fidelity["kl"]["low"] > 0  # far − close: lower cosine, higher KL
+    assert verdict.sentence.startswith(f"Ship int8-minmax@64: its logits are closer to fp32 (cosine "
+                                       f"{cos['second']:.4f} vs {cos['first']:.4f}, paired 95 % CI of the difference "
+                                       f"+{-cos['high']:.4f}…+{-cos['low']:.4f}; KL ")
+    assert "top-1 is not distinguishable (100.0 % vs 100.0 % on 40 labelled images, McNemar p = 1.00)" in \
+        verdict.sentence
+    twin = _noisy("int8-percentile99.99@64", labels, 0.02, _int8("percentile"), seed=1)
+    same = decide({**results, twin.variant: twin}, close.variant, twin.variant, "fp32")
+    assert same.decided_by == "equivalent" and same.ship is None and "within ±0.001" in same.sentence
+    assert str(same) == same.sentence
+
+
+def test_long_labels_get_aliases_in_headline_and_columns(tmp_path):
+    from trtlab.views.formatting import alias_legend, aliases, variant_order
+    from trtlab.views.verdict import head_to_head
+
+    long_a = "int8-percentile99.99@10+first_layer-fp16+last_layer-fp16"
+    long_b = "int8-entropy@10+first_layer-fp16+last_layer-fp16"
+    assert aliases(["fp32", long_a, long_b, "A"]) == {"fp32": "fp32", long_a: "B", long_b: "C", "A": "A"}
+    assert alias_legend(aliases([long_a, "fp16"])) == f"A = {long_a}"
+    assert variant_order(["int8-minmax@6", "fp16", "fp32", "int8-entropy@6"]) == \
+        ["fp32", "fp16", "int8-minmax@6", "int8-entropy@6"]
+    labels = [k % 10 for k in range(20)]
+    store = ResultsStore(tmp_path / "long")
+    store.save(_result("fp32", labels, labels, {"precision": "fp32"}))
+    store.save(_result(long_a, labels, [(c + 1) % 10 if i < 2 else c for i, c in enumerate(labels)],
+                       _int8("percentile")))
+    store.save(_result(long_b, labels, labels, _int8("entropy")))
+    h2h = head_to_head(store.load_all(), long_a, long_b)
+    text = h2h.text()
+    assert text.startswith(f"Head to head: A vs B (reference fp32)\nA = {long_a}; B = {long_b}\n")
+    assert list(h2h.test_table().shown.columns)[:2] == ["only A", "only B"]
+    assert list(h2h.fidelity_table().shown.columns) == ["A", "B", "A − B (95 % CI)", "closer to fp32"]
+    # The sentence names the variants in full, once each.
+    assert long_a in h2h.sentence and long_b in h2h.sentence
+
+
+def test_one_image_is_too_few_to_decide():
+    from trtlab.views.decision import decide
+
+    labels = [3]
+    results = {"fp32": _result("fp32", labels, labels, {"precision": "fp32"}),
+               "int8-minmax@1": _noisy("int8-minmax@1", labels, 0.02, _int8("minmax", 1), seed=1),
+               "int8-entropy@1": _noisy("int8-entropy@1", labels, 0.3, _int8("entropy", 1), seed=2)}
+    verdict = decide(results, "int8-minmax@1", "int8-entropy@1", "fp32")
+    assert (verdict.ship, verdict.decided_by) == (None, "undecided")
+    assert verdict.sentence.startswith("Neither int8-minmax@1 nor int8-entropy@1 can be recommended: too few images "
+                                       "to compare their fidelity to fp32 (1 images); top-1 100.0 % vs 100.0 % on 1 "
+                                       "labelled images, McNemar p = 1.00; no top-1 difference was seen")

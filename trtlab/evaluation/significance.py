@@ -154,3 +154,90 @@ def compare_agreement(first: VariantResult, second: VariantResult, reference: Va
             "second_agreement": float(s.mean()) if len(order) else math.nan,
             "both": int(np.sum(a & s)), "neither": int(np.sum(~a & ~s)), **test,
             "significant": bool(test["pvalue"] < alpha) if len(order) else None}
+
+
+# --- Paired fidelity to the reference and the sample size McNemar needs (issue 26). ---
+
+PAIRED_INTERVAL_METHOD = "paired t-interval on the per-image differences"
+SAMPLE_SIZE_METHOD = "Connor 1987, paired McNemar design"
+FIDELITY_COLUMNS = ("cosine", "kl", "top1_flip", "top5_flip")  # = metrics.FIDELITY_METRICS
+
+
+def paired_interval(differences, confidence: float = 0.95) -> dict:
+    """Mean of per-image differences with its Student-t interval (n − 1 degrees of freedom): the paired interval,
+    which removes the image-to-image spread both variants share. With n < 2 or no spread the bounds are the mean
+    itself (n ≥ 2) or NaN (n < 2)."""
+    values = np.asarray(differences, np.float64)
+    n = len(values)
+    if n == 0:
+        return {"mean": math.nan, "low": math.nan, "high": math.nan, "n": 0}
+    mean = float(values.mean())
+    if n < 2:
+        return {"mean": mean, "low": math.nan, "high": math.nan, "n": n}
+    from scipy import stats
+
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * float(values.std(ddof=1)) / math.sqrt(n)
+    return {"mean": mean, "low": mean - half, "high": mean + half, "n": n}
+
+
+def paired_fidelity(first: VariantResult, second: VariantResult, reference: VariantResult,
+                    confidence: float = 0.95) -> dict:
+    """Both variants' per-image fidelity to `reference` on the images all three hold, and the paired interval of
+    each metric's difference (first − second). {metric: {first, second, difference, low, high, n}} for logit
+    cosine (higher is closer), KL (reference ‖ variant, lower is closer), top-1 and top-5 flips (lower is closer)."""
+    from trtlab.evaluation.metrics import FIDELITY_METRICS, fidelity_per_image, shared_images
+
+    ids = shared_images([first, second], reference)
+    a = fidelity_per_image(first, reference, ids)
+    b = fidelity_per_image(second, reference, ids)
+    out = {"images": len(ids)}
+    for metric in FIDELITY_METRICS:
+        interval = paired_interval(a[metric] - b[metric], confidence)
+        out[metric] = {"first": float(a[metric].mean()) if len(ids) else math.nan,
+                       "second": float(b[metric].mean()) if len(ids) else math.nan,
+                       "difference": interval["mean"], "low": interval["low"], "high": interval["high"],
+                       "n": interval["n"]}
+    return out
+
+
+def pairwise_fidelity(results: dict[str, VariantResult], reference: str, confidence: float = 0.95):
+    """pandas DataFrame, one row per pair of variants other than the reference (first stored first) and metric:
+    both means, the paired difference (first − second) and its interval (PAIRED_INTERVAL_METHOD), over the images
+    every variant and the reference hold (each variant's per-image fidelity is computed once)."""
+    import pandas as pd
+
+    from trtlab.evaluation.metrics import fidelity_per_image, shared_images
+
+    names = [n for n in results if n != reference]
+    ids = shared_images([results[n] for n in names], results[reference])
+    per_image = {name: fidelity_per_image(results[name], results[reference], ids) for name in names}
+    rows = []
+    for i, first in enumerate(names):
+        for second in names[i + 1:]:
+            for metric in FIDELITY_COLUMNS:
+                a, b = per_image[first][metric], per_image[second][metric]
+                interval = paired_interval(a - b, confidence)
+                rows.append({"first": first, "second": second, "metric": metric,
+                             "first_mean": float(a.mean()) if len(ids) else math.nan,
+                             "second_mean": float(b.mean()) if len(ids) else math.nan,
+                             "difference": interval["mean"], "low": interval["low"], "high": interval["high"],
+                             "n": interval["n"]})
+    return pd.DataFrame(rows, columns=["first", "second", "metric", "first_mean", "second_mean", "difference", "low",
+                                       "high", "n"])
+
+
+def mcnemar_sample_size(discordant_first: float, discordant_second: float, alpha: float = 0.05,
+                        power: float = 0.8) -> int | None:
+    """Pairs (images) a two-sided McNemar test at `alpha` needs to detect, with probability `power`, a difference
+    of the size observed: Connor (1987), from the discordant proportions p10 (only the first right) and p01 (only
+    the second): n = (z_{1−α/2}·√ψ + z_{power}·√(ψ − δ²))² / δ², ψ = p10 + p01, δ = p10 − p01. None when the
+    observed proportions are equal (no difference to detect)."""
+    from scipy import stats
+
+    psi = discordant_first + discordant_second
+    delta = discordant_first - discordant_second
+    if delta == 0 or psi <= 0:
+        return None
+    za, zb = float(stats.norm.ppf(1 - alpha / 2)), float(stats.norm.ppf(power))
+    n = (za * math.sqrt(psi) + zb * math.sqrt(max(psi - delta * delta, 0.0))) ** 2 / (delta * delta)
+    return int(math.ceil(n))

@@ -68,6 +68,18 @@ def cosine(value) -> str:
     return MISSING if _missing(value) else f"{float(value):.4f}"
 
 
+def nats(value) -> str:
+    """A KL divergence in nats, 2 significant digits (small values are the usual case): 0.00952 → '0.0095',
+    0.00041 → '4.1e-04'."""
+    if _missing(value):
+        return MISSING
+    value = float(value)
+    if value == 0 or value >= 10:
+        return f"{value:.0f}"
+    # '#': 0.020, not 0.02; from 0.001 down an exponent, so no value reads as an unformatted float (0.00041)
+    return f"{value:#.2g}" if value >= 1e-3 else f"{value:.1e}"
+
+
 def milliseconds(value) -> str:
     """3 significant digits: 44.139 → '44.1 ms', 0.51234 → '0.512 ms', 1234.5 → '1235 ms'."""
     if _missing(value):
@@ -94,6 +106,44 @@ def number(value, significant: int = 3) -> str:
 def ratio(value) -> str:
     """A factor: 2.4132 → '2.41×'."""
     return MISSING if _missing(value) else f"{float(value):#.3g}×"
+
+
+ALIAS_LIMIT = 24  # a variant label longer than this heads a column or repeats as a letter (A, B, …) with a legend
+
+
+def aliases(names, limit: int = ALIAS_LIMIT) -> dict[str, str]:
+    """{label: what to print}: labels up to `limit` characters stay as they are; longer ones
+    (`int8-percentile99.99@10+first_layer-fp16+last_layer-fp16`) get A, B, C… in order, skipping letters that
+    are labels themselves."""
+    names = list(dict.fromkeys(str(n) for n in names))
+    taken = set(names)
+    letters = (chr(ord("A") + k) for k in range(26))
+    out = {}
+    for name in names:
+        if len(name) <= limit:
+            out[name] = name
+            continue
+        letter = next((c for c in letters if c not in taken), None)
+        out[name] = letter or name[:limit - 1] + "…"
+    return out
+
+
+def alias_legend(mapping: dict[str, str]) -> str:
+    """'A = int8-…; B = …' for the labels `aliases` shortened; '' when none was."""
+    return "; ".join(f"{short} = {name}" for name, short in mapping.items() if short != name)
+
+
+_PRECISION_ORDER = {"fp32": 0, "fp16": 1, "int8": 2}
+
+
+def variant_order(names) -> list:
+    """Variants in reading order: FP32, then FP16, then INT8 (others last), stored order within each."""
+    def rank(item):
+        k, name = item
+        head = str(name).lower().split("-")[0].split("+")[0].split("@")[0]
+        return (_PRECISION_ORDER.get(head, 3), k)
+
+    return [name for _, name in sorted(enumerate(names), key=rank)]
 
 
 def count_of(part: int, whole: int) -> str:

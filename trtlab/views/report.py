@@ -44,7 +44,9 @@ def plot_summary(store: ResultsStore, variants=None, reference=None, decode_cach
     if photo_rows:
         top, bottom = fig.subfigures(2, 1, height_ratios=[top_height, PHOTO_ROW_INCHES * photo_rows + 0.5])
     else:
-        top, bottom = fig, None
+        # The panels in a subfigure of their own: their legend then sits under the title, not over it (a legend
+        # "outside" the figure itself shares the top margin with the suptitle and overlaps it).
+        top, bottom = fig.subfigures(1, 1), None
     draw_variant_summary(top.subplots(1, 3, sharey=True), full, ref, top)
     if bottom is not None:
         _draw_photos(bottom, results[ref], decode_cache, photo_rows)
@@ -79,9 +81,11 @@ def _two_lines(name: str, first: int = 24) -> str:
     return "\n".join(lines[:1] + [_short(" ".join(lines[1:]), 24)] if len(lines) > 1 else lines)
 
 
-def write_report(store: ResultsStore, out_dir, variants=None, reference=None, decode_cache=None) -> dict:
+def write_report(store: ResultsStore, out_dir, variants=None, reference=None, decode_cache=None,
+                 verdict: str | None = None) -> dict:
     """Write report.png, report.csv and report.md into out_dir (atomically); returns their paths, the numeric
-    table ("table", the compact A/B table) and its formatted view ("view", a Table)."""
+    table ("table", the compact A/B table) and its formatted view ("view", a Table). `verdict`: the decision
+    sentence (views.decision), written under the table in report.md."""
     out_dir = Path(out_dir)
     fig, view = plot_summary(store, variants, reference, decode_cache)
     png = out_dir / "report.png"
@@ -90,7 +94,7 @@ def write_report(store: ResultsStore, out_dir, variants=None, reference=None, de
     csv = out_dir / "report.csv"
     atomic_write_text(csv, view.raw.to_csv(float_format="%.6g"))  # for code: the numbers, unformatted
     md = out_dir / "report.md"
-    atomic_write_text(md, render_markdown(view, store))
+    atomic_write_text(md, render_markdown(view, store) + (f"\n**Verdict:** {verdict}\n" if verdict else ""))
     return {"png": png, "csv": csv, "md": md, "table": view.raw, "view": view}
 
 

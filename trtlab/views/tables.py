@@ -28,6 +28,11 @@ def variant_view(full, results=None) -> Table:
 
     from trtlab.evaluation.metrics import compact_variant_table
 
+    from trtlab.views.formatting import variant_order
+
+    attrs = dict(full.attrs)
+    full = full.loc[variant_order(list(full.index))]  # FP32, FP16, then INT8
+    full.attrs.update(attrs)
     reference = full.attrs["reference"]
     others = [o for o in full.attrs.get("compared_with", [reference]) if o != reference]
     any_labelled = bool(len(full)) and bool(full["labelled"].max())
@@ -108,6 +113,42 @@ def significance_view(significance) -> Table:
     caption = ("McNemar's test on the images exactly one of the two gets right: exact binomial up to 25 such images, "
                "χ² with continuity correction above.")
     return Table(shown, significance, caption=caption)
+
+
+def fidelity_pairs_view(fidelity, reference: str) -> Table:
+    """significance.pairwise_fidelity → one row per pair of variants: each one's mean logit cosine with the
+    reference, the paired difference with its 95 % interval, the KL difference, and which is closer (where the
+    cosine interval excludes 0). Long labels read as A, B, … (legend in the caption)."""
+    import pandas as pd
+
+    from trtlab.views.formatting import alias_legend, aliases, nats
+
+    def signed(value) -> str:
+        return ("+" if value >= 0 else "-") + nats(abs(value))
+
+    names = list(dict.fromkeys(list(fidelity["first"]) + list(fidelity["second"])))
+    short = aliases(names)
+    rows, index = [], []
+    for (first, second), group in fidelity.groupby(["first", "second"], sort=False):
+        by = {row.metric: row for row in group.itertuples()}
+        cos, kl = by["cosine"], by["kl"]
+        decided = np.isfinite(cos.low) and (cos.low > 0 or cos.high < 0)
+        index.append(f"{short[first]} vs {short[second]}")
+        rows.append({
+            f"logit cosine with {reference}": f"{cosine(cos.first_mean)} vs {cosine(cos.second_mean)}",
+            "cosine difference (95 % CI)": MISSING if not np.isfinite(cos.low) else
+            f"{cos.difference:+.4f} ({cos.low:+.4f} … {cos.high:+.4f})",
+            "KL difference, nats (95 % CI)": MISSING if not np.isfinite(kl.low) else
+            f"{signed(kl.difference)} ({signed(kl.low)} … {signed(kl.high)})",
+            f"closer to {reference}": (short[first] if cos.low > 0 else short[second]) if decided
+            else "not distinguishable",
+        })
+    shown = pd.DataFrame(rows, index=pd.Index(index, name="pair"))
+    images = int(fidelity["n"].max()) if len(fidelity) else 0
+    legend = alias_legend(short)
+    caption = (f"Paired per-image fidelity to {reference} on the {images} images every variant holds; intervals: "
+               f"paired t-interval on the per-image differences (first − second)." + (f" {legend}." if legend else ""))
+    return Table(shown, fidelity, caption=caption)
 
 
 def per_class_accuracy(result) -> Table:

@@ -4,8 +4,10 @@ to keep, and whether the difference between them is real.
 `head_to_head(results, a, b)` reads stored results (and the variants' calibration caches) only: both variants'
 accuracy and agreement with the reference with 95 % intervals, McNemar's test between the two (not each against
 the reference), the classes each loses against the reference side by side, the tensors whose calibration
-thresholds differ most, and one sentence saying whether the difference is real. Notebook 03's `result.verdict()`,
-the A/B widget and the dashboard's `dash.compare()` all show a `HeadToHead`.
+thresholds differ most (named by the model's blocks), the paired per-image fidelity of both to the reference, and
+one sentence (views.decision.decide) saying which to ship. Notebook 03's `result.verdict()`, the A/B widget, the
+quickstart and the dashboard's `dash.compare()` all show a `HeadToHead`; `python -m trtlab calibrate` prints its
+sentence. Labels longer than formatting.ALIAS_LIMIT head columns as A, B with a legend line.
 """
 from __future__ import annotations
 
@@ -18,12 +20,12 @@ import numpy as np
 
 from trtlab.evaluation.metrics import accuracy, agreement, consistency_table, per_class_drift
 from trtlab.evaluation.results import VariantResult
-from trtlab.evaluation.significance import compare_accuracy, compare_agreement
-from trtlab.views.formatting import MISSING, Table, number, percent, points, pvalue, ratio
+from trtlab.evaluation.significance import PAIRED_INTERVAL_METHOD, compare_accuracy, compare_agreement
+from trtlab.views.decision import ALPHA, Verdict, decide
+from trtlab.views.formatting import (MISSING, Table, alias_legend, aliases, cosine, nats, number, percent, points,
+                                     pvalue, ratio)
 from trtlab.views.tables import variant_view
 
-ALPHA = 0.05
-MANY_IMAGES = 10_000  # below this, "not a real difference" comes with "evaluate on more images"
 SCALE_ROWS = 10
 DRIFT_ROWS = 15
 
@@ -93,7 +95,8 @@ def _calibrated_alike(a: VariantResult, b: VariantResult) -> bool:
 class HeadToHead:
     """Two variants side by side against a reference. Numbers in `summary` (consistency_table rows), `accuracy_test`
     and `agreement_test` (McNemar, first vs second), `drift` (per-class accuracy of both, side by side) and
-    `scales` (calibration thresholds); `sentence` says whether the difference is real."""
+    `scales` (calibration thresholds), `decision` (views.decision.Verdict: which to ship, the paired fidelity and
+    the sample size it rests on); `sentence` is the decision's."""
 
     first: str
     second: str
@@ -104,7 +107,19 @@ class HeadToHead:
     drift: object
     scales: object | None = None
     scale_notes: list = field(default_factory=list)
-    sentence: str = ""
+    decision: Verdict | None = None
+
+    @property
+    def sentence(self) -> str:
+        return self.decision.sentence if self.decision is not None else ""
+
+    @property
+    def short(self) -> dict:
+        """{label: what heads a column}: long labels become A, B (legend())."""
+        return aliases([self.first, self.second])
+
+    def legend(self) -> str:
+        return alias_legend(self.short)
 
     # -- tables for people --------------------------------------------------------------------------------------
     def summary_table(self) -> Table:
@@ -115,7 +130,7 @@ class HeadToHead:
         columns name the variants, so the counts read the right way round."""
         import pandas as pd
 
-        a, b = self.first, self.second
+        a, b = self.short[self.first], self.short[self.second]
         rows, index = [], []
         for label, test, total in (("top-1 right", self.accuracy_test, self.accuracy_test["labelled"]),
                                    (f"top-1 agrees with {self.reference}", self.agreement_test,
@@ -128,7 +143,41 @@ class HeadToHead:
                          "real difference? (5 %)": "yes" if test["significant"] else "no"})
         shown = pd.DataFrame(rows, index=pd.Index(index, name="outcome"))
         return Table(shown, shown, caption=f"Counts: images where only that variant is right (or agrees with "
-                                           f"{self.reference}); McNemar's test between {a} and {b}.")
+                                           f"{self.reference}); McNemar's test between {a} and {b}."
+                     + (f" {self.legend()}." if self.legend() else ""))
+
+    def fidelity_table(self) -> Table | None:
+        """Both variants' per-image fidelity to the reference (means over the same images) and the paired 95 %
+        interval of each difference: the evidence the decision reads where top-1 cannot decide."""
+        import pandas as pd
+
+        if self.decision is None or not self.decision.fidelity["images"]:
+            return None
+        fidelity = self.decision.fidelity
+        a, b = self.short[self.first], self.short[self.second]
+        rows, index = [], []
+        for metric, label, show, better in (
+                ("cosine", "logit cosine (higher is closer)", cosine, 1),
+                ("kl", "KL of the softmax, nats (lower is closer)", nats, -1),
+                ("top1_flip", "top-1 flips (lower is closer)", percent, -1),
+                ("top5_flip", "top-5 classes changed (lower is closer)", percent, -1)):
+            row = fidelity[metric]
+            low, high = row["low"], row["high"]
+            if not (np.isfinite(low) and np.isfinite(high)):
+                closer = MISSING
+            elif low > 0 or high < 0:
+                closer = a if (low > 0) == (better > 0) else b
+            else:
+                closer = "not distinguishable"
+            spread = MISSING if not np.isfinite(low) else (
+                f"{_signed(row['difference'], metric)} ({_signed(low, metric)} … {_signed(high, metric)})")
+            rows.append({a: show(row["first"]), b: show(row["second"]), f"{a} − {b} (95 % CI)": spread,
+                         "closer to " + self.reference: closer})
+            index.append(label)
+        shown = pd.DataFrame(rows, index=pd.Index(index, name=f"fidelity to {self.reference}"))
+        caption = (f"Per image against {self.reference} on the {fidelity['images']} images all three hold; "
+                   f"intervals: {PAIRED_INTERVAL_METHOD}.") + (f" {self.legend()}." if self.legend() else "")
+        return Table(shown, fidelity, caption=caption)
 
     def drift_table(self) -> Table:
         """Classes either variant changes against the reference: both accuracies side by side, worst first."""
@@ -138,8 +187,10 @@ class HeadToHead:
         shown = pd.DataFrame({
             "images": changed["images"].astype(int).to_numpy(),
             self.reference: [percent(v) for v in changed["reference_accuracy"]],
-            self.first: [_with_delta(v, d) for v, d in zip(changed["first_accuracy"], changed["delta_first"])],
-            self.second: [_with_delta(v, d) for v, d in zip(changed["second_accuracy"], changed["delta_second"])],
+            self.short[self.first]: [_with_delta(v, d) for v, d in zip(changed["first_accuracy"],
+                                                                        changed["delta_first"])],
+            self.short[self.second]: [_with_delta(v, d) for v, d in zip(changed["second_accuracy"],
+                                                                        changed["delta_second"])],
         }, index=pd.Index(list(changed["name"]), name="class"))
         more = int(((self.drift["delta_first"] != 0) | (self.drift["delta_second"] != 0)).sum()) - len(changed)
         return Table(shown, self.drift, caption=f"Per-class top-1 accuracy against {self.reference}"
@@ -150,12 +201,15 @@ class HeadToHead:
             return None
         import pandas as pd
 
+        a, b = self.short[self.first], self.short[self.second]
         shown = pd.DataFrame({
-            f"{self.first} threshold": [number(v) for v in self.scales["first_threshold"]],
-            f"{self.second} threshold": [number(v) for v in self.scales["second_threshold"]],
-            f"{self.first} / {self.second}": [ratio(v) for v in self.scales["ratio"]],
-        }, index=pd.Index(list(self.scales["tensor"]), name="tensor"))
-        return Table(shown, self.scales, caption=" ".join(self.scale_notes))
+            f"{a} threshold": [number(v) for v in self.scales["first_threshold"]],
+            f"{b} threshold": [number(v) for v in self.scales["second_threshold"]],
+            f"{a} / {b}": [ratio(v) for v in self.scales["ratio"]],
+            "tensor": list(self.scales["tensor"]),
+        }, index=pd.Index(list(self.scales["block"]), name="block"))
+        return Table(shown, self.scales, caption=" ".join(self.scale_notes + ([f"{self.legend()}."] if self.legend()
+                                                                              else [])))
 
     def losses(self) -> str:
         """Which classes each variant loses against the reference, in one line."""
@@ -173,11 +227,17 @@ class HeadToHead:
     # -- display --------------------------------------------------------------------------------------------------
     def _sections(self):
         """(heading, Table | text | figure) in display order."""
+        a, b = self.short[self.first], self.short[self.second]
         sections = [(None, self.sentence), ("Accuracy and agreement", self.summary_table()),
-                    (f"Is the difference real? McNemar's test between {self.first} and {self.second}",
-                     self.test_table())]
+                    (f"Is the top-1 difference real? McNemar's test between {a} and {b}", self.test_table())]
+        fidelity = self.fidelity_table()
+        if fidelity is not None:
+            sections.append((f"Which is closer to {self.reference}? Paired per-image fidelity", fidelity))
         if self.accuracy_test["labelled"]:
-            sections += [("Classes each loses", self.losses()), (None, self.drift_table()), (None, "figure")]
+            changed = bool(((self.drift["delta_first"] != 0) | (self.drift["delta_second"] != 0)).any())
+            # Nothing changed: the losses line says so; a table and figure would be empty.
+            sections += [("Classes each loses", self.losses())] + ([(None, self.drift_table()), (None, "figure")]
+                                                                   if changed else [])
         table = self.scale_table()
         sections.append(("Calibration thresholds that differ most", table if table is not None
                          else " ".join(self.scale_notes)))
@@ -188,7 +248,7 @@ class HeadToHead:
 
         from trtlab.views.figures import figure_png
 
-        display(Markdown(f"### Head to head: {self.first} vs {self.second} (reference {self.reference})"))
+        display(Markdown(f"### {self.headline()}" + (f"\n\n{self.legend()}" if self.legend() else "")))
         for heading, part in self._sections():
             if heading:
                 display(Markdown(f"**{heading}**"))
@@ -199,6 +259,9 @@ class HeadToHead:
             else:
                 display(Markdown(part))
 
+    def headline(self) -> str:
+        return f"Head to head: {self.short[self.first]} vs {self.short[self.second]} (reference {self.reference})"
+
     def html(self, figure_png_bytes: bytes | None = None) -> str:
         """The head-to-head as an HTML fragment (the dashboard's section)."""
         import base64
@@ -207,6 +270,8 @@ class HeadToHead:
         from trtlab.views.figures import figure_png
 
         parts = [f"<p><b>{_html.escape(self.sentence)}</b></p>"]
+        if self.legend():
+            parts.append(f"<p>{_html.escape(self.legend())}</p>")
         for heading, part in self._sections()[1:]:
             if heading:
                 parts.append(f"<h3>{_html.escape(heading)}</h3>")
@@ -221,7 +286,7 @@ class HeadToHead:
         return "\n".join(parts)
 
     def text(self) -> str:
-        lines = [f"Head to head: {self.first} vs {self.second} (reference {self.reference})", self.sentence, ""]
+        lines = [self.headline()] + ([self.legend()] if self.legend() else []) + [self.sentence, ""]
         for heading, part in self._sections()[1:]:
             if part == "figure":
                 continue
@@ -232,6 +297,18 @@ class HeadToHead:
 
     def __repr__(self) -> str:
         return self.text()
+
+
+def _signed(value, metric: str) -> str:
+    """A difference with its sign: cosines and KL to 4 decimals (or 2 significant digits when smaller), flips in
+    points."""
+    if not np.isfinite(value):
+        return MISSING
+    if metric in ("top1_flip", "top5_flip"):
+        return points(value)
+    if metric == "kl":
+        return ("+" if value >= 0 else "-") + nats(abs(value))
+    return f"{value:+.4f}"
 
 
 def _with_delta(value, delta) -> str:
@@ -272,10 +349,23 @@ def head_to_head(results: dict[str, VariantResult], first: str | None = None, se
     caches = dict(caches or {})
     for name in (first, second):
         caches.setdefault(name, calibration_cache_of(results[name]))
-    scales, notes = scale_differences(first, caches.get(first), second, caches.get(second))
-    out = HeadToHead(first, second, reference, summary, acc_test, agree_test, drift, scales, notes)
-    out.sentence = verdict_sentence(out, alpha)
-    return out
+    scales, notes = scale_differences(first, caches.get(first), second, caches.get(second),
+                                      names=_graph_of(results[first]) or _graph_of(ref))
+    decision = decide(results, first, second, reference, alpha, accuracy_test=acc_test, agreement_test=agree_test)
+    return HeadToHead(first, second, reference, summary, acc_test, agree_test, drift, scales, notes, decision)
+
+
+def _graph_of(result: VariantResult):
+    """The block names of the ONNX graph a result's run record names (graph.block_names), or None."""
+    model = result.record.get("model")
+    if not model or not Path(str(model)).is_file():
+        return None
+    from trtlab.graph.block_names import block_index
+
+    try:
+        return block_index(str(model))
+    except Exception:  # noqa: BLE001 — an unreadable graph only costs the block names: tensors are named instead
+        return None
 
 
 def _drift_side_by_side(a: VariantResult, b: VariantResult, ref: VariantResult):
@@ -300,9 +390,12 @@ def calibration_cache_of(result: VariantResult) -> Path | None:
     return path if path.is_file() else None
 
 
-def scale_differences(first: str, first_cache, second: str, second_cache, top: int = SCALE_ROWS):
-    """(DataFrame of the `top` tensors whose thresholds differ most — tensor, both thresholds (= scale × 127),
-    ratio — or None, notes saying what was compared or why nothing was)."""
+def scale_differences(first: str, first_cache, second: str, second_cache, top: int = SCALE_ROWS, names=None):
+    """(DataFrame of the `top` tensors whose thresholds differ most — block (graph.block_names.block_name of the
+    tensor through `names`, a BlockIndex or model; the tensor name without one), tensor, both thresholds
+    (= scale × 127), ratio — or None, notes saying what was compared or why nothing was)."""
+    from trtlab.graph.block_names import block_name
+
     import pandas as pd
 
     from trtlab.quantization.calibration_cache import BadCalibrationCache, read_calibration_cache
@@ -326,39 +419,11 @@ def scale_differences(first: str, first_cache, second: str, second_cache, top: i
     spread = np.abs(np.log(frame["ratio"].to_numpy(float)))
     differ = int((spread > math.log(1.1)).sum())
     frame = frame.assign(spread=spread).sort_values("spread", ascending=False, kind="stable").head(top)
+    frame.insert(0, "block", [block_name(names, t) if names is not None else t for t in frame["tensor"]])
     median = float(np.median([a[t] / b[t] for t in common]))
     notes = [f"{differ} of {len(common)} activation tensors have thresholds more than 10 % apart (median "
              f"{first} / {second}: {ratio(median)}); threshold = scale × 127, TensorRT's per-tensor symmetric INT8."]
     return frame.drop(columns="spread").reset_index(drop=True), notes
-
-
-def verdict_sentence(h: HeadToHead, alpha: float = ALPHA) -> str:
-    """One sentence: do the two differ for real? On correctness when labelled, else on agreement with the
-    reference."""
-    a, b = h.first, h.second
-    labelled = bool(h.accuracy_test["labelled"])
-    test = h.accuracy_test if labelled else h.agreement_test
-    n = test["labelled"] if labelled else test["images"]
-    more = " — evaluate on more images (notebook 01)" if n < MANY_IMAGES else ""
-    if test["discordant"] == 0:
-        if labelled:
-            both = int(round(test["first_top1"] * n))
-            return (f"{a} and {b} are right on exactly the same {both} of {n} labelled images: no difference at "
-                    f"this sample size{more}.")
-        return (f"No labels: {a} and {b} agree with {h.reference} on exactly the same {test['both']} of {n} images: "
-                f"no difference at this sample size{more}.")
-    shown = pvalue(test["pvalue"])
-    p = f"p {shown}" if shown.startswith("<") else f"p = {shown}"
-    if labelled:
-        head = (f"{a} and {b} differ on {test['discordant']} of {n} labelled images ({a} alone right on "
-                f"{test['b']}, {b} on {test['c']}; McNemar {p})")
-    else:
-        head = (f"No labels: {a} and {b} differ in agreeing with {h.reference} on {test['discordant']} of {n} images "
-                f"({a} alone agrees on {test['b']}, {b} on {test['c']}; McNemar {p})")
-    if test["significant"]:
-        winner = a if test["b"] > test["c"] else b
-        return f"{head}: a real difference at the {100 * alpha:g} % level — {winner} is better."
-    return f"{head}: not a real difference at this sample size{more}."
 
 
 # -- figure ---------------------------------------------------------------------------------------------------------
@@ -387,7 +452,7 @@ def plot_drift_side_by_side(h: HeadToHead, top: int = DRIFT_ROWS):
             ax.set_axisbelow(True)
         axes[0].set_yticks(y, [f"{_short(n, 24)} (n={int(i)})" for n, i in zip(changed["name"], changed["images"])],
                            fontsize=8)
-    for ax, name, column in zip(axes, (h.first, h.second), ("delta_first", "delta_second")):
+    for ax, name, column in zip(axes, (h.short[h.first], h.short[h.second]), ("delta_first", "delta_second")):
         lost = int((h.drift[column] < 0).sum())
         ax.set_title(fit(f"{name}: loses {lost} class{'es' if lost != 1 else ''}", _panel_inches(ax), 10),
                      fontsize=10)

@@ -93,9 +93,13 @@ def run_demo(workspace=None, model: str = "efficientnet-lite0", progress: bool =
     # The demo's report shows the literal A/B; TensorRT engines are notebook 03's and `calibrate`'s.
     result = compare(model_path, dataset, recipes, DEMO_PREPROCESS, split=demo_split(dataset), workspace=workspace,
                      run=RunOptions(backend=backend, batch_size=batch_size, progress=progress, engines=False))
+    from trtlab.views.decision import verdict_line
+
     variants = list(result.table.index)
+    line = verdict_line(result.verdict)  # the same sentence notebook 03, the dashboard and `calibrate` state
     report = write_report(result.store, workspace / "reports" / result.store.folder.name, variants,
-                          reference="fp32", decode_cache=result.cache)
+                          reference="fp32", decode_cache=result.cache,
+                          verdict=line.removeprefix("verdict: ") if line else None)
     return JobResult(Path(model_path), result.cache, result.store, variants, report)
 
 
@@ -119,4 +123,9 @@ def print_summary(job: JobResult) -> None:
     for name, row in table.drop(index=reference).iterrows():
         print(f"{name}: top-1 {percent(row.top1)}, top-1 agreement with {reference} {percent(row.top1_agreement)}, "
               f"mean logit cosine {cosine(row.cosine_mean)}")
+    from trtlab.views.decision import verdict_line
+
+    line = verdict_line(job.verdict) if len(job.variants) > 2 else None
+    if line:
+        print(line)
     print(f"report: {job.report['png']}  {job.report['md']}  {job.report['csv']}")

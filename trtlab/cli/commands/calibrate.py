@@ -87,11 +87,28 @@ def run(args) -> int:
     result = compare(inputs.model, inputs.dataset, recipes, inputs.preset, split=inputs.split,
                      workspace=args.workspace, run=run,
                      calibration=CalibrationOptions(args.calibration_images, args.import_cache))
-    import pandas as pd
-
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(f"{result.store.describe()}; results in {result.store.folder}; {result.ran_on}")
-        print(result.table.round(4))
-    if result.engines is not None:
-        print(result.engines)
+    print_ab(result, args.workspace)
     return 0
+
+
+def print_ab(result, workspace) -> None:
+    """What notebook 03 shows, as text: the formatted variant table, the verdict sentence (views.decision) and the
+    report written for it."""
+    from trtlab.core.workspace import workspace_dir
+    from trtlab.views.decision import verdict_line
+    from trtlab.views.report import write_report
+
+    line = verdict_line(result.verdict)
+    report = write_report(result.store, workspace_dir(workspace) / "reports" / result.store.folder.name,
+                          list(result.table.index), decode_cache=result.cache,
+                          verdict=line.removeprefix("verdict: ") if line else None)
+    print(f"{result.store.describe()}; results in {result.store.folder}; {result.ran_on}")
+    print()
+    print(result.table.text())
+    print()
+    if result.engines is not None:  # the TensorRT column (workflows.ab_engines): its own backend, its own table
+        print(result.engines)
+        print()
+    if line:
+        print(line)
+    print(f"report: {report['md']}  {report['png']}  {report['csv']}")

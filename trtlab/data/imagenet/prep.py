@@ -225,8 +225,8 @@ def prepare_imagenet(root: str | os.PathLike | None = None, *, images: str | os.
     report.raise_for_errors()
 
     rows = report.labelled
-    dataset = Dataset("imagenet-val", [path for _, path, _, _ in rows], np.asarray([r[2] for r in rows], np.int64),
-                      root=str(inputs.images_dir))
+    dataset = Dataset(_dataset_name(standin), [path for _, path, _, _ in rows],
+                      np.asarray([r[2] for r in rows], np.int64), root=str(inputs.images_dir))
     # Written last, prep.json records the rows and sha256 of the files before it: an interrupted rerun leaves the
     # earlier preparation whole (atomic writes) or a file that load_imagenet names as changed.
     outputs = write_outputs(folder, dataset, rows, classes)
@@ -245,6 +245,13 @@ def prepare_imagenet(root: str | os.PathLike | None = None, *, images: str | os.
     if progress:
         print(prep.summary())  # what prep produced: the command's output, on stdout
     return prep
+
+
+def _dataset_name(standin) -> str:
+    """'imagenet-val', or the demo stand-in's own name: stores and titles never call the demo photos ImageNet."""
+    from trtlab.data.demo import STANDIN_DATASET_NAME
+
+    return STANDIN_DATASET_NAME if standin else "imagenet-val"
 
 
 def _use_standin(workspace, say) -> Path:
@@ -292,8 +299,8 @@ def load_imagenet(workspace=None) -> ImageNetPrep:
     rebuild = rebuild_command(record, workspace)
     images_dir = Path(record["images_dir"])
     files, labels = _read_labels(folder / LABELS_CSV, record, rebuild)
-    dataset = Dataset("imagenet-val", [str(images_dir / f) for f in files], np.asarray(labels, np.int64),
-                      root=str(images_dir))
+    dataset = Dataset(_dataset_name(record.get("standin")), [str(images_dir / f) for f in files],
+                      np.asarray(labels, np.int64), root=str(images_dir))
     classes = _read_classes(folder / CLASSES_TSV, record, set(labels), rebuild)
     split = _read_split(folder / SPLIT_JSON, len(dataset), rebuild)
     if split.dataset_fingerprint != dataset.fingerprint():

@@ -9,16 +9,16 @@ from trtlab.core.errors import UserFileNotFound
 from trtlab.core.workspace import atomic_path, atomic_write_text, check_writable_location, workspace_dir
 from trtlab.evaluation.metrics import consistency_table, flips, introduced_confusions, per_class_drift
 from trtlab.evaluation.results import ResultsStore, VariantResult
-from trtlab.evaluation.significance import pairwise_significance
+from trtlab.evaluation.significance import pairwise_fidelity, pairwise_significance
 from trtlab.evaluation.stores import fp16_variant, load_results, resolve_selection, sibling_stores
-from trtlab.views.dashboard.figures import (plot_class_drift, plot_class_scatter, plot_confusions, plot_drift_histogram,
-                                            plot_flips_gallery)
+from trtlab.views.dashboard.figures import (nothing_to_show, plot_class_drift, plot_class_scatter, plot_confusions,
+                                            plot_drift_histogram, plot_flips_gallery)
 from trtlab.views.dashboard import notebook
 from trtlab.views.dashboard.html_report import render_html
 from trtlab.views.dashboard.thumbnails import Thumbnails
 from trtlab.views.figures import FIGURE_DPI, figure_png, plot_variant_summary, stamp
-from trtlab.views.formatting import Table
-from trtlab.views.tables import significance_view, variant_view
+from trtlab.views.formatting import Table, variant_order
+from trtlab.views.tables import fidelity_pairs_view, significance_view, variant_view
 from trtlab.views.verdict import PairError, default_pair, head_to_head, int8_algorithm, resolve_variant
 
 GALLERY_DPI = 80  # galleries are photos, which compress poorly as PNG; a lower dpi keeps the HTML report small
@@ -44,6 +44,7 @@ class Dashboard:
     image_root: str | None = None
     workspace: object = None
     _pngs: dict = field(default_factory=dict, repr=False)
+    _fidelity: object = field(default=None, repr=False)  # significance.pairwise_fidelity, computed once
 
     @property
     def compared(self) -> list[str]:
@@ -98,6 +99,33 @@ class Dashboard:
             return plot_confusions(self.confusions[variant])
         raise KeyError(f"no figure {name!r}; available: {', '.join(self.figure_names())}")
 
+    def figure_sentence(self, name: str) -> str | None:
+        """The sentence shown instead of figure `name` when it has nothing to show (figures.nothing_to_show)."""
+        kind, _, variant = name.partition("-")
+        tables = {"class_drift": self.drift, "class_scatter": self.drift, "drift_histogram": self.drift,
+                  "flips": self.flips, "confusions": self.confusions}.get(kind)
+        if tables is None or variant not in tables:
+            return None
+        return nothing_to_show(kind, tables[variant])
+
+    def figure_parts(self, names=None) -> list[tuple[str, bytes | str]]:
+        """(name, PNG bytes or the sentence that replaces the figure) in display order, each sentence said once:
+        "no class changed" stands for the scatter and histogram of that variant too."""
+        pngs = self.pngs() if names is None else {n: self.png(n) for n in names if self.figure_sentence(n) is None}
+        parts, said = [], set()
+        for name in (self.figure_names() if names is None else names):
+            if name in pngs:
+                parts.append((name, pngs[name]))
+                continue
+            variant = name.partition("-")[2]
+            sentence = self.figure_sentence(name)
+            if (variant, sentence) in said or (name.startswith(("class_scatter-", "drift_histogram-"))
+                                               and self.figure_sentence(f"class_drift-{variant}")):
+                continue
+            said.add((variant, sentence))
+            parts.append((name, sentence))
+        return parts
+
     def png(self, name: str) -> bytes:
         if name not in self._pngs:
             dpi = GALLERY_DPI if name.startswith("flips-") else FIGURE_DPI
@@ -105,12 +133,13 @@ class Dashboard:
         return self._pngs[name]
 
     def pngs(self) -> dict[str, bytes]:
-        """Every figure as PNG bytes, rendered once (with a progress bar: galleries decode thumbnails)."""
+        """Every figure with something to show as PNG bytes, rendered once (with a progress bar: galleries decode
+        thumbnails); the others are a sentence (figure_sentence)."""
         from trtlab.core.progress import progress_iter
 
-        names = self.figure_names()
-        pending = [name for name in names if name not in self._pngs]  # no second bar over figures already drawn
-        for name in progress_iter(pending, desc="dashboard figures", unit="fig", enabled=len(pending) >= 4):
+        names = [name for name in self.figure_names() if self.figure_sentence(name) is None]
+        todo = [name for name in names if name not in self._pngs]  # a second call draws nothing: no second bar
+        for name in progress_iter(todo, desc="dashboard figures", unit="fig", enabled=len(todo) >= 4):
             self.png(name)
         return {name: self._pngs[name] for name in names}
 
@@ -121,6 +150,16 @@ class Dashboard:
     def significance_view(self) -> Table:
         """The McNemar table for people; `.raw` is `self.significance`."""
         return significance_view(self.significance)
+
+    def fidelity_view(self) -> Table | None:
+        """Every pair of compared variants: which is closer to the reference, image by image (paired intervals of
+        the logit cosine and KL differences) — the evidence McNemar's top-1 test lacks on few images. None with
+        fewer than two compared variants."""
+        if len(self.compared) < 2:
+            return None
+        if self._fidelity is None:  # computed once: KL reads every logit
+            self._fidelity = pairwise_fidelity(self.results, self.reference)
+        return fidelity_pairs_view(self._fidelity, self.reference)
 
     def display_table(self):
         """The variant table as text (a DataFrame of strings)."""
@@ -242,7 +281,7 @@ def build_dashboard(store=None, variants=None, reference=None, decode_cache=None
         raise UserFileNotFound(f"no stored results in {store.folder}", "evaluate a variant first (python -m "
                                "trtlab demo or calibrate, or trtlab.evaluate(...) / trtlab.compare(...))")
     names, reference = resolve_selection(available, variants, reference)
-    results = {name: stored[name] for name in names}
+    results = {name: stored[name] for name in variant_order(names)}  # FP32, FP16, then INT8 in every table
     table = consistency_table(results, reference, compare_with=("fp32", fp16_variant(results) or "fp16"), alpha=alpha,
                               allow_mixed_backends=allow_mixed_backends)
     significance = pairwise_significance(results, alpha=alpha, reference=None if all_pairs else reference,

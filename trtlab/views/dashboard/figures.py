@@ -18,7 +18,47 @@ THUMB_INCHES = 2.6
 CAPTION_NAME = 20  # variant names up to this long are written under each photo; longer ones once, in the title
 CAPTION_POINTS = 8.5
 DRIFT_BARS = 12  # classes shown on each side (losers, gainers) of the drift bar chart
+DISTRIBUTION_MIN_CHANGED = 5  # changed classes below which the scatter and histogram are a sentence
 LOSS_COLOUR, GAIN_COLOUR, NEUTRAL_COLOUR = "#c0392b", "#27ae60", "#34495e"
+
+
+def nothing_to_show(kind: str, table) -> str | None:
+    """The sentence that replaces a figure with nothing to show (no class changed, no confusion introduced, a
+    scatter of one point, a histogram of one bar, no flip), or None when the figure says something. `kind`: the
+    figure's name before its variant (class_drift, class_scatter, drift_histogram, flips, confusions); `table` its
+    input."""
+    variant, reference = table.attrs.get("variant", "variant"), table.attrs.get("reference", "reference")
+    if kind == "class_drift" and not (table["delta"] != 0).any():
+        return f"No class changed its top-1 accuracy: {variant} vs {reference}, {len(table)} classes."
+    changed = table[table["delta"] != 0] if kind in ("class_scatter", "drift_histogram") else None
+    if changed is not None and 0 < len(changed) < DISTRIBUTION_MIN_CHANGED:
+        # A scatter or histogram of a few changed classes among many unchanged ones is one dot or one bar off a
+        # pile at zero: the drift bars already show every change.
+        listed = ", ".join(f"{_short(row.name, 24)} {row.delta * 100:+.0f} pts" for row in changed.itertuples())
+        return (f"Only {len(changed)} of {len(table)} classes changed their top-1 accuracy ({listed}): the bars "
+                f"above show {'it' if len(changed) == 1 else 'them all'}, so no scatter or distribution is drawn.")
+    if kind == "class_scatter":
+        points = set(zip((table["reference_accuracy"] * 100).round(6), (table["variant_accuracy"] * 100).round(6)))
+        if not (table["delta"] != 0).any() and len(points) >= 2:
+            return (f"Per-class top-1, {reference} vs {variant}: all {len(table)} classes sit on the diagonal (no "
+                    f"class changed), so there is no scatter to draw.")
+        if len(points) < 2:
+            x, y = next(iter(points), (math.nan, math.nan))
+            return (f"Per-class top-1, {reference} vs {variant}: all {len(table)} classes sit at one point "
+                    f"({x:.0f} % vs {y:.0f} %), so there is no scatter to draw.")
+    if kind == "drift_histogram":
+        deltas = np.unique(table["delta"].to_numpy(float))
+        if len(deltas) < 2:
+            change = ("kept its accuracy" if not len(deltas) or deltas[0] == 0
+                      else f"changed by {deltas[0] * 100:+.1f} pts")
+            return (f"Per-class change, {variant} vs {reference}: every class {change} ({len(table)} classes), "
+                    f"so there is no distribution to draw.")
+    if kind == "flips" and not len(table):
+        return (f"No image changed its top-1 prediction: {variant} vs {reference} "
+                f"({table.attrs.get('compared', 0)} images).")
+    if kind == "confusions" and not len(table):
+        return f"No confusion introduced by {variant} (vs {reference})."
+    return None
 
 
 def plot_class_drift(drift, top: int = DRIFT_BARS):
@@ -115,6 +155,7 @@ def plot_drift_histogram(drift):
         ax.legend(fontsize=8)
     ax.set_xlabel("Δ top-1 accuracy (percentage points)")
     ax.set_ylabel("classes")
+    ax.yaxis.get_major_locator().set_params(integer=True)  # class counts: never "1.25 classes"
     fit_title(ax, title)
     return fig
 

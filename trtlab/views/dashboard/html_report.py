@@ -18,6 +18,8 @@ body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;c
 h1{font-size:1.5em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}h3{margin-top:1.2em}
 table{border-collapse:collapse;font-size:0.85em;margin:8px 0}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}img{max-width:100%;margin:6px 0}
+table.runs td{text-align:left;vertical-align:top}details summary{color:#666;font-size:0.9em;cursor:pointer}
+details pre{text-align:left;font-size:0.85em;margin:2px 0}
 .notes li{margin:3px 0}.meta{color:#666;font-size:0.85em}
 """
 
@@ -56,27 +58,79 @@ def render_html(dash: Dashboard) -> str:
 
 
 def _runs_section(dash: Dashboard) -> list[str]:
-    """How each variant was run: date, backend, model, calibration, scales, recipe (from the run records)."""
-    import pandas as pd
+    """How each variant was run, readable: when (UTC, to the minute), backend, model, the recipe in words and its
+    raw JSON one click away (<details>)."""
+    from trtlab.views.formatting import variant_order
 
-    runs = []
-    for name, result in dash.results.items():
-        record = result.record
+    rows = []
+    for name in variant_order(list(dash.results)):
+        record = dash.results[name].record
         backend = record.get("backend") or {}
-        runs.append({"variant": name, "date": record.get("date", "—"),
-                     "backend": ", ".join(f"{k}={v}" for k, v in backend.items()) or "—",
-                     "model": "/".join(Path(str(record.get("model", "—"))).parts[-2:]),
-                     "calibration images": (record.get("calibration") or {}).get("images", "—"),
-                     "scales": (record.get("scales") or {}).get("source", "—"),
-                     "recipe": json.dumps(record.get("recipe", {}), sort_keys=True)})
-    return ["<h3>Runs</h3>", _table_html(pd.DataFrame(runs), index=False)] if runs else []
+        raw = json.dumps(record.get("recipe", {}), sort_keys=True, indent=1)
+        rows.append([name, human_time(record.get("date")), str(backend.get("identity") or backend.get("backend")
+                                                                 or "—"),
+                     "/".join(Path(str(record.get("model", "—"))).parts[-2:]),
+                     html.escape(recipe_summary(record)) + f"<details><summary>raw recipe</summary><pre>"
+                     f"{html.escape(raw)}</pre></details>"])
+    if not rows:
+        return []
+    head = "".join(f"<th>{h}</th>" for h in ("variant", "run (UTC)", "backend", "model", "recipe"))
+    body = "".join("<tr>" + "".join(f"<td>{cell if k == 4 else html.escape(cell)}</td>" for k, cell in enumerate(row))
+                   + "</tr>" for row in rows)
+    return ["<h3>Runs</h3>", f"<table class='runs'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"]
+
+
+def human_time(stamp) -> str:
+    """'2026-11-28T04:19:04+00:00' → '28 Nov 2026, 04:19 UTC'; what cannot be read stays as it is."""
+    if not stamp:
+        return "—"
+    try:
+        when = _dt.datetime.fromisoformat(str(stamp))
+    except ValueError:
+        return str(stamp)
+    if when.tzinfo is not None:
+        when = when.astimezone(_dt.timezone.utc)
+    return f"{when.day} {when:%b %Y, %H:%M} UTC"
+
+
+def recipe_summary(record: dict) -> str:
+    """A run's recipe in words: 'INT8 minmax, 6 calibration images (batch 8), guards: first_layer → fp16'."""
+    recipe = record.get("recipe") or {}
+    precision = str(recipe.get("precision") or "—").upper()
+    if precision != "INT8":
+        return precision
+    algorithm = recipe.get("algorithm") or "provided scales"
+    if algorithm == "percentile" and recipe.get("percentile"):
+        algorithm = f"percentile {recipe['percentile']:g}"
+    parts = [f"INT8 {algorithm}"]
+    images = recipe.get("calibration_images") or (record.get("calibration") or {}).get("images")
+    if images:
+        batch = recipe.get("calibration_batch")
+        parts.append(f"{images} calibration images" + (f" (batch {batch})" if batch else ""))
+    guards = recipe.get("guards") or []
+    parts.append("guards: " + ", ".join(_guard_words(g) for g in guards) if guards else "no guards")
+    if recipe.get("high_precision"):
+        parts.append(f"float path {recipe['high_precision']}")
+    return ", ".join(parts)
+
+
+def _guard_words(guard) -> str:
+    if isinstance(guard, dict):
+        name, precision = guard.get("name") or guard.get("node") or str(guard), guard.get("precision")
+        return f"{name} → {precision}" if precision else str(name)
+    return str(guard).replace("=", " → ")
 
 
 def _significance_section(dash: Dashboard) -> list[str]:
     parts = ["<h2>Is the difference real? (McNemar's test on paired top-1 correctness)</h2>"]
     if not len(dash.significance):
         return parts + ["<p>Needs two variants.</p>"]
-    return parts + [dash.significance_view().html()]
+    parts.append(dash.significance_view().html())
+    fidelity = dash.fidelity_view()
+    if fidelity is not None:
+        parts += [f"<h3>Which is closer to {html.escape(dash.reference)}? Paired per-image fidelity</h3>",
+                  fidelity.html()]
+    return parts
 
 
 def _head_to_head_section(dash: Dashboard) -> list[str]:
@@ -90,25 +144,32 @@ def _head_to_head_section(dash: Dashboard) -> list[str]:
     figure = h2h.figure()
     experiment = dash.store.experiment
     stamp(figure, experiment.short() if experiment else "")
-    return [f"<h2>Head to head: {html.escape(pair[0])} vs {html.escape(pair[1])}</h2>",
+    return [f"<h2>{html.escape(h2h.headline())}</h2>",
             h2h.html(figure_png(figure) if h2h.accuracy_test["labelled"] else None)]
+
+
+def _figures(dash: Dashboard, names: list[str]) -> list[str]:
+    """The figures, or the one sentence that replaces a figure with nothing to show (Dashboard.figure_parts)."""
+    return [_img(part, name.partition("-")[0].replace("_", " ")) if isinstance(part, bytes)
+            else f"<p>{html.escape(part)}</p>" for name, part in dash.figure_parts(names)]
 
 
 def _variant_section(dash: Dashboard, variant: str, pngs: dict[str, bytes]) -> list[str]:
     """One focused variant against the reference: drift (when labelled), flips, introduced confusions."""
     parts = [f"<h2>{html.escape(variant)} vs {html.escape(dash.reference)}</h2>"]
     if variant in dash.drift:
-        parts += ["<h3>Per-class accuracy drift</h3>", _img(pngs[f"class_drift-{variant}"], "class drift"),
-                  _img(pngs[f"class_scatter-{variant}"], "class scatter"),
-                  _img(pngs[f"drift_histogram-{variant}"], "drift histogram")]
+        parts += ["<h3>Per-class accuracy drift</h3>"] + _figures(
+            dash, [f"{kind}-{variant}" for kind in ("class_drift", "class_scatter", "drift_histogram")])
         rows = drift_rows(dash.drift[variant])
-        parts.append(_table_html(rows, index=False) if len(rows) else "<p>No class changed its accuracy.</p>")
+        if len(rows):
+            parts.append(_table_html(rows, index=False))
     flip_table = dash.flips[variant]
-    parts += [f"<h3>Flips ({len(flip_table)} images changed top-1)</h3>", _img(pngs[f"flips-{variant}"], "flips")]
+    parts += [f"<h3>Flips ({len(flip_table)} image{'s' if len(flip_table) != 1 else ''} changed top-1)</h3>",
+              *_figures(dash, [f"flips-{variant}"])]
     if len(flip_table):
         parts.append(_table_html(flip_rows(flip_table), index=False))
     confusions = dash.confusions[variant]
-    parts += ["<h3>Confusions introduced</h3>", _img(pngs[f"confusions-{variant}"], "confusions")]
+    parts += ["<h3>Confusions introduced</h3>", *_figures(dash, [f"confusions-{variant}"])]
     if len(confusions):
         parts.append(_table_html(confusion_rows(confusions), index=False))
     return parts

@@ -16,11 +16,12 @@ def show(dash: Dashboard) -> None:
     display(HTML(dash.table_view().html()))
     if len(dash.significance):
         display(HTML(dash.significance_view().html()))
-    for name, data in dash.pngs().items():
+    for name, part in dash.figure_parts():
         if name.endswith(tuple(f"-{v}" for v in dash.focus)) and name.startswith(("class_drift-", "flips-")) \
                 and (name.startswith("class_drift-") or not dash.labelled):
             display(Markdown(f"**{name.partition('-')[2]} vs {dash.reference}**"))
-        display(Image(data=data, format="png"))
+        # A figure with nothing to show is one sentence, not empty axes.
+        display(Image(data=part, format="png") if isinstance(part, bytes) else Markdown(part))
 
 
 def show_significance(dash: Dashboard) -> None:
@@ -34,6 +35,10 @@ def show_significance(dash: Dashboard) -> None:
                          "see agreement and cosine in the variant table."))
     else:
         display(HTML(dash.significance_view().html()))
+    fidelity = dash.fidelity_view()
+    if fidelity is not None:  # where top-1 cannot tell two variants apart, closeness to the reference can
+        display(Markdown(f"**Which is closer to {dash.reference}?** Every pair, image by image:"))
+        display(HTML(fidelity.html()))
 
 
 def show_variant(dash: Dashboard, variant: str | None = None, figures: bool | None = None) -> None:
@@ -57,8 +62,8 @@ def show_variant(dash: Dashboard, variant: str | None = None, figures: bool | No
         if len(table.shown):
             display(HTML(table.html()))
     if figures if figures is not None else variant not in dash.focus:
-        for name in dash.variant_figure_names(variant):
-            display(Image(data=dash.png(name), format="png"))
+        for _, part in dash.figure_parts(dash.variant_figure_names(variant)):
+            display(Image(data=part, format="png") if isinstance(part, bytes) else Markdown(part))
 
 
 def _count(title: str, rows: int, shown: int, changed: int) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trtlab.views.formatting import Table, percent, points
+from trtlab.views.formatting import ALIAS_LIMIT, Table, percent, points
 from trtlab.views.tables import significance_view, variant_view
 
 
@@ -18,12 +18,19 @@ def format_significance(significance):
     return significance_view(significance).shown
 
 
+def _column_name(variant: str) -> str:
+    """What a variant is called in its own tables' headers and cells: its label, or "variant" when the label is
+    too long to head a column (each table sits under a heading that names the variant in full)."""
+    return variant if len(variant) <= ALIAS_LIMIT else "variant"
+
+
 def flip_rows(flip_table, limit: int = 60):
     """The first `limit` flips: image name, label, both top-1 predictions with confidence, outcome; the columns
     name the reference and the variant."""
     import pandas as pd
 
     reference, variant = flip_table.attrs.get("reference", "reference"), flip_table.attrs.get("variant", "variant")
+    variant = _column_name(variant)
     shown = flip_table.head(limit)
     return pd.DataFrame({
         "image": [Path(i).name for i in shown["image_id"]],
@@ -44,6 +51,7 @@ def drift_rows(drift, top: int = 10):
     import pandas as pd
 
     reference, variant = drift.attrs.get("reference", "reference"), drift.attrs.get("variant", "variant")
+    variant = _column_name(variant)
     changed = pd.concat([drift[drift["delta"] < 0].head(top),
                          drift[drift["delta"] > 0].sort_values("delta", ascending=False, kind="stable").head(top)])
     return pd.DataFrame({
@@ -59,6 +67,7 @@ def confusion_rows(confusions, top: int = 20):
     import pandas as pd
 
     reference, variant = confusions.attrs.get("reference", "reference"), confusions.attrs.get("variant", "variant")
+    variant = _column_name(variant)
     shown = confusions.head(top)
     truth = "true class" if confusions.attrs.get("basis", "labels") == "labels" else f"{reference} top-1"
     return pd.DataFrame({
