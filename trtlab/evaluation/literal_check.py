@@ -239,7 +239,7 @@ def ort_qdq_self_check(model_path, cache, indices, images: int = SELF_CHECK_IMAG
     import time
 
     from trtlab.data.batches import iter_batches
-    from trtlab.evaluation.metrics import cosine_per_image
+    from trtlab.evaluation.fidelity import cosine_per_image
 
     started = time.perf_counter()
     indices = np.asarray(indices, np.int64)

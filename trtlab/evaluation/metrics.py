@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 
+from trtlab.evaluation.fidelity import (FIDELITY_METRICS, cosine_per_image, fidelity_per_image,  # noqa: F401
+                                        shared_images)
 from trtlab.evaluation.results import VariantResult
 # compare_accuracy feeds consistency_table's McNemar column; pairwise_significance is re-exported for callers that
 # still read it from here (tests/test_identity.py).
@@ -41,13 +43,6 @@ def accuracy(result: VariantResult) -> dict:
         out.update({name: hits / n if n else math.nan, f"{name}_low": low, f"{name}_high": high,
                     f"{name}_correct": hits})
     return out
-
-
-def cosine_per_image(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a = a.astype(np.float64)
-    b = b.astype(np.float64)
-    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-    return np.where(norms > 0, (a * b).sum(axis=1) / np.where(norms > 0, norms, 1), 0.0)
 
 
 def agreement(result: VariantResult, reference: VariantResult) -> dict:
@@ -293,65 +288,3 @@ def consistency_table(results: dict[str, VariantResult], reference: str | None =
     if mixed:
         table.attrs.update({"backends": mixed, "notes": [mixed_backends_note(mixed)]})
     return table
-
-
-# --- Per-image fidelity to the reference (issue 26): what the paired verdict between two variants compares. ---
-
-FIDELITY_METRICS = ("cosine", "kl", "top1_flip", "top5_flip")
-_KL_CHUNK = 4096  # rows per chunk: 50,000 × 1000 classes in float64 at once would take 400 MB
-
-
-def probabilities(result: VariantResult, rows: np.ndarray) -> np.ndarray:
-    """Class probabilities of the given rows, read the way the run record says the outputs are (logits: softmax;
-    probabilities: as stored; log-probabilities: exp, which is their softmax), float64, each row summing to 1."""
-    kind = ((result.record or {}).get("outputs") or {}).get("kind", "logits")
-    values = result.logits[rows].astype(np.float64)
-    if kind == "probabilities":
-        values = np.clip(values, 0.0, None)
-    else:
-        values = np.exp(values - values.max(axis=1, keepdims=True))
-    return values / np.maximum(values.sum(axis=1, keepdims=True), 1e-300)
-
-
-def kl_per_image(result: VariantResult, reference: VariantResult, mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
-    """KL(reference ‖ variant) of the class probabilities per aligned image, in nats (0 = the same distribution).
-    Probabilities are floored at 1e-12 so a class the FP16-stored variant rounds to 0 costs a large, finite term."""
-    out = np.empty(len(mine), np.float64)
-    for start in range(0, len(mine), _KL_CHUNK):
-        part = slice(start, start + _KL_CHUNK)
-        p = probabilities(reference, theirs[part])
-        q = probabilities(result, mine[part])
-        terms = np.where(p > 0, p * (np.log(np.maximum(p, 1e-300)) - np.log(np.maximum(q, 1e-12))), 0.0)
-        out[part] = np.maximum(terms.sum(axis=1), 0.0)
-    return out
-
-
-def fidelity_per_image(result: VariantResult, reference: VariantResult, image_ids=None) -> dict:
-    """Per-image fidelity of `result` to `reference`: logit cosine, KL of the softmax (reference ‖ variant), top-1
-    flip (1 when the top-1 differs) and top-5 flip (the share of the reference's top-5 classes missing from the
-    variant's top-5: 0, 0.2, … 1). Over the images both hold with a prediction, or only `image_ids` (in that
-    order) when given — so two variants are compared on the same images, image by image. Returns
-    {"image_ids": [...], metric: array}."""
-    mine, theirs = result.align(reference)
-    if image_ids is not None:
-        position = {reference.image_ids[t]: (m, t) for m, t in zip(mine, theirs)}
-        pairs = [position[i] for i in image_ids]
-        mine = np.asarray([m for m, _ in pairs], np.int64)
-        theirs = np.asarray([t for _, t in pairs], np.int64)
-    a5, b5 = result.top5_indices[mine], reference.top5_indices[theirs]
-    shared = (b5[:, :, None] == a5[:, None, :]).any(axis=2).sum(axis=1) if len(mine) else np.zeros(0)
-    return {"image_ids": [reference.image_ids[t] for t in theirs],
-            "cosine": cosine_per_image(result.logits[mine], reference.logits[theirs]),
-            "kl": kl_per_image(result, reference, mine, theirs),
-            "top1_flip": (result.top1[mine] != reference.top1[theirs]).astype(np.float64),
-            "top5_flip": 1.0 - shared / max(1, b5.shape[1])}
-
-
-def shared_images(results, reference: VariantResult) -> list[str]:
-    """The image ids every result and the reference hold with a prediction, in the reference's order."""
-    keep = None
-    for result in results:
-        _, theirs = result.align(reference)
-        ids = {reference.image_ids[t] for t in theirs}
-        keep = ids if keep is None else keep & ids
-    return [i for i in reference.image_ids if keep is not None and i in keep]

@@ -185,7 +185,7 @@ def paired_fidelity(first: VariantResult, second: VariantResult, reference: Vari
     """Both variants' per-image fidelity to `reference` on the images all three hold, and the paired interval of
     each metric's difference (first − second). {metric: {first, second, difference, low, high, n}} for logit
     cosine (higher is closer), KL (reference ‖ variant, lower is closer), top-1 and top-5 flips (lower is closer)."""
-    from trtlab.evaluation.metrics import FIDELITY_METRICS, fidelity_per_image, shared_images
+    from trtlab.evaluation.fidelity import FIDELITY_METRICS, fidelity_per_image, shared_images
 
     ids = shared_images([first, second], reference)
     a = fidelity_per_image(first, reference, ids)
@@ -206,7 +206,7 @@ def pairwise_fidelity(results: dict[str, VariantResult], reference: str, confide
     every variant and the reference hold (each variant's per-image fidelity is computed once)."""
     import pandas as pd
 
-    from trtlab.evaluation.metrics import fidelity_per_image, shared_images
+    from trtlab.evaluation.fidelity import fidelity_per_image, shared_images
 
     names = [n for n in results if n != reference]
     ids = shared_images([results[n] for n in names], results[reference])

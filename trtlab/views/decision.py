@@ -19,6 +19,10 @@ from trtlab.evaluation.significance import (PAIRED_INTERVAL_METHOD, SAMPLE_SIZE_
                                             compare_agreement, mcnemar_sample_size, paired_fidelity)
 from trtlab.views.formatting import cosine, nats, percent, pvalue
 
+
+class PairError(ValueError):
+    """A head-to-head that cannot be made (names not stored, fewer than two variants)."""
+
 ALPHA = 0.05
 POWER = 0.8
 # Mean logit cosines within ±0.001 of each other are one variant for shipping purposes: on the demo model a
@@ -62,8 +66,6 @@ def verdict_line(head_to_head) -> str | None:
     """'verdict: <sentence>' from a callable returning a HeadToHead (`result.verdict`), or None where there is no
     pair to decide between (fewer than two variants besides the reference): what the CLI and text summaries
     print under the variant table."""
-    from trtlab.views.verdict import PairError
-
     try:
         return f"verdict: {head_to_head().sentence}"
     except PairError:

@@ -21,17 +21,13 @@ import numpy as np
 from trtlab.evaluation.metrics import accuracy, agreement, consistency_table, per_class_drift
 from trtlab.evaluation.results import VariantResult
 from trtlab.evaluation.significance import PAIRED_INTERVAL_METHOD, compare_accuracy, compare_agreement
-from trtlab.views.decision import ALPHA, Verdict, decide
+from trtlab.views.decision import ALPHA, PairError, Verdict, decide  # noqa: F401  (PairError: re-exported)
 from trtlab.views.formatting import (MISSING, Table, alias_legend, aliases, cosine, nats, number, percent, points,
                                      pvalue, ratio)
 from trtlab.views.tables import variant_view
 
 SCALE_ROWS = 10
 DRIFT_ROWS = 15
-
-
-class PairError(ValueError):
-    """A head-to-head that cannot be made (names not stored, fewer than two variants)."""
 
 
 # -- which two ------------------------------------------------------------------------------------------------------
