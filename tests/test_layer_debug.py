@@ -419,11 +419,14 @@ def test_guard_search_resumes_from_its_saved_evaluations(broken, broken_sensitiv
 
 def test_guard_search_bar_totals_are_known_before_drawing(broken, broken_sensitivity, monkeypatch):
     """Issue 30: a bar whose total changed after it was drawn read "100 % 1/1" on an almost empty notebook bar."""
-    bars = []
-    make = broken.progress_bar
+    import io
 
-    def recording(total, desc, unit):
-        bar = make(total, desc, unit)
+    from trtlab.core.progress import progress_bar
+
+    bars = []
+
+    def recording(total, desc, unit):  # drawn (into a string), so its counts are real
+        bar = progress_bar(total, desc, unit, enabled=True, file=io.StringIO())
         bars.append((bar, total))
         return bar
 
@@ -445,27 +448,29 @@ def test_a_missed_target_says_so(broken, broken_sensitivity):
 
 
 def test_the_default_fidelity_target_finds_the_broken_layer_where_top1_is_blind(demo_model, demo_cache, split,
-                                                                                session_workspace, broken_layer,
-                                                                                broken_sensitivity):
-    """Notebook 05's case (issue 26): on its first 2 search photos the broken variant agrees with FP32 on every
-    top-1, so a top-1 target adds no guard; the default target, mean logit cosine ≥ 0.99, sees the broken layer's
-    logits (cosine ≈ 0.85) and guards it first."""
+                                                                                session_workspace, clean):
+    """Notebook 05's example (issue 26): layer 30 of 50 with its input scale ÷50. On the first 2 search photos the
+    broken variant agrees with FP32 on every top-1, so a top-1 target adds no guard; the default target, mean logit
+    cosine ≥ 0.99, sees its logits (cosine ≈ 0.85) and guards that layer first."""
     from trtlab.debug.targets import DEFAULT_TARGET, Target
 
+    notebook_layer = clean.layers[29]
     blind = LayerDebugger(demo_model, demo_cache, split.calibration, split.evaluation, DEBUG_RECIPE, images=IMAGES,
-                          batch_size=IMAGES, scale_overrides={broken_layer: BROKEN_FACTOR}, search_images=2,
+                          batch_size=IMAGES, scale_overrides={notebook_layer: BROKEN_FACTOR}, search_images=2,
                           workspace=session_workspace, progress=False)
-    by_top1 = blind.search_guards(target=TARGET, sensitivity=broken_sensitivity)
+    by_top1 = blind.search_guards(target=TARGET)
     assert by_top1.reached and by_top1.added == [] and by_top1.steps["top1_agreement"].iloc[0] == 1.0
     assert by_top1.steps["cosine_mean"].iloc[0] < 0.9  # what top-1 cannot see
     assert "the recipe meets it as it is" in by_top1.summary()
 
-    found = blind.search_guards(sensitivity=broken_sensitivity)  # the default target
+    found = blind.search_guards()  # the default target
+    sensitivity = blind.sensitivity()
+    assert sensitivity.ranking[0] == notebook_layer
     assert found.target == Target.of(DEFAULT_TARGET) == Target((("cosine", 0.99),))
-    assert found.reached and found.added[0] == broken_layer and found.metrics["cosine_mean"] >= 0.99
+    assert found.reached and found.added[0] == notebook_layer and found.metrics["cosine_mean"] >= 0.99
     forward = found.steps[found.steps["phase"] == "add"]
     assert all(c < 0.99 for c in forward["cosine_mean"].iloc[:-1]) and forward["cosine_mean"].iloc[-1] >= 0.99
-    assert list(forward["guarded"])[1:] == broken_sensitivity.ranking[: len(forward) - 1]
+    assert list(forward["guarded"])[1:] == sensitivity.ranking[: len(forward) - 1]
     assert "mean logit cosine ≥ 0.99 reached on 2 search images" in found.summary()
     assert f"--guards {','.join(found.guards)}" in found.calibrate_command() and found.guards
     saved = json.loads(found.save(session_workspace / "blind").read_text())
