@@ -31,6 +31,10 @@ def plot_calibration_size(study):
     axes[0].axhline(100 * study.tolerance, color="0.4", ls="--", lw=1,
                     label=f"settled: spread ≤ {100 * study.tolerance:g} %")
     axes[0].set_yscale("log")
+    low, high = axes[0].get_ylim()
+    ticks = [v for v in (0.01, 0.1, 0.5, 1, 2, 5, 10, 20, 50, 100, 200) if low <= v <= high]
+    axes[0].set_yticks(ticks, [f"{v:g} %" for v in ticks])
+    axes[0].minorticks_off()
     axes[0].set_ylabel("threshold spread between resamples (%)\nthe tenth of tensors that move most")
     axes[0].set_title("How much the thresholds move", fontsize=10)
     if fidelity:
