@@ -14,8 +14,9 @@ memory with each resample's scales (the recipe's placement and float path, as bu
 logit cosine with FP32 on a few evaluation images, for the first few resamples.
 
 An algorithm's thresholds "settle" at the smallest size from which 9 in 10 quantized tensors' spread stays within
-`tolerance` (5 %: the scale of an INT8 step moves by 5 %, a shift of about 6 codes at the top of the range). Where none of the sizes the pool allows settles,
-the spread's power-law fit over the sizes (spread ≈ a·n^b; 1/√n for a mean) says roughly how many images would.
+`tolerance` (5 %: the scale of an INT8 step moves by 5 %, a shift of about 6 codes at the top of the range). Where
+none of the sizes the pool allows settles, the spread's power-law fit over the sizes (spread ≈ a·n^b; 1/√n for a
+mean) says roughly how many images would.
 """
 from __future__ import annotations
 
@@ -138,8 +139,8 @@ def calibration_size_study(model, data, split=None, recipe=None, algorithms=ALGO
     if resamples < 2 or fidelity_resamples < 0 or evaluation_images < 1 or pool_images < 1:
         raise UserValueError(f"resamples={resamples}, fidelity_resamples={fidelity_resamples}, evaluation_images="
                              f"{evaluation_images}, pool_images={pool_images}",
-                             "use resamples ≥ 2 (a spread needs two), fidelity_resamples ≥ 0, evaluation_images ≥ 1 "
-                             "and pool_images ≥ 1")
+                             "use resamples ≥ 2 (a spread needs two), fidelity_resamples ≥ 0, "
+                             "evaluation_images ≥ 1 and pool_images ≥ 1")
     unknown = [a for a in algorithms if a not in ALGORITHMS]
     if unknown:
         raise UserValueError(f"algorithms {unknown} cannot be studied", f"choose from {', '.join(ALGORITHMS)}")
