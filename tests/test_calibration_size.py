@@ -50,7 +50,14 @@ def test_the_sentence_says_when_thresholds_settle_or_how_many_images_would(study
             assert "have not settled by 6 images, the whole pool" in sentence
             needed = study.needed(algorithm)
             assert (needed is None or needed > 6) and (f"about {needed:,} would" in sentence if needed else True)
-    assert study.summary().endswith(sentences[-1]) and "6 pool images" in study.summary()
+    # the answer in one sentence, first in the summary
+    one = study.sentence()
+    assert study.summary().startswith(one) and one.startswith("On this model, ") and one.count(".") <= 8
+    for algorithm in study.algorithms:
+        settled = study.settled(algorithm)
+        assert (f"{algorithm}'s thresholds settle by about {settled} image" in one if settled else
+                algorithm in one.split("have not settled within the 6-image pool")[0])
+    assert "moves by at most" in one and "6 pool images resampled 6×" in study.summary()
 
 
 def test_merged_per_image_statistics_match_one_pass_over_the_pool(study, demo_model, demo_data, session_workspace):

@@ -32,7 +32,7 @@ def plot_calibration_size(study):
                     label=f"settled: spread ≤ {100 * study.tolerance:g} %")
     axes[0].set_yscale("log")
     low, high = axes[0].get_ylim()
-    ticks = [v for v in (0.01, 0.1, 0.5, 1, 2, 5, 10, 20, 50, 100, 200) if low <= v <= high]
+    ticks = [v for v in (0.01, 0.1, 0.5, 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 100, 200) if low <= v <= high]
     axes[0].set_yticks(ticks, [f"{v:g} %" for v in ticks])
     axes[0].minorticks_off()
     axes[0].set_ylabel("threshold spread between resamples (%)\nthe tenth of tensors that move most")

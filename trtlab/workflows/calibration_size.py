@@ -20,6 +20,7 @@ mean) says roughly how many images would.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from dataclasses import dataclass, field
@@ -94,10 +95,31 @@ class CalibrationSizeStudy:
             out.append(text + cosine + ".")
         return out
 
+    def sentence(self) -> str:
+        """The answer in one sentence: which algorithms' thresholds settle by about how many images, how many
+        more the others would need, and how much the output fidelity moves."""
+        settled = {a: self.settled(a) for a in self.algorithms}
+        parts = [f"{a}'s thresholds settle by about {n} image{'s' * (n != 1)}" for a, n in settled.items()
+                 if n is not None]
+        open_ = [a for a, n in settled.items() if n is None]
+        if open_:
+            needed = [(a, self.needed(a)) for a in open_]
+            estimate = ", ".join(f"{a} about {n:,}" if n else f"{a} not by size alone" for a, n in needed)
+            parts.append(f"{' and '.join(open_)}'s have not settled within the {self.pool}-image pool (images that "
+                         f"would, by a power-law fit of the spread over sizes: {estimate})")
+        text = f"On this model, {'; '.join(parts)}"
+        last = self.table[self.table["size"] == self.table["size"].max()]
+        if not last["cosine_mean"].isna().all():
+            widths = last["cosine_high"] - last["cosine_low"]
+            text += (f"; the logit cosine with FP32 moves by at most {widths.max():.4f} between resamples at "
+                     f"{self.pool} images (" + ", ".join(f"{a} {c:.3f}" for a, c in zip(last["algorithm"],
+                                                                                     last["cosine_mean"])) + ")")
+        return text + "."
+
     def summary(self) -> str:
-        return (f"Calibration size on {self.model or 'this model'}: {self.pool} pool images, each size resampled "
-                f"{int(self.table['resamples'].max())}× with replacement; fidelity on {self.evaluation_images} "
-                f"evaluation images. " + " ".join(self.sentences()))
+        return (self.sentence() + f" (Thresholds of {self.pool} pool images resampled "
+                f"{int(self.table['resamples'].max())}× with replacement per size; settled: 9 in 10 quantized tensors "
+                f"vary by ≤ {100 * self.tolerance:g} %; fidelity on {self.evaluation_images} evaluation images.)")
 
     def plot(self):
         from trtlab.views.calibration_size import plot_calibration_size
@@ -148,9 +170,16 @@ def calibration_size_study(model, data, split=None, recipe=None, algorithms=ALGO
         raise UserValueError(f"tolerance={tolerance}", "give a relative spread in (0, 1), e.g. 0.05")
     setting = _Setting(model, data, split, recipe, pool_images, evaluation_images, workspace, progress, preprocess)
     sizes = sorted({int(s) for s in (sizes or default_sizes(len(setting.pool)))})
+    log.info(f"calibration size: {len(setting.pool)} pool images, sizes {sizes}, {resamples} resamples each; "
+             f"per-image statistics are cached, so a rerun only recomputes thresholds and fidelity")
     if sizes[0] < 1 or sizes[-1] > len(setting.pool):
         raise UserValueError(f"sizes {sizes} for a pool of {len(setting.pool)} calibration images",
                              f"give sizes from 1 to {len(setting.pool)} (or more pool_images / a larger split)")
+    with _quiet("trtlab.quantization"):  # one line per image and per resample would bury the answer
+        return _study(setting, algorithms, sizes, resamples, fidelity_resamples, tolerance, seed)
+
+
+def _study(setting, algorithms, sizes, resamples, fidelity_resamples, tolerance, seed) -> CalibrationSizeStudy:
     per_image = setting.per_image_statistics()
     rng = np.random.default_rng(seed)
     draws = {n: [rng.integers(0, len(per_image), n) for _ in range(resamples)] for n in sizes}
@@ -179,6 +208,18 @@ def calibration_size_study(model, data, split=None, recipe=None, algorithms=ALGO
     return CalibrationSizeStudy(pd.DataFrame(rows), pd.DataFrame(fidelity_rows), len(setting.pool),
                                 len(setting.evaluation) if fidelity_resamples else 0, float(tolerance),
                                 setting.model_name, setting.pool_ids)
+
+
+@contextlib.contextmanager
+def _quiet(logger_name: str):
+    """INFO of `logger_name` off for the block (warnings still show)."""
+    logger = logging.getLogger(logger_name)
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _spread(thresholds: list[dict], reference: dict, tensors: list[str]) -> dict:
