@@ -56,7 +56,7 @@ def test_the_sentence_says_when_thresholds_settle_or_how_many_images_would(study
     for algorithm in study.algorithms:
         settled = study.settled(algorithm)
         assert (f"{algorithm}'s thresholds settle by about {settled} image" in one if settled else
-                algorithm in one.split("have not settled within the 6-image pool")[0])
+                f"{algorithm}'s" in one.split("not settled within the 6-image pool")[0])
     assert "moves by at most" in one and "6 pool images resampled 6×" in study.summary()
 
 

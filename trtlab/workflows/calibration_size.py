@@ -105,8 +105,9 @@ class CalibrationSizeStudy:
         if open_:
             needed = [(a, self.needed(a)) for a in open_]
             estimate = ", ".join(f"{a} about {n:,}" if n else f"{a} not by size alone" for a, n in needed)
-            parts.append(f"{' and '.join(open_)}'s have not settled within the {self.pool}-image pool (images that "
-                         f"would, by a power-law fit of the spread over sizes: {estimate})")
+            owners = " and ".join(f"{a}'s" for a in open_)
+            parts.append(f"{owners} {'have' if len(open_) > 1 else 'has'} not settled within the {self.pool}-image "
+                         f"pool (images that would, by a power-law fit of the spread over sizes: {estimate})")
         text = f"On this model, {'; '.join(parts)}"
         last = self.table[self.table["size"] == self.table["size"].max()]
         if not last["cosine_mean"].isna().all():
