@@ -219,13 +219,17 @@ def test_tables_for_people_have_no_raw_floats(clean):
         == ("98.9 %", "100.0 %", "—", "exact", "+1.2", "0.9895")
     steps = pd.DataFrame([{"step": 0, "phase": "add", "guarded": "(recipe guards only)", "block": "", "guards": 0,
                            "top1_agreement": 0.9, "cosine_mean": 0.98949102901, "sqnr_db": 17.4567,
-                           "int8_layers": 50},
+                           "kl_mean": 0.00885123, "int8_layers": 50},
                           {"step": 1, "phase": "add", "guarded": clean.layers[3], "block": clean.block(clean.layers[3]),
                            "guards": 1, "top1_agreement": 1.0, "cosine_mean": 0.99912345, "sqnr_db": 21.04,
-                           "int8_layers": 49}])
+                           "kl_mean": 0.36111, "int8_layers": 49}])
     table = search_steps_table(steps)
     assert list(table["top-1 agreement"]) == ["90.0 %", "100.0 %"] and list(table["logit SQNR (dB)"]) == ["17.5", "21.0"]
     assert not any(isinstance(v, float) for v in table.to_numpy().ravel())
+    from trtlab.views.formatting import UNFORMATTED_FLOAT
+
+    assert list(table["softmax KL"]) == ["0.0089", "0.3611"]  # issue 26's notebook check: no 0.00885 shown
+    assert not UNFORMATTED_FLOAT.search(table.to_html())
 
 
 def test_calibrate_command_names_the_recipe():
@@ -492,7 +496,8 @@ def test_targets_bound_fidelity_and_refuse_nonsense():
     both = Target.of("top1=0.995, sqnr=20")
     assert both.spelling() == "top1=0.995,sqnr=20" and both.missed(metrics) == ["logit SQNR 15.2 dB < 20 dB"]
     assert both.describe() == "top-1 agreement ≥ 99.5% and logit SQNR ≥ 20 dB"
-    assert Target.of("kl=0.05").met(metrics) and not Target.of("kl=0.01").met(metrics)
+    assert Target.of("kl=0.05").met(metrics)
+    assert Target.of("kl=0.01").missed(metrics) == ["mean softmax KL 0.0200 > 0.01"]
     assert not Target.of("cosine=0.9").met({**metrics, "cosine_mean": math.nan})  # no measurement is a miss
     for bad, words in (("99.5", "(0, 1]"), ("cosine=1.5", "(0, 1]"), ("kl=-1", "≥ 0"), ("snr=20", "not a metric"),
                        ("cosine=x", "not a number"), ("", "names no bound")):

@@ -33,7 +33,7 @@ class Metric:
         if self.key == "sqnr_db":
             return f"{value:.1f} dB"
         if self.key == "kl_mean":
-            return f"{value:.4g}"
+            return f"{value:.4f}"
         return f"{value:.4f}"
 
     def bound_text(self, bound: float) -> str:
