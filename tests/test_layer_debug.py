@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 import subprocess
 import sys
@@ -218,13 +219,17 @@ def test_tables_for_people_have_no_raw_floats(clean):
         == ("98.9 %", "100.0 %", "—", "exact", "+1.2", "0.9895")
     steps = pd.DataFrame([{"step": 0, "phase": "add", "guarded": "(recipe guards only)", "block": "", "guards": 0,
                            "top1_agreement": 0.9, "cosine_mean": 0.98949102901, "sqnr_db": 17.4567,
-                           "int8_layers": 50},
+                           "kl_mean": 0.00885123, "int8_layers": 50},
                           {"step": 1, "phase": "add", "guarded": clean.layers[3], "block": clean.block(clean.layers[3]),
                            "guards": 1, "top1_agreement": 1.0, "cosine_mean": 0.99912345, "sqnr_db": 21.04,
-                           "int8_layers": 49}])
+                           "kl_mean": 0.36111, "int8_layers": 49}])
     table = search_steps_table(steps)
     assert list(table["top-1 agreement"]) == ["90.0 %", "100.0 %"] and list(table["logit SQNR (dB)"]) == ["17.5", "21.0"]
     assert not any(isinstance(v, float) for v in table.to_numpy().ravel())
+    from trtlab.views.formatting import UNFORMATTED_FLOAT
+
+    assert list(table["softmax KL"]) == ["0.0089", "0.3611"]  # issue 26's notebook check: no 0.00885 shown
+    assert not UNFORMATTED_FLOAT.search(table.to_html())
 
 
 def test_calibrate_command_names_the_recipe():
@@ -378,10 +383,10 @@ def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(brok
     in_memory = broken.evaluate_guards(found.added, indices=broken.verify_indices)
     assert in_memory["images"] == 10
     assert abs(verified["top1_agreement"] - in_memory["top1_agreement"]) <= 1 / 10 + 1e-9
-    assert verified["meets_target"] == (verified["top1_agreement"] >= TARGET) and verified["target"] == TARGET
+    assert verified["meets_target"] == (verified["top1_agreement"] >= TARGET) and verified["target"] == {"top1": TARGET}
     assert "10 evaluation images the search did not use" in verified.summary()
-    assert ("meets the target ≥ 99.5%" if verified["meets_target"] else "MISSES the target ≥ 99.5%") \
-        in verified._repr_markdown_()
+    assert ("meets the target top-1 agreement ≥ 99.5%" if verified["meets_target"] else
+            "MISSES the target top-1 agreement ≥ 99.5%") in verified.summary()
     built = onnx.load(verified["model_path"])
     batch = next(broken.batches(broken.debug_indices))[1]
     np.testing.assert_array_equal(  # the searched in-memory variant is bit for bit the file build_variant wrote
@@ -416,21 +421,95 @@ def test_guard_search_resumes_from_its_saved_evaluations(broken, broken_sensitiv
         detached.verify()
 
 
-def test_guard_search_bar_ends_complete_only_on_success(broken, broken_sensitivity, monkeypatch):
-    from trtlab.debug import guard_search
+def test_guard_search_bar_totals_are_known_before_drawing(broken, broken_sensitivity, monkeypatch):
+    """Issue 30: a bar whose total changed after it was drawn read "100 % 1/1" on an almost empty notebook bar."""
+    import io
 
-    finished = []
-    monkeypatch.setattr(guard_search, "finish", lambda bar: finished.append(bar) or bar.close())
-    broken.search_guards(target=TARGET, sensitivity=broken_sensitivity)  # resumed from the saved evaluations
-    assert len(finished) == 1  # stopped early, at the target: closed as complete (green in a notebook)
-    broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, max_guards=0)
-    assert len(finished) == 1  # a missed target is not dressed up as a success
+    from trtlab.core.progress import progress_bar
+
+    bars = []
+
+    def recording(total, desc, unit):  # drawn (into a string), so its counts are real
+        bar = progress_bar(total, desc, unit, enabled=True, file=io.StringIO())
+        bars.append((bar, total))
+        return bar
+
+    monkeypatch.setattr(broken, "progress_bar", recording)
+    found = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity)  # resumed from the saved evaluations
+    assert found.reached and bars
+    assert all(bar.total == total for bar, total in bars)  # never changed after drawing
+    search_bar, total = bars[0]
+    assert total == 50 and search_bar.n == total  # stopped early at the target: the layers left were not needed
+    bars.clear()
+    broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, max_guards=1, prune=False)
+    assert [(bar.total, bar.n) for bar, _ in bars] == [(1, 1)]
 
 
 def test_a_missed_target_says_so(broken, broken_sensitivity):
     found = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, max_guards=0)
     assert not found.reached and found.added == [] and "NOT reached" in found.summary()
     assert len(found.steps) == 1 and found.int8_layers == 50
+
+
+def test_the_default_fidelity_target_finds_the_broken_layer_where_top1_is_blind(demo_model, demo_cache, split,
+                                                                                session_workspace, clean):
+    """Notebook 05's example (issue 26): layer 30 of 50 with its input scale ÷50. On the first 2 search photos the
+    broken variant agrees with FP32 on every top-1, so a top-1 target adds no guard; the default target, mean logit
+    cosine ≥ 0.99, sees its logits (cosine ≈ 0.85) and guards that layer first."""
+    from trtlab.debug.targets import DEFAULT_TARGET, Target
+
+    notebook_layer = clean.layers[29]
+    blind = LayerDebugger(demo_model, demo_cache, split.calibration, split.evaluation, DEBUG_RECIPE, images=IMAGES,
+                          batch_size=IMAGES, scale_overrides={notebook_layer: BROKEN_FACTOR}, search_images=2,
+                          workspace=session_workspace, progress=False)
+    by_top1 = blind.search_guards(target=TARGET)
+    assert by_top1.reached and by_top1.added == [] and by_top1.steps["top1_agreement"].iloc[0] == 1.0
+    assert by_top1.steps["cosine_mean"].iloc[0] < 0.9  # what top-1 cannot see
+    assert "the recipe meets it as it is" in by_top1.summary()
+
+    found = blind.search_guards()  # the default target
+    sensitivity = blind.sensitivity()
+    assert sensitivity.ranking[0] == notebook_layer
+    assert found.target == Target.of(DEFAULT_TARGET) == Target((("cosine", 0.99),))
+    assert found.reached and found.added[0] == notebook_layer and found.metrics["cosine_mean"] >= 0.99
+    forward = found.steps[found.steps["phase"] == "add"]
+    assert all(c < 0.99 for c in forward["cosine_mean"].iloc[:-1]) and forward["cosine_mean"].iloc[-1] >= 0.99
+    assert list(forward["guarded"])[1:] == sensitivity.ranking[: len(forward) - 1]
+    assert "mean logit cosine ≥ 0.99 reached on 2 search images" in found.summary()
+    assert f"--guards {','.join(found.guards)}" in found.calibrate_command() and found.guards
+    saved = json.loads(found.save(session_workspace / "blind").read_text())
+    assert saved["target"] == {"cosine": 0.99} and saved["steps"][0]["kl_mean"] > saved["steps"][-1]["kl_mean"]
+
+    # The top-1 search added nothing; its verification on the other 18 photos misses and says why.
+    verified = by_top1.verify()
+    assert verified["images"] == 18 and not verified["meets_target"]
+    text = verified.summary()
+    assert "MISSES the target top-1 agreement ≥ 99.5%" in text and "so the search added no guards" in text
+
+
+def test_targets_bound_fidelity_and_refuse_nonsense():
+    from trtlab.debug.targets import Target
+
+    metrics = {"top1_agreement": 1.0, "cosine_mean": 0.985, "sqnr_db": 15.2, "kl_mean": 0.02}
+    assert Target.of(0.995).met(metrics) and Target.of("0.995") == Target.of({"top1": 0.995})
+    assert Target.of(None).missed(metrics) == ["mean logit cosine 0.9850 < 0.99"]
+    both = Target.of("top1=0.995, sqnr=20")
+    assert both.spelling() == "top1=0.995,sqnr=20" and both.missed(metrics) == ["logit SQNR 15.2 dB < 20 dB"]
+    assert both.describe() == "top-1 agreement ≥ 99.5% and logit SQNR ≥ 20 dB"
+    assert Target.of("kl=0.05").met(metrics)
+    assert Target.of("kl=0.01").missed(metrics) == ["mean softmax KL 0.0200 > 0.01"]
+    assert not Target.of("cosine=0.9").met({**metrics, "cosine_mean": math.nan})  # no measurement is a miss
+    for bad, words in (("99.5", "(0, 1]"), ("cosine=1.5", "(0, 1]"), ("kl=-1", "≥ 0"), ("snr=20", "not a metric"),
+                       ("cosine=x", "not a number"), ("", "names no bound")):
+        with pytest.raises(ValueError, match=re.escape(words)):
+            Target.of(bad)
+    from trtlab.debug.errors import softmax_kl
+
+    ref = np.array([[2.0, 1.0, 0.1], [0.0, 0.0, 0.0]])
+    p = np.exp(ref[0]) / np.exp(ref[0]).sum()
+    q = np.exp(ref[0] * 0.5) / np.exp(ref[0] * 0.5).sum()
+    np.testing.assert_allclose(softmax_kl(ref, np.stack([ref[0] * 0.5, ref[1]])), [(p * np.log(p / q)).sum(), 0.0],
+                               atol=1e-12)
 
 
 def test_fp16_guards_and_a_satisfied_target(clean):
@@ -475,31 +554,52 @@ def test_bad_input_is_refused_with_the_fix(demo_model, demo_cache, split, sessio
 
 
 # -- CLI -------------------------------------------------------------------------------------------------------------
-def test_debug_cli_writes_results_and_guards(session_workspace, demo_model, broken, broken_layer, broken_sensitivity,
-                                             tmp_path, capsys):
+@pytest.mark.parametrize("algorithm", ["minmax", "entropy"])
+def test_debug_cli_finds_the_broken_layer_and_exits_by_its_verification(algorithm, session_workspace, demo_model,
+                                                                        broken, broken_layer, tmp_path, capsys):
+    """The default target (mean logit cosine ≥ 0.99) on the bundled photos: the search guards the broken layer
+    first; exit 0 when the found recipe also meets the target on the held-out verification photos (minmax: ≈ 0.993
+    there), 1 when it misses (entropy: ≈ 0.989 there), and the line before the command says which."""
     out = tmp_path / "debug"
     status = debug_main(["--workspace", str(session_workspace), "--images", str(IMAGES), "--batch-size", str(IMAGES),
-                         "--scale-override", f"{broken_layer}={BROKEN_FACTOR:g}", "--target", str(TARGET),
+                         "--algorithms", algorithm, "--scale-override", f"{broken_layer}={BROKEN_FACTOR:g}",
                          "--out", str(out), "-q"])
-    assert status == 0
     printed = capsys.readouterr().out
     assert "error first jumps at" in printed and broken_layer in printed and "built by build_variant" in printed
     assert broken.block(broken_layer) in printed  # layers named by the model's blocks too
     for name in ("tensor_errors.csv", "tensor_errors.png", "sensitivity.csv", "sensitivity.png", "guard_search.json"):
         assert (out / name).stat().st_size > 0
     saved = json.loads((out / "guard_search.json").read_text())
-    assert saved["reached"] and saved["added"][0] == broken_layer
+    assert saved["target"] == {"cosine": 0.99} and saved["reached"] and saved["added"][0] == broken_layer
     assert Recipe.from_dict(saved["recipe"]).guards == tuple(saved["guards"])
-    assert saved["verified"]["meets_target"] == (saved["verified"]["top1_agreement"] >= TARGET)
-    assert not set(saved["verified"]["image_ids"]) & set(saved["search_images"])
+    verified = saved["verified"]
+    assert verified["meets_target"] == (verified["cosine_mean"] >= 0.99)
+    assert not set(verified["image_ids"]) & set(saved["search_images"])
+    assert status == (0 if verified["meets_target"] else 1) == {"minmax": 0, "entropy": 1}[algorithm]
+    lines = printed.strip().splitlines()
+    assert lines[-3] == ("target mean logit cosine ≥ 0.99 met on the 10 search images and on the 10 verification "
+                         "images" if status == 0 else "target mean logit cosine ≥ 0.99 reached on the 10 search "
+                         "images but MISSED on the 10 verification images (exit status 1)")
     # The last line is a calibrate command with the found guards, not the recipe JSON, and pasting it works.
-    command = printed.strip().splitlines()[-1].strip()
+    command = lines[-1].strip()
     assert '"algorithm"' not in printed and command.startswith("python -m trtlab calibrate ")
-    assert f"--algorithms entropy --calibration-images 6 --guards {','.join(saved['guards'])}" in command
-    words = shlex.split(command)[4:]
-    fresh = tmp_path / "workspace"  # the pasted run gets its own workspace: the shared one keeps its results as is
-    words[words.index("--workspace") + 1] = str(fresh)
-    from trtlab.cli.commands.calibrate import main as calibrate_main
+    assert f"--algorithms {algorithm} --calibration-images 6 --guards {','.join(saved['guards'])}" in command
+    if algorithm == "minmax":
+        words = shlex.split(command)[4:]
+        fresh = tmp_path / "workspace"  # the pasted run gets its own workspace: the shared one keeps its results
+        words[words.index("--workspace") + 1] = str(fresh)
+        from trtlab.cli.commands.calibrate import main as calibrate_main
 
-    assert calibrate_main(words + ["--model", str(demo_model)]) == 0
-    assert saved["verified"]["variant"] in capsys.readouterr().out
+        assert calibrate_main(words + ["--model", str(demo_model)]) == 0
+        assert verified["variant"] in capsys.readouterr().out
+
+
+def test_debug_cli_exits_1_when_the_search_misses(session_workspace, broken_layer, tmp_path, capsys):
+    status = debug_main(["--workspace", str(session_workspace), "--images", str(IMAGES), "--batch-size", str(IMAGES),
+                         "--algorithms", "minmax", "--scale-override", f"{broken_layer}={BROKEN_FACTOR:g}",
+                         "--target", "cosine=0.9999", "--max-guards", "1", "--out", str(tmp_path / "miss"), "-q"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert status == 1 and lines[-3] == ("target mean logit cosine ≥ 0.9999 NOT reached on the 10 search images "
+                                         "(exit status 1)")
+    assert f"--guards node:{broken_layer}" in lines[-1]  # the most guarded recipe tried carries its guard
+    assert lines[-2] == "the target was not reached; the most guarded recipe tried:"

@@ -194,8 +194,11 @@ def test_tables_show_intervals_in_one_column_and_03_ends_with_the_verdict(kaggle
     assert "<th>top-1 (95 % CI)</th>" in quick["job.table"] and "90.0 % (69.9–97.2)" in quick["job.table"]
     assert "top1_low" not in quick["job.table"]
     ab = executed["03_calibration_ab"]
-    last = [c for c in ab.cells if c.cell_type == "code"][-1]
-    assert last.source == "result.verdict()"
+    # the verdict closes the A/B; only the calibration-size study (issue 26.3) follows it
+    codes = [c for c in ab.cells if c.cell_type == "code"]
+    assert [c.source.splitlines()[0] for c in codes[-2:]] == [
+        "result.verdict()", "stability = trtlab.calibration_size_study(model, data, split=split)"]
+    last = codes[-2]
     text = "".join(o["data"].get("text/markdown", "") + o["data"].get("text/html", "") for o in last.outputs
                    if "data" in o)
     pair = re.search(r"Head to head: (int8-minmax@\d+) vs (int8-entropy@\d+)", text)

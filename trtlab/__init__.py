@@ -44,6 +44,8 @@ _EXPORTS = {
     "prepare_imagenet": "data.imagenet", "load_imagenet": "data.imagenet", "prepared_data": "data.prepared",
     "Experiment": "evaluation.identity",
     "layer_debugger": "debug.debugger", "LayerDebugger": "debug.debugger",
+    # issue 26: how many calibration images are enough (threshold and fidelity stability against size)
+    "calibration_size_study": "workflows.calibration_size",
     "UserError": "core.errors",
     # notebook 00: TensorRT discovery, repair, loading and the machine report
     "discover_tensorrt": "env.discovery:discover", "tensorrt_candidates_frame": "env.discovery:candidates_frame",

@@ -91,7 +91,8 @@ def build_parser() -> Parser:
 
     parser = Parser(prog="python -m trtlab", description="TensorRT INT8 workbench. Every command also takes -q "
                     "(warnings only, no progress bars) and -v (debug messages); `python -m trtlab <command> --help` "
-                    "lists its options.", epilog=exit_status_help("debug: the guard search missed --target; build: "
+                    "lists its options.", epilog=exit_status_help("debug: the guard search or its verification "
+                                                                  "missed --target; build: "
                                                                   "TensorRT could not build an engine; doctor: no "
                                                                   "usable runtime, or --strict without TensorRT"))
     parser.add_argument("--version", action="version", version=f"trtlab {trtlab.__version__}")

@@ -6,8 +6,10 @@ semantics that TensorRT implements; see evaluation.literal_check).
   `layer_debugger()` makes one from a model and a dataset as `trtlab.compare` does.
 - `tensor_errors`: every original tensor of the variant against FP32, in graph order, and where the error jumps.
 - `sensitivity`: each weighted layer's share of the output noise (only it INT8 / all but it INT8), resumable.
-- `guard_search`: guard the most sensitive layers until a target agreement is met on the search images, prune,
-  verify on the other evaluation images; the found recipe as a `python -m trtlab calibrate` line.
+- `guard_search`: guard the most sensitive layers until the target is met on the search images, prune, verify on
+  the other evaluation images; the found recipe as a `python -m trtlab calibrate` line.
+- `targets`: what the search must reach — top-1 agreement and/or output fidelity (logit cosine, SQNR, softmax KL;
+  default mean logit cosine ≥ 0.99).
 - `blocks`: the model's own block names for nodes (`_blocks.3._project_conv`, from its weight names).
 - `errors` (running error sums), `graphs` (compared tensors, graph suffixes, the literal session), `plots`,
   `tables` (the tables formatted for people).

@@ -251,13 +251,15 @@ class LayerDebugger:
         memory."""
         return _guard_search.evaluate_guards(self, extra_layers, precision, indices)
 
-    def search_guards(self, target: float = 0.995, sensitivity: Sensitivity | None = None,
+    def search_guards(self, target=None, sensitivity: Sensitivity | None = None,
                       max_guards: int | None = None, precision: str = "fp32", prune: bool = True,
                       resume: bool = True) -> GuardSearch:
-        """The fewest most-sensitive layers to guard for `target` top-1 agreement (debug.guard_search)."""
+        """The fewest most-sensitive layers to guard for `target` (None: mean logit cosine ≥ 0.99 with FP32; a
+        number: top-1 agreement; 'top1=0.995,sqnr=20': both; debug.targets) on the search images
+        (debug.guard_search)."""
         return _guard_search.search_guards(self, target, sensitivity, max_guards, precision, prune, resume)
 
-    def verify_recipe(self, recipe, backend: str = "ort", progress: bool | None = None, target: float | None = None,
+    def verify_recipe(self, recipe, backend: str = "ort", progress: bool | None = None, target=None,
                       indices=None):
         """Build `recipe` with build_variant, evaluate it and FP32 with evaluate_variant / evaluate on the
         verification images (or `indices`), compare."""

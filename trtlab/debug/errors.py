@@ -26,6 +26,7 @@ class ErrorSums:
     cosine_sum: float = 0.0  # Σ per-image cosine
     cosine_worst: float = 1.0
     top1_agree: int = 0  # logits only
+    kl_sum: float = 0.0  # logits only: Σ per-image KL(softmax(ref) ‖ softmax(test)), in nats
 
     def update(self, ref: np.ndarray, test: np.ndarray, logits: bool = False) -> None:
         if ref.shape != test.shape:
@@ -51,6 +52,7 @@ class ErrorSums:
             self.cosine_worst = min(self.cosine_worst, cosine)
         if logits:
             self.top1_agree += int((ref2d.argmax(axis=1) == test2d.argmax(axis=1)).sum())
+            self.kl_sum += float(softmax_kl(ref2d, test2d).sum())
         self.images += n
 
     @property
@@ -79,6 +81,7 @@ class ErrorSums:
                "cosine_worst": self.cosine_worst, "max_abs_error": self.max_abs_error}
         if logits:
             out["top1_agreement"] = self.top1_agreement
+            out["kl_mean"] = self.kl_sum / self.images if self.images else math.nan
         return out
 
     def to_dict(self) -> dict:
@@ -87,3 +90,14 @@ class ErrorSums:
     @classmethod
     def from_dict(cls, data: dict) -> "ErrorSums":
         return cls(**data)
+
+
+def softmax_kl(ref_logits: np.ndarray, test_logits: np.ndarray) -> np.ndarray:
+    """Per-row KL(softmax(ref) ‖ softmax(test)) in nats, in float64 through log-softmax (no overflow)."""
+    def log_softmax(x):
+        x = np.asarray(x, np.float64)
+        x = x - x.max(axis=1, keepdims=True)
+        return x - np.log(np.exp(x).sum(axis=1, keepdims=True))
+
+    log_p, log_q = log_softmax(ref_logits), log_softmax(test_logits)
+    return np.maximum((np.exp(log_p) * (log_p - log_q)).sum(axis=1), 0.0)

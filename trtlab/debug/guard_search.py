@@ -1,6 +1,8 @@
 """Guard search: guard the most sensitive layers one at a time (greedy on the sensitivity ranking), evaluating
-top-1 agreement with FP32 on the search images (the first half of the evaluation images) after each step, and stop
-as soon as the target is met; then prune guards a later one made unnecessary. The result is a guard list (`node:<name>` strings) that a `Recipe`,
+the logits' fidelity to FP32 on the search images (the first half of the evaluation images) after each step, and
+stop as soon as the target is met (debug.targets: top-1 agreement and/or an output-fidelity bound — logit cosine,
+SQNR or softmax KL; by default mean logit cosine ≥ 0.99, which top-1 on a handful of photos cannot see); then
+prune guards a later one made unnecessary. The result is a guard list (`node:<name>` strings) that a `Recipe`,
 notebook 03, the calibrate CLI and both TensorRT paths accept; `GuardSearch.verify()` builds that recipe with
 `build_variant` and evaluates it with `evaluate_variant` (trtlab's own pipeline and results store) on the other
 evaluation images: a guard set is judged on images it was not chosen on. `calibrate_command()` is the same recipe
@@ -15,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from trtlab.core.progress import finish
 from trtlab.core.workspace import atomic_write_json, hash_json, read_json_checked
 from trtlab.debug.errors import ErrorSums
 from trtlab.debug.graphs import literal_session
+from trtlab.debug.targets import Target
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +32,7 @@ class GuardSearch:
     guards: list[str]  # recipe guards + the layers the search guarded, as the Recipe takes them
     added: list[str]  # node names the search guarded (after pruning), most sensitive first
     steps: object  # pandas DataFrame, one row per evaluated guard set ('add' phase, then 'prune')
-    target: float
+    target: Target
     reached: bool
     layers: int  # weighted layers in the model
     int8_layers: int  # of those, still INT8 with `guards`
@@ -61,9 +63,13 @@ class GuardSearch:
 
         state = "reached" if self.reached else "NOT reached"
         named = [labelled(self.blocks.get(n, n), n) for n in self.added]
-        text = (f"Target top-1 agreement ≥ {100 * self.target:g}% {state} on {self.evaluation_images} search images "
-                f"({image_list(self.search_image_ids)}): {pct(self.metrics['top1_agreement'])} with "
-                f"{len(self.added)} guarded layer(s){': ' + ', '.join(named) if named else ''}; "
+        shown = self.target.values(self.metrics)
+        if "top1" not in dict(self.target.bounds):
+            shown += f", top-1 agreement {pct(self.metrics['top1_agreement'])}"
+        text = (f"Target {self.target.describe()} {state} on {self.evaluation_images} search images "
+                f"({image_list(self.search_image_ids)}): {shown} with "
+                f"{len(self.added)} guarded layer(s){': ' + ', '.join(named) if named else ''}"
+                f"{'' if self.added or not self.reached else ' (the recipe meets it as it is)'}; "
                 f"{self.int8_layers}/{self.layers} layers ({self.int8_fraction:.0%}) stay INT8. "
                 f"Guards: {','.join(self.guards) or '(none)'}")
         if self.pruned:
@@ -79,6 +85,8 @@ class GuardSearch:
                                "LayerDebugger(...).search_guards(...) to verify")
         self.verified = verify_recipe(self.debugger, self.recipe(), backend=backend, progress=progress,
                                       target=self.target)
+        if not self.added:  # a miss with nothing added must say why nothing was added
+            self.verified["search_added_none"] = self.reached
         return self.verified
 
     def calibrate_command(self, **where) -> str:
@@ -93,7 +101,7 @@ class GuardSearch:
 
     def save(self, folder) -> Path:
         return atomic_write_json(Path(folder) / "guard_search.json", {
-            "guards": self.guards, "added": self.added, "blocks": self.blocks, "target": self.target,
+            "guards": self.guards, "added": self.added, "blocks": self.blocks, "target": self.target.to_dict(),
             "reached": self.reached, "layers": self.layers, "int8_layers": self.int8_layers,
             "int8_fraction": self.int8_fraction, "metrics": self.metrics, "pruned": self.pruned,
             "recipe": self.recipe().to_dict(), "evaluation_images": self.evaluation_images,
@@ -112,16 +120,25 @@ class Verification(dict):
     """What verify_recipe found (a dict, saved as JSON) that reads as a sentence where it is shown."""
 
     def summary(self) -> str:
-        from trtlab.debug.tables import cosine, image_list, pct
+        from trtlab.debug.tables import cosine, db, image_list, pct
 
         text = (f"Verified on {self['images']} evaluation images the search did not use "
                 f"({image_list(self['image_ids'])}): {self['variant']}, built by build_variant and evaluated by "
                 f"evaluate_variant, agrees with FP32 on {pct(self['top1_agreement'])} of top-1 predictions "
-                f"(logit cosine {cosine(self['cosine_mean'])})")
+                f"(logit cosine {cosine(self['cosine_mean'])}, logit SQNR {db(self.get('sqnr_db'))} dB)")
         if "meets_target" in self:
-            text += (f": meets the target ≥ {100 * self['target']:g}%" if self["meets_target"] else
-                     f": MISSES the target ≥ {100 * self['target']:g}% — the guards found on the search images do not "
-                     f"carry over to these; debug with more evaluation images, or lower the target")
+            target = Target.of(self["target"])
+            if self["meets_target"]:
+                text += f": meets the target {target.describe()}"
+            else:
+                text += f": MISSES the target {target.describe()} ({'; '.join(self.get('missed', []))})"
+                if self.get("search_added_none"):
+                    text += (" — the recipe alone met it on the search images, so the search added no guards; these "
+                             "images need more: debug with more evaluation images (the search then sees more), or "
+                             "loosen the target")
+                else:
+                    text += (" — the guards found on the search images do not carry over to these; debug with more "
+                             "evaluation images, or loosen the target")
         if self.get("note"):
             text += f". Note: {self['note']}"
         return text + "."
@@ -164,28 +181,35 @@ def fp32_logits(debugger, indices) -> np.ndarray:
     return cached[key]
 
 
-def search_guards(debugger, target: float = 0.995, sensitivity=None, max_guards: int | None = None,
+def search_guards(debugger, target=None, sensitivity=None, max_guards: int | None = None,
                   precision: str = "fp32", prune: bool = True, resume: bool = True) -> GuardSearch:
-    """Guard the most sensitive layers one by one (in `precision`: 'fp32' or 'fp16') until top-1 agreement
-    with FP32 on the search images reaches `target`, stopping at the first guard set that does. Then, with
-    `prune`, try removing each guard (least sensitive first) and keep every removal that still meets the
-    target: greedy order can pick a layer that a later guard made unnecessary."""
+    """Guard the most sensitive layers one by one (in `precision`: 'fp32' or 'fp16') until the logits on the search
+    images meet `target` (debug.targets.Target.of: None = mean logit cosine ≥ 0.99; a number = a top-1 agreement
+    fraction; 'top1=0.995,cosine=0.99' = both), stopping at the first guard set that does. Then, with `prune`, try
+    removing each guard (least sensitive first) and keep every removal that still meets the target: greedy order
+    can pick a layer that a later guard made unnecessary."""
     import pandas as pd
 
-    if not 0 < target <= 1:
-        raise ValueError(f"target is a top-1 agreement fraction in (0, 1], got {target}")
+    target = Target.of(target)
     if precision not in ("fp32", "fp16"):
         raise ValueError(f"guard precision must be 'fp32' or 'fp16', got {precision!r}")
     evaluate = _ResumableEvaluation(debugger, precision, resume)
-    steps, added, reached = _add_phase(debugger, evaluate, target, sensitivity, max_guards, resume)
+    first = evaluate([])
+    steps = [_step(debugger, 0, "add", "(recipe guards only)", [], first)]
+    added, reached = [], target.met(first)
+    if not reached and (max_guards is None or max_guards > 0):
+        # The ranking is needed only when the recipe alone misses the target.
+        ranking = (sensitivity or debugger.sensitivity(resume=resume)).ranking
+        limit = len(ranking) if max_guards is None else min(int(max_guards), len(ranking))
+        added, reached = _add_phase(debugger, evaluate, target, ranking[:limit], steps)
     final, pruned = list(added), []
     if reached and prune and len(added) > 1:
         final, pruned = _prune_phase(debugger, evaluate, target, added, steps)
     if not reached and debugger.progress:
-        log.warning(f"guard search: top-1 agreement {steps[-1]['top1_agreement']:.2%} with {len(added)} guarded "
-                    f"layer(s) is still below the target {target:.2%}; raise max_guards, use more calibration images "
-                    f"or another algorithm (minmax/percentile), or lower the target")
-    return GuardSearch(debugger.guard_strings(final, precision), final, pd.DataFrame(steps), float(target), reached,
+        log.warning(f"guard search: {'; '.join(target.missed(steps[-1]))} with {len(added)} guarded layer(s), the "
+                    f"target {target.describe()} is not met; raise max_guards, use more calibration images or "
+                    f"another algorithm (minmax/percentile), or loosen the target")
+    return GuardSearch(debugger.guard_strings(final, precision), final, pd.DataFrame(steps), target, reached,
                        len(debugger.all_layers), len(debugger.layers) - len(final), debugger.recipe.to_dict(),
                        len(debugger.search_indices), evaluate(final), pruned, debugger,
                        search_image_ids=debugger.image_ids(debugger.search_indices),
@@ -196,7 +220,9 @@ class _ResumableEvaluation:
     """evaluate_guards for one guard set, each result saved at once: a repeated or interrupted search resumes."""
 
     def __init__(self, debugger, precision: str, resume: bool):
-        key = hash_json({"debugger": debugger.key, "eval": debugger.image_ids(debugger.search_indices)})
+        # metrics 2: softmax KL among the saved metrics (older saved evaluations lack it)
+        key = hash_json({"debugger": debugger.key, "eval": debugger.image_ids(debugger.search_indices),
+                         "metrics": 2})
         self.path = debugger.folder / f"search-{key}.json"
         self.evaluated = (read_json_checked(self.path) or {}) if resume else {}
         self.debugger, self.precision = debugger, precision
@@ -214,46 +240,45 @@ def _step(debugger, number: int, phase: str, guarded: str, guards: list[str], me
     return {"step": number, "phase": phase, "guarded": guarded, "block": debugger.block(layer) if layer else "",
             "guards": len(guards),
             "top1_agreement": metrics["top1_agreement"], "cosine_mean": metrics["cosine_mean"],
-            "sqnr_db": metrics["sqnr_db"], "int8_layers": len(debugger.layers) - len(guards)}
+            "sqnr_db": metrics["sqnr_db"], "kl_mean": metrics["kl_mean"],
+            "int8_layers": len(debugger.layers) - len(guards)}
 
 
-def _add_phase(debugger, evaluate, target: float, sensitivity, max_guards, resume: bool):
-    """Guard one more layer of the ranking per step until the target is met: (steps, guarded layers, reached)."""
-    steps, reached, ranking = [], False, []
-    limit = len(debugger.layers) if max_guards is None else min(int(max_guards), len(debugger.layers))
-    bar = debugger.progress_bar(limit + 1, f"guard search (target {target:.2%})", "step")
-    k = 0
-    while True:
-        added = ranking[:k]
+def _add_phase(debugger, evaluate, target: Target, candidates: list[str], steps: list[dict]):
+    """Guard one more layer of `candidates` (the ranking, cut at max_guards) per step until the target is met:
+    (guarded layers, reached). The bar's total, the candidates, is known before it is drawn; once the target is
+    met the layers left are not needed and the bar ends full (issue 30: a total changed after drawing left a
+    notebook bar reading 100 % on an almost empty bar)."""
+    bar = debugger.progress_bar(len(candidates), f"guard search ({target.spelling()})", "layer")
+    added, reached = [], False
+    for k, name in enumerate(candidates, start=1):
+        added = candidates[:k]
         metrics = evaluate(added)
-        steps.append(_step(debugger, k, "add", added[-1] if added else "(recipe guards only)", added, metrics,
-                           added[-1] if added else None))
+        steps.append(_step(debugger, k, "add", name, added, metrics, name))
         bar.update(1)
-        if metrics["top1_agreement"] >= target:
+        if target.met(metrics):
             reached = True
+            if k < len(candidates):
+                bar.set_postfix_str(f"met with {k} guard(s); the other {len(candidates) - k} not needed",
+                                    refresh=False)
+                bar.update(len(candidates) - k)
             break
-        if k == 0:  # the ranking is needed only when the recipe alone misses the target
-            ranking = (sensitivity or debugger.sensitivity(resume=resume)).ranking
-            limit = min(limit, len(ranking))
-        if k >= limit:
-            break
-        k += 1
-    if reached:
-        finish(bar)  # stopping early at the target is success: the bar ends complete
-    else:
-        bar.close()
-    return steps, added, reached
+    bar.close()
+    return added, reached
 
 
-def _prune_phase(debugger, evaluate, target: float, added: list[str], steps: list[dict]):
+def _prune_phase(debugger, evaluate, target: Target, added: list[str], steps: list[dict]):
     """Try removing each guard, least sensitive first; keep every removal that still meets the target."""
     final, pruned = list(added), []
+    bar = debugger.progress_bar(len(added), "guard search: pruning", "guard")
     for name in reversed(added):
         trial = [other for other in final if other != name]
         metrics = evaluate(trial)
         steps.append(_step(debugger, len(steps), "prune", f"without {name}", trial, metrics, name))
-        if metrics["top1_agreement"] >= target:
+        if target.met(metrics):
             final, pruned = trial, pruned + [name]
+        bar.update(1)
+    bar.close()
     return final, pruned
 
 
@@ -281,13 +306,20 @@ def verify_recipe(debugger, recipe, backend: str = "ort", progress: bool | None 
     result = evaluate_variant(built, debugger.cache, indices, store, backend=backend, progress=progress,
                               workspace=debugger.workspace)
     agree = agreement(result, reference)
+    mine, theirs = result.align(reference)
+    sums = ErrorSums()  # SQNR and softmax KL of the same aligned logits (the target may bound them)
+    sums.update(reference.logits[theirs].astype(np.float32), result.logits[mine].astype(np.float32), logits=True)
+    fidelity = sums.metrics(logits=True)
     out = Verification(variant=built.name, model_path=str(built.model_path), guards=list(recipe.guards),
                        top1_agreement=agree["top1_agreement"], cosine_mean=agree["cosine_mean"],
+                       sqnr_db=fidelity["sqnr_db"], kl_mean=fidelity["kl_mean"],
                        images=agree["compared"], image_ids=debugger.image_ids(indices), store=str(store.folder),
                        scale_overrides_applied=False)
     if target is not None:
-        out["target"] = float(target)
-        out["meets_target"] = bool(agree["top1_agreement"] >= target)
+        target = Target.of(target)
+        out["target"] = target.to_dict()
+        out["missed"] = target.missed(out)
+        out["meets_target"] = not out["missed"]
     if debugger.scale_overrides:
         out["note"] = ("scale overrides are a debugging aid and never reach a recipe: the verified variant uses "
                        "the calibrated scales")

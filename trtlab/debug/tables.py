@@ -63,7 +63,14 @@ def search_steps_table(steps):
         "step": steps["step"].astype(int), "phase": steps["phase"], "guarded block": steps["block"],
         "node": steps["guarded"], "guards": steps["guards"].astype(int),
         "top-1 agreement": steps["top1_agreement"].map(pct), "logit cosine": steps["cosine_mean"].map(cosine),
-        "logit SQNR (dB)": steps["sqnr_db"].map(db), "INT8 layers": steps["int8_layers"].astype(int)})
+        "logit SQNR (dB)": steps["sqnr_db"].map(db),
+        "softmax KL": (steps["kl_mean"] if "kl_mean" in steps else steps["sqnr_db"] * math.nan).map(kl),
+        "INT8 layers": steps["int8_layers"].astype(int)})
+
+
+def kl(value) -> str:
+    """A softmax KL in nats, 4 decimals (values of interest run 0.001–1; more digits read as noise)."""
+    return "—" if value is None or not math.isfinite(value) else f"{value:.4f}"
 
 
 def image_list(ids, shown: int = 3) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 from trtlab.cli.args import (ArgGroup, BackendArgs, CalibrationArgs, Command, GuardArgs, Items, ModelDataArgs,
                              OutputArgs, WorkspaceArgs, check_choice, positive)
 from trtlab.core.errors import UserValueError
+from trtlab.debug.targets import DEFAULT_TARGET, Target
 
 log = logging.getLogger(__name__)
 GUARD_PRECISIONS = ("fp32", "fp16")
@@ -38,8 +39,11 @@ class DebugArgs(ArgGroup):
     def add_options(self, group):
         group.add_argument("--images", type=int, metavar="N", default=8,
                            help="evaluation images for tensor errors + sensitivity (default: 8)")
-        group.add_argument("--target", type=float, default=0.995, help="top-1 agreement with FP32 to reach, in "
-                                                                        "(0, 1] (default: 0.995)")
+        group.add_argument("--target", metavar="METRIC=BOUND", default=DEFAULT_TARGET,
+                           help="what the INT8 logits must reach against FP32, on the search images and again on "
+                                "the verification images: cosine=C (mean logit cosine), sqnr=DB (logit SQNR), kl=K "
+                                "(mean softmax KL), top1=F (top-1 agreement; a bare number means top1), "
+                                f"comma-joined to require several (default: {DEFAULT_TARGET})")
         group.add_argument("--max-guards", type=int, metavar="N", default=None, help="stop the search after N guards")
         group.add_argument("--guard-precision", metavar="PRECISION", default="fp32",
                            help="precision the found guards keep: fp32 or fp16 (Casts in the graph, layer precision "
@@ -52,9 +56,12 @@ class DebugArgs(ArgGroup):
 
     def parse(self, args):
         args.images = positive("--images", args.images, optional=False)
-        if not (math.isfinite(args.target) and 0 < args.target <= 1):
-            raise UserValueError(f"--target {args.target:g} is not a top-1 agreement fraction in (0, 1]",
-                                 "give a fraction, e.g. --target 0.995 (99.5 % of images agree with FP32)")
+        try:
+            args.target = Target.of(args.target)
+        except ValueError as exc:
+            raise UserValueError(f"--target {args.target}: {str(exc).partition(': ')[2] or exc}",
+                                 "e.g. --target cosine=0.99, --target sqnr=20 or --target top1=0.995 (a top-1 "
+                                 "agreement fraction in (0, 1])") from None
         args.max_guards = positive("--max-guards", args.max_guards)
         args.guard_precision = check_choice("--guard-precision", args.guard_precision, GUARD_PRECISIONS,
                                             "a guard precision")
@@ -66,13 +73,14 @@ COMMAND = Command("debug", "layer-wise INT8 debugging of one recipe: per-tensor 
                   [ModelDataArgs(), CalibrationArgs(default=("entropy",), many=False), GuardArgs(),
                    BackendArgs(backend=False, batch_default=8), WorkspaceArgs(),
                    OutputArgs("CSV, JSON and PNG results", "the workspace's debug folder"), DebugArgs()],
-                  check_failed="the guard search did not reach --target")
+                  check_failed="the guard search did not reach --target, or the found recipe missed it on the "
+                               "held-out verification images")
 main = COMMAND.main
 
 
 def run(args) -> int:
-    """Tensor errors, sensitivity, guard search (+ verification) for one recipe: 0 when the target was reached
-    (or no search ran), 1 when it was not."""
+    """Tensor errors, sensitivity, guard search (+ verification) for one recipe: 0 when the target was reached on
+    the search images and met on the verification images (or no search ran), 1 when either missed."""
     from trtlab.debug.debugger import layer_debugger
     from trtlab.quantization.recipe import Recipe
     from trtlab.workflows.checks import checked_inputs
@@ -117,11 +125,27 @@ def _analyse(debugger, args, out: Path) -> int:
                                    precision=args.guard_precision)
     print(search_steps_table(found.steps).to_string(index=False))
     print(found.summary())
-    if found.reached and not args.no_verify:
-        print(found.verify().summary())
+    verified = found.verify() if found.reached and not args.no_verify else None
+    if verified is not None:
+        print(verified.summary())
     found.save(out)
+    status, verdict = _verdict(found, verified)
+    print(verdict)
     command = found.calibrate_command(model=args.model, data=args.data, labels=args.labels, preset=args.preset,
                                       workspace=args.workspace)
     print(("calibrate with the found guards:" if found.reached else
            "the target was not reached; the most guarded recipe tried:") + f"\n  {command}")
-    return 0 if found.reached else 1
+    return status
+
+
+def _verdict(found, verified) -> tuple[int, str]:
+    """(exit status, one line saying whether the target was met where it counts): 0 met, 1 missed."""
+    target, searched = found.target.describe(), f"the {found.evaluation_images} search images"
+    if not found.reached:
+        return 1, f"target {target} NOT reached on {searched} (exit status 1)"
+    if verified is None:
+        return 0, f"target {target} reached on {searched}; not verified (--no-verify)"
+    if not verified["meets_target"]:
+        return 1, (f"target {target} reached on {searched} but MISSED on the {verified['images']} verification "
+                   f"images (exit status 1)")
+    return 0, f"target {target} met on {searched} and on the {verified['images']} verification images"
