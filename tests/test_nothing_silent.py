@@ -324,5 +324,5 @@ def test_notebook_01_shows_the_split_as_a_table_that_says_how_it_was_chosen(tmp_
     assert "**split (seed 0):**" in prep._repr_markdown_()
     cache = prep.decode("tf-lite", progress=False)
     line = prep.evaluation_cache(cache).summary()
-    assert line.startswith(f"imagenet-val-eval: {len(prep.split.evaluation)} of {len(prep.split.evaluation)} images "
+    assert line.startswith(f"demo-photos-standin-eval: {len(prep.split.evaluation)} of {len(prep.split.evaluation)} images "
                            f"decoded, none skipped; tf-lite 224×224")
