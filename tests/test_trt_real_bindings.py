@@ -14,7 +14,6 @@ The wheels are the ones for the running interpreter (cp311, cp312, …): install
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import sys
 
@@ -108,7 +107,7 @@ def test_bindings_live_in_private_folders_not_site_packages():
     assert spec is None or ".trt-bindings" not in str(spec.origin), spec
     gitignore = (trt_bindings.REPO / ".gitignore").read_text().splitlines()
     # "/.trt-bindings" (no slash) also ignores a helper worktree's link to the folder
-    assert re.search(r"^/\.trt-bindings/?$", gitignore, re.M) and "/.whl/" in gitignore
+    assert {"/.trt-bindings", "/.trt-bindings/"} & set(gitignore) and "/.whl/" in gitignore
 
 
 def test_the_extension_is_built_for_the_running_interpreter():
