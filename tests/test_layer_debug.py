@@ -192,7 +192,7 @@ def test_suffix_model_cuts_at_the_start_node(clean):
 
 
 def test_layers_are_named_by_the_models_blocks(clean):
-    from trtlab.debug.blocks import block_names, module_path
+    from trtlab.graph.block_names import block_names, module_path
 
     weights = {n.name: n.input[1] for n in clean.fp32.graph.node if n.name in set(clean.all_layers)}
     blocks = [clean.block(name) for name in clean.all_layers]

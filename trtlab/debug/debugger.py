@@ -15,7 +15,7 @@ from trtlab.core.workspace import hash_json, workspace_dir
 from trtlab.debug import guard_search as _guard_search
 from trtlab.debug import sensitivity as _sensitivity
 from trtlab.debug import tensor_errors as _tensor_errors
-from trtlab.debug.blocks import block_names
+from trtlab.graph.block_names import block_names
 from trtlab.debug.graphs import node_guard, plan_signature, suffix_model
 from trtlab.debug.guard_search import GuardSearch
 from trtlab.debug.sensitivity import Sensitivity

@@ -58,7 +58,7 @@ class GuardSearch:
         return Recipe.from_dict(data)
 
     def summary(self) -> str:
-        from trtlab.debug.blocks import labelled
+        from trtlab.graph.block_names import labelled
         from trtlab.debug.tables import image_list, pct
 
         state = "reached" if self.reached else "NOT reached"

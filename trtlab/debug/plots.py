@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from trtlab.core.workspace import atomic_path
-from trtlab.debug.blocks import labelled
+from trtlab.graph.block_names import labelled
 from trtlab.debug.errors import SQNR_CAP_DB
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, read_json_checked
-from trtlab.debug.blocks import labelled
+from trtlab.graph.block_names import labelled
 from trtlab.debug.errors import ErrorSums
 from trtlab.debug.graphs import compared_tensors, is_float_only, literal_session
 from trtlab.graph.onnx_utils import with_outputs

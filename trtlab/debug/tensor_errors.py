@@ -40,7 +40,7 @@ class TensorErrors:
         return plot_tensor_errors(self)
 
     def summary(self) -> str:
-        from trtlab.debug.blocks import labelled
+        from trtlab.graph.block_names import labelled
 
         t = self.table
         worst = t.loc[t["sqnr_db"].idxmin()]
