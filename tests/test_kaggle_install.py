@@ -49,9 +49,9 @@ def _environment(**extra) -> dict:
     return env
 
 
-@pytest.fixture
-def kaggle(tmp_path) -> dict:
-    """An emulated /kaggle (input, working) and a bare venv that reuses this interpreter's packages."""
+def kaggle_venv(tmp_path: Path) -> dict:
+    """An emulated /kaggle (input, working) under `tmp_path` and a bare venv that reuses this interpreter's
+    packages (tests/test_notebooks.py runs the notebook chain in it too)."""
     root = tmp_path / "kaggle"
     (root / "input").mkdir(parents=True)
     (root / "working").mkdir()
@@ -69,6 +69,36 @@ def kaggle(tmp_path) -> dict:
     if found != "None":
         pytest.skip(f"a trtlab is installed as a regular package in {found}: it would shadow the one installed here")
     return {"root": root, "input": root / "input", "working": root / "working", "python": python, "site": site}
+
+
+@pytest.fixture
+def kaggle(tmp_path) -> dict:
+    return kaggle_venv(tmp_path)
+
+
+def install_from_read_only_dataset(kaggle) -> Path:
+    """Way b: this tree copied as /kaggle/input/trtlab-source, read-only, and `pip install` of it; its folder."""
+    dataset = _copy_tree(kaggle["input"] / "trtlab-source")
+    subprocess.run(["chmod", "-R", "a-w", str(dataset)], check=True)
+    try:
+        _pip_install(kaggle, str(dataset), cwd=kaggle["working"], wrap=_read_only_wrapper(dataset))
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(dataset)], check=True)
+    return dataset
+
+
+def kernel_spec(kaggle) -> Path:
+    """A Jupyter kernel `kaggle-venv` of the emulated kernel's Python; returns the folder for JUPYTER_PATH."""
+    import json
+
+    spec = kaggle["root"].parent / "jupyter" / "kernels" / "kaggle-venv"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [str(kaggle["python"]), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "emulated Kaggle kernel", "language": "python",
+        "env": {"PYTHONPATH": "", "TRTLAB_WORKSPACE": "", "KAGGLE_KERNEL_RUN_TYPE": "Interactive",
+                "TRTLAB_KAGGLE_ROOT": str(kaggle["root"]), "PIP_NO_INDEX": "1"}}))
+    return spec.parent.parent
 
 
 def _run(argv, cwd: Path, env: dict) -> str:
@@ -184,25 +214,11 @@ def test_notebook_00_installs_once_and_never_again(kaggle):
 def test_notebook_00_runs_in_a_fresh_kernel_after_installing_from_a_read_only_dataset(kaggle, monkeypatch):
     # Install b, then notebook 00 in a new Jupyter kernel of that environment started in /kaggle/working: its
     # install cell finds trtlab and does nothing, and every cell runs.
-    import json
-
     import nbformat
     from nbclient import NotebookClient
 
-    dataset = _copy_tree(kaggle["input"] / "trtlab-source")
-    subprocess.run(["chmod", "-R", "a-w", str(dataset)], check=True)
-    try:
-        _pip_install(kaggle, str(dataset), cwd=kaggle["working"], wrap=_read_only_wrapper(dataset))
-    finally:
-        subprocess.run(["chmod", "-R", "u+w", str(dataset)], check=True)
-    spec = kaggle["root"].parent / "jupyter" / "kernels" / "kaggle-venv"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [str(kaggle["python"]), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "emulated Kaggle kernel", "language": "python",
-        "env": {"PYTHONPATH": "", "TRTLAB_WORKSPACE": "", "KAGGLE_KERNEL_RUN_TYPE": "Interactive",
-                "TRTLAB_KAGGLE_ROOT": str(kaggle["root"]), "PIP_NO_INDEX": "1"}}))
-    monkeypatch.setenv("JUPYTER_PATH", str(spec.parent.parent))
+    install_from_read_only_dataset(kaggle)
+    monkeypatch.setenv("JUPYTER_PATH", str(kernel_spec(kaggle)))
     nb = nbformat.read(str(REPO / "notebooks" / "00_env_setup.ipynb"), as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell("print(trtlab.__file__)"))
     NotebookClient(nb, timeout=600, kernel_name="kaggle-venv",

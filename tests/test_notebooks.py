@@ -70,21 +70,24 @@ def _snapshot(root: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def kaggle_run(tmp_path_factory, demo_data):
-    """Execute every notebook in order in fresh kernels under the emulated Kaggle layout; return
+    """Install trtlab as a Kaggle user with the repository attached as a dataset (README's way b: `pip install
+    /kaggle/input/<dataset>`, read-only, into a bare venv that reuses this interpreter's packages), then execute
+    every notebook in order in fresh kernels of that Python under the emulated Kaggle layout; return
     {stem: executed notebook} plus the layout."""
     import nbformat
     from nbclient import NotebookClient
+    from test_kaggle_install import install_from_read_only_dataset, kaggle_venv, kernel_spec
 
-    root = tmp_path_factory.mktemp("kaggle")
-    working, inputs = root / "working", root / "input"
-    working.mkdir()
-    inputs.mkdir()
+    kaggle = kaggle_venv(tmp_path_factory.mktemp("kaggle"))
+    root, working, inputs = kaggle["root"], kaggle["working"], kaggle["input"]
+    install_from_read_only_dataset(kaggle)
     _attach_dataset(inputs, demo_data)
     before = _snapshot(inputs)
     saved = {k: os.environ.get(k) for k in ("TRTLAB_KAGGLE_ROOT", "TRTLAB_WORKSPACE", "TRTLAB_IMAGENET",
-                                            "KAGGLE_KERNEL_RUN_TYPE")}
+                                            "KAGGLE_KERNEL_RUN_TYPE", "JUPYTER_PATH")}
     os.environ["TRTLAB_KAGGLE_ROOT"] = str(root)
     os.environ["KAGGLE_KERNEL_RUN_TYPE"] = "Interactive"  # what Kaggle sets in every kernel
+    os.environ["JUPYTER_PATH"] = str(kernel_spec(kaggle))
     os.environ.pop("TRTLAB_WORKSPACE", None)
     os.environ.pop("TRTLAB_IMAGENET", None)
     executed = {}
@@ -92,7 +95,7 @@ def kaggle_run(tmp_path_factory, demo_data):
         for path in NOTEBOOKS:
             nb = nbformat.read(str(path), as_version=4)
             # A fresh kernel per notebook, started in /kaggle/working (what Kaggle does).
-            NotebookClient(nb, timeout=900, kernel_name="python3",
+            NotebookClient(nb, timeout=900, kernel_name="kaggle-venv",
                            resources={"metadata": {"path": str(working)}}).execute()
             executed[path.stem] = nb
             if os.environ.get("TRTLAB_KEEP_NOTEBOOKS"):
@@ -106,7 +109,22 @@ def kaggle_run(tmp_path_factory, demo_data):
                 os.environ[key] = value
         for current, dirs, files in os.walk(inputs):
             os.chmod(current, 0o755)
-    return {"notebooks": executed, "root": root, "working": working, "inputs": inputs, "before": before}
+    return {"notebooks": executed, "root": root, "working": working, "inputs": inputs, "before": before,
+            "kaggle": kaggle}
+
+
+@pytest.mark.slow
+def test_the_notebooks_ran_on_the_trtlab_installed_from_the_dataset(kaggle_run):
+    # Notebook 00's install cell found trtlab installed and printed nothing; the kernels imported that install,
+    # not this checkout (whose editable install the venv does not see).
+    first = next(c for c in kaggle_run["notebooks"]["00_env_setup"].cells if c.cell_type == "code")
+    assert first.outputs == []
+    kaggle = kaggle_run["kaggle"]
+    import subprocess
+
+    found = subprocess.run([str(kaggle["python"]), "-c", "import trtlab; print(trtlab.__file__)"],
+                           cwd=kaggle["working"], capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
+    assert found.stdout.strip() == str(kaggle["site"] / "trtlab" / "__init__.py"), found.stderr
 
 
 def _outputs(nb):
