@@ -14,7 +14,7 @@ from trtlab.backends import announce_backend, make_runner, options_for, resolve_
 from trtlab.data.decode_cache import DecodeCache
 from trtlab.graph.classifier import inspect_classifier
 from trtlab.core.progress import progress_bar
-from trtlab.data.batches import iter_batches, rows_per_batch
+from trtlab.data.batches import iter_batches
 from trtlab.core.errors import UserValueError
 from trtlab.evaluation.outputs import describe_kind, interpret_outputs, report_non_finite
 from trtlab.evaluation.results import ResultsStore, VariantResult
@@ -288,12 +288,11 @@ def infer_cached(runner, cache: DecodeCache, indices, batch_size: int = 32, desc
     """
     chunks = []
     bar = progress_bar(total=len(indices), desc=desc, unit="img", enabled=progress)
-    if hasattr(runner, "infer_crops"):
-        batches = ((count, runner.infer_crops(crops, cache.preprocess))
-                   for count, crops in iter_crops(cache, indices, rows_per_batch(batch_size, fixed_batch)))
-    else:
-        batches = ((batch.count, runner.infer(batch.images))
-                   for batch in iter_batches(cache, indices, batch_size, fixed_batch=fixed_batch, prefetch=True))
+    on_device = hasattr(runner, "infer_crops")
+    batches = ((batch.count, runner.infer_crops(batch.images, cache.preprocess) if on_device else
+                runner.infer(batch.images))
+               for batch in iter_batches(cache, indices, batch_size, fixed_batch=fixed_batch, prefetch=True,
+                                         crops=on_device))
     for count, logits in batches:
         chunks.append(logits[:count].astype(np.float32, copy=False))
         if on_batch is not None:
@@ -303,25 +302,6 @@ def infer_cached(runner, cache: DecodeCache, indices, batch_size: int = 32, desc
         bar.update(count)
     bar.close()
     return chunks
-
-
-def iter_crops(cache: DecodeCache, indices, rows: int):
-    """(count, uint8 crops) of `indices` in batches of `rows`; the next batch is read from the decode cache (a
-    memmap: disk or page cache) in a background thread while the caller runs this one."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    indices = np.asarray(indices, np.int64)
-
-    def read(start: int) -> np.ndarray:
-        return np.ascontiguousarray(np.asarray(cache.crops[indices[start:start + rows]]))
-
-    starts = list(range(0, len(indices), rows))
-    with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(read, starts[0]) if starts else None
-        for k in range(len(starts)):
-            crops = pending.result()
-            pending = pool.submit(read, starts[k + 1]) if k + 1 < len(starts) else None
-            yield len(crops), crops
 
 
 def _literal_options_for_fp16_qdq(model_path) -> dict | None:
