@@ -67,9 +67,7 @@ class CountingPool:
             raise
 
     def _start(self, init: dict) -> None:
-        import trtlab
-
-        root = str(Path(trtlab.__file__).resolve().parents[1])  # the trtlab this process runs, not another one
+        root = str(Path(__file__).resolve().parents[2])  # the trtlab this process runs, not another one
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         log_file = tempfile.TemporaryFile()
