@@ -14,6 +14,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
+from trtlab.graph.guards import parse_guards
 from trtlab.evaluation.evaluate import evaluate
 from trtlab.quantization.calibration_cache import (CacheMetadata, StaleCacheError, decode_scale, encode_scale,
                                                    load_if_valid, read_calibration_cache, trt_version_number,
@@ -195,7 +196,7 @@ def test_residual_sum_placement_on_real_resnet50_graph(session_workspace):
         pytest.skip(f"{path} not shipped by this onnx wheel")
     model = onnx.load(str(sanitize_model(path, session_workspace)))
     assert model.opset_import[0].version >= 13
-    plan = plan_quantization(model, ["softmax"])
+    plan = plan_quantization(model, parse_guards(["softmax"]))
     assert len(plan.weights) == 54  # 53 convs (BatchNorm folded) + the Gemm
     producers = {o: n for n in model.graph.node for o in n.output}
     for node in model.graph.node:
@@ -212,7 +213,7 @@ def test_residual_sum_placement_on_real_resnet50_graph(session_workspace):
 # -- guards ---------------------------------------------------------------------------------------------------------
 def test_guards_leave_first_and_last_layer_in_float_and_fp16_is_in_the_graph(demo_model):
     model = onnx.load(str(demo_model))
-    plan = plan_quantization(model, ["first_layer", "last_layer=fp16", "softmax"])
+    plan = plan_quantization(model, parse_guards(["first_layer", "last_layer=fp16", "softmax"]))
     assert [(g.op_type, g.precision) for g in plan.guarded] == [("Conv", "fp32"), ("Gemm", "fp16")]
     quantized = insert_qdq(model, plan, {t: 0.05 for t in plan.activations})
     onnx.checker.check_model(quantized)
@@ -225,9 +226,9 @@ def test_guards_leave_first_and_last_layer_in_float_and_fp16_is_in_the_graph(dem
     fp16_weight = next(i for i in quantized.graph.initializer if i.name == last.input[1])
     assert fp16_weight.data_type == onnx.TensorProto.FLOAT16
     with pytest.raises(ValueError, match="no node named"):
-        plan_quantization(model, ["node:does_not_exist"])
+        plan_quantization(model, parse_guards(["node:does_not_exist"]))
     with pytest.raises(ValueError, match="not understood"):
-        plan_quantization(model, ["middle_layer"])
+        parse_guards(["middle_layer"])
 
 
 # -- variants and A/B on real photos -----------------------------------------------------------------------------------
@@ -298,7 +299,7 @@ def test_ab_widget_callbacks_without_a_browser(demo_model, session_workspace):
                                      99.9, include_fp16=True)
     assert [(r.precision, r.algorithm) for r in recipes] == [("fp16", "entropy"), ("int8", "minmax"),
                                                              ("int8", "percentile")]
-    assert recipes[1].guards == ("last_layer=fp16", "node:node_Conv_877=fp16")
+    assert recipes[1].guard_texts == ["last_layer=fp16", "node:node_Conv_877=fp16"]
     with pytest.raises(ValueError, match="at least one"):
         recipes_from_selection((), 6, 4)
     dataset = demo_dataset()

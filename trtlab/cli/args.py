@@ -300,14 +300,14 @@ class GuardArgs(ArgGroup):
     def parse(self, args):
         from trtlab.graph.guards import parse_guard
 
-        guards = tuple(args.guards or ())
-        for guard in guards:
+        guards = []
+        for guard in args.guards or ():
             try:
-                parse_guard(guard)
+                guards.append(parse_guard(guard))  # parsed once here: the commands pass Guard values on
             except ValueError as exc:  # graph.guards raises a plain ValueError: its reason, then what to write
                 reason = str(exc).split("; ")[0]
                 raise UserValueError(f"--guards: {reason}", f"use {GUARD_FORMS}") from None
-        args.guards = guards
+        args.guards = tuple(guards)
 
 
 class WorkspaceArgs(ArgGroup):

@@ -148,6 +148,8 @@ def atomic_write_json(path: str | os.PathLike, obj) -> Path:
 
 
 def _json_default(obj):
+    if hasattr(obj, "to_json"):  # values that are stored as text (a Guard: its canonical text)
+        return obj.to_json()
     if hasattr(obj, "tolist"):
         return obj.tolist()
     if isinstance(obj, Path):

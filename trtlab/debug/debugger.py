@@ -180,7 +180,6 @@ class LayerDebugger:
         """(ModelProto, cut inputs): the INT8 variant with `extra_layers` guarded, built in memory by the quantizer;
         with `start`, only the graph from node `start` on (cut tensors as inputs) when its Q/DQ plan provably
         equals the full graph's there, else the full graph (cut inputs = [the graph input])."""
-        from trtlab.graph.guards import parse_guard
         from trtlab.quantization.insertion import quantize_graph
 
         guards = self.node_guards(extra_layers, precision)
@@ -189,7 +188,7 @@ class LayerDebugger:
             suffix, cut = suffix_model(self.fp32, start)
             if suffix is not None:
                 names = {n.name for n in suffix.graph.node}
-                plan = self.plan([g for g in guards if parse_guard(g).target in names], suffix)
+                plan = self.plan([g for g in guards if g.target in names], suffix)
                 if plan_signature(plan, names) == plan_signature(full_plan, names):
                     return quantize_graph(suffix, plan, self.plan_scales(plan), self.recipe.high_precision,
                                           check=False).model, cut

@@ -65,7 +65,7 @@ class GuardSearch:
                 f"({image_list(self.search_image_ids)}): {pct(self.metrics['top1_agreement'])} with "
                 f"{len(self.added)} guarded layer(s){': ' + ', '.join(named) if named else ''}; "
                 f"{self.int8_layers}/{self.layers} layers ({self.int8_fraction:.0%}) stay INT8. "
-                f"Guards: {','.join(self.guards) or '(none)'}")
+                f"Guards: {','.join(map(str, self.guards)) or '(none)'}")
         if self.pruned:
             text += (f" ({len(self.pruned)} guard(s) added on the way proved unnecessary: "
                      f"{', '.join(labelled(self.blocks.get(n, n), n) for n in self.pruned)})")
@@ -313,5 +313,5 @@ def calibrate_command(recipe, model=None, data=None, labels=None, preset=None, w
     if recipe.calibration_batch != 8:
         words += ["--calibration-batch", str(recipe.calibration_batch)]
     if recipe.guards:
-        words += ["--guards", ",".join(recipe.guards)]
+        words += ["--guards", ",".join(recipe.guard_texts)]
     return " ".join(shlex.quote(word) for word in words)
