@@ -14,6 +14,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
+from trtlab.core.errors import UserValueError
 from trtlab.graph.guards import parse_guards
 from trtlab.evaluation.evaluate import evaluate
 from trtlab.quantization.calibration_cache import (CacheMetadata, StaleCacheError, decode_scale, encode_scale,
@@ -475,7 +476,7 @@ def test_entropy_agrees_with_modelopt_where_installed():
 
 
 def test_entropy_search_is_fast_and_every_algorithm_is_selectable(demo_model, demo_cache):
-    assert ALGORITHMS == ("minmax", "entropy", "entropy-gtc", "percentile")
+    assert list(ALGORITHMS) == ["minmax", "entropy", "entropy-gtc", "percentile"]
     rng = np.random.default_rng(2)
     hists = {}
     for k in range(59):  # the demo model's tensor count, 2048 bins each
@@ -495,6 +496,29 @@ def test_entropy_search_is_fast_and_every_algorithm_is_selectable(demo_model, de
     assert Recipe(algorithm="entropy-gtc", calibration_images=64).name == "int8-entropy-gtc@64"
     with pytest.raises(ValueError, match="entropy-gtc"):
         compute_thresholds(stats, "kl")
+
+
+def test_an_algorithm_is_one_registration_and_an_unknown_name_lists_the_registered(demo_model, demo_cache):
+    from trtlab.quantization.thresholds import Algorithm, register_algorithm, threshold_percentile
+
+    stats = collect_statistics(demo_model, [], demo_cache, demo_cache.valid_indices[:1], progress=False)
+    rng = np.random.default_rng(3)
+    stats.tensors = {f"t{k}": TensorHistogram() for k in range(3)}
+    for k, hist in enumerate(stats.tensors.values()):
+        hist.update(rng.standard_t(2 + k, 50_000).astype(np.float32))
+    register_algorithm(Algorithm("p99", lambda h: threshold_percentile(h, 99.0), "99th percentile of |x|"))
+    try:
+        assert Recipe(algorithm="p99", calibration_images=4).name == "int8-p99@4"  # a Recipe takes it at once
+        mine, percentile = compute_thresholds(stats, "p99"), compute_thresholds(stats, "percentile", 99.0)
+        assert mine == percentile and len(mine) == len(stats.tensors) > 0
+        with pytest.raises(ValueError, match="registered already"):
+            register_algorithm(Algorithm("p99", threshold_percentile, "again"))
+    finally:
+        del ALGORITHMS["p99"]
+    with pytest.raises(UserValueError) as err:
+        Recipe(algorithm="p99")
+    line = err.value.line()
+    assert "'p99' is not one of minmax, entropy, entropy-gtc, percentile" in line and line.count("\n") == 0
 
 
 def test_self_check_catches_an_onnx_runtime_that_disagrees_with_the_qdq_graph(demo_model, demo_cache,
