@@ -16,6 +16,7 @@ from trtlab.graph.classifier import inspect_classifier
 from trtlab.core.progress import progress_bar
 from trtlab.data.batches import iter_batches
 from trtlab.core.errors import UserValueError
+from trtlab.core.identity import Identity
 from trtlab.evaluation.outputs import describe_kind, interpret_outputs, report_non_finite
 from trtlab.evaluation.results import ResultsStore, VariantResult
 from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, read_checked, read_json_checked
@@ -162,7 +163,7 @@ def run_record(model_path, info, experiment, key, identity, recipe, description,
         "model_sha256": info.sha256,  # the file evaluated; experiment.model_sha256 is its source model
         "experiment": experiment.to_dict(),
         "variant_key": key,
-        "identity": identity,
+        "identity": identity.to_dict(),
         "recipe": recipe,
         "backend": description,
         "backend_choice": choice,
@@ -202,10 +203,11 @@ def backend_runner(model_path, backend: str = "auto", runner_options: dict | Non
     return runner, {"requested": backend, "resolved": resolved, "why": why}
 
 
-def with_backend(identity: dict, runner) -> dict:
+def with_backend(identity, runner) -> Identity:
     """The variant's identity with the backend that computes it (kept when the caller put one in: TensorRT
     engines name theirs with the engine's facts)."""
-    return identity if "backend" in identity else {**identity, "backend": runner.identity()}
+    identity = Identity.of(identity)
+    return identity if identity.backend is not None else identity.replace(backend=runner.identity())
 
 
 def find_stored(store: ResultsStore, identity: dict, key: str, backend: str) -> tuple[str | None, str | None]:
