@@ -166,12 +166,12 @@ class LayerDebugger:
             raise KeyError(f"{layer!r} is not a weighted layer; layers are e.g. {self.all_layers[:6]}")
         return self.fp32.graph.node[self.node_index[layer]].input[0]
 
-    def guard_strings(self, extra_layers=(), precision: str = "fp32") -> list[str]:
+    def guard_strings(self, extra_layers=(), precision: str = "fp32") -> list:
         """The recipe's guards followed by `node:<name>` (with '=fp16' for precision='fp16') for each extra layer:
         the list a Recipe, notebook 03, `python -m trtlab calibrate --guards` and `build --guard` accept."""
         return list(self.recipe.guards) + [node_guard(name, precision) for name in extra_layers]
 
-    def node_guards(self, extra_layers=(), precision: str = "fp32") -> list[str]:
+    def node_guards(self, extra_layers=(), precision: str = "fp32") -> list:
         """Recipe guards resolved to node names (with their precision), plus the extra layers."""
         return ([node_guard(g.name, g.precision) for g in self.base_guards]
                 + [node_guard(n, precision) for n in extra_layers])

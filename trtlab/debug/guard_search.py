@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 class GuardSearch:
     """Outcome of the greedy guard search."""
 
-    guards: list[str]  # recipe guards + the layers the search guarded, as the Recipe takes them
+    guards: list  # Guard values: recipe guards + the layers the search guarded, as the Recipe takes them
     added: list[str]  # node names the search guarded (after pruning), most sensitive first
     steps: object  # pandas DataFrame, one row per evaluated guard set ('add' phase, then 'prune')
     target: float
