@@ -149,8 +149,11 @@ class LayerDebugger:
         return resolved
 
     def layer_names(self, layers) -> list[str]:
-        """Layer names from names or guard strings ('node:<name>[=fp16]'), checked."""
-        names = [g[5:].partition("=")[0] if g.startswith("node:") else g for g in layers]
+        """Layer names from names, node Guards or guard texts ('node:<name>[=fp16]', parsed here), checked."""
+        from trtlab.graph.guards import Guard, parse_guard
+
+        guards = [parse_guard(g) if isinstance(g, str) and g.startswith("node:") else g for g in layers]
+        names = [g.target if isinstance(g, Guard) else g for g in guards]
         unknown = [n for n in names if n not in set(self.all_layers)]
         if unknown:
             raise KeyError(f"not weighted layers of this model: {unknown[:4]}; layers are e.g. {self.all_layers[:4]}")
