@@ -106,7 +106,7 @@ def test_results_stored_before_the_backend_was_in_the_identity_stay_with_their_b
     stamp = (store.folder / "fp32.npz").stat().st_mtime_ns
     record_path = store.folder / "fp32.json"
     record = json.loads(record_path.read_text())  # as trtlab wrote it before issue 19
-    record["identity"] = without_backend(record["identity"])
+    record["identity"] = without_backend(record["identity"]).to_dict()
     record["variant_key"] = variant_key(record["identity"])
     record["backend"].pop("identity")
     record_path.write_text(json.dumps(record))

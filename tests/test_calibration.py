@@ -15,6 +15,8 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
+from trtlab.core.errors import UserValueError
+from trtlab.graph.guards import parse_guards
 from trtlab.evaluation.evaluate import evaluate
 from trtlab.quantization.calibration_cache import (CacheMetadata, StaleCacheError, decode_scale, encode_scale,
                                                    load_if_valid, read_calibration_cache, trt_version_number,
@@ -197,7 +199,7 @@ def test_residual_sum_placement_on_real_resnet50_graph(session_workspace):
         pytest.skip(f"{path} not shipped by this onnx wheel")
     model = onnx.load(str(sanitize_model(path, session_workspace)))
     assert model.opset_import[0].version >= 13
-    plan = plan_quantization(model, ["softmax"])
+    plan = plan_quantization(model, parse_guards(["softmax"]))
     assert len(plan.weights) == 54  # 53 convs (BatchNorm folded) + the Gemm
     producers = {o: n for n in model.graph.node for o in n.output}
     for node in model.graph.node:
@@ -214,7 +216,7 @@ def test_residual_sum_placement_on_real_resnet50_graph(session_workspace):
 # -- guards ---------------------------------------------------------------------------------------------------------
 def test_guards_leave_first_and_last_layer_in_float_and_fp16_is_in_the_graph(demo_model):
     model = onnx.load(str(demo_model))
-    plan = plan_quantization(model, ["first_layer", "last_layer=fp16", "softmax"])
+    plan = plan_quantization(model, parse_guards(["first_layer", "last_layer=fp16", "softmax"]))
     assert [(g.op_type, g.precision) for g in plan.guarded] == [("Conv", "fp32"), ("Gemm", "fp16")]
     quantized = insert_qdq(model, plan, {t: 0.05 for t in plan.activations})
     onnx.checker.check_model(quantized)
@@ -227,9 +229,9 @@ def test_guards_leave_first_and_last_layer_in_float_and_fp16_is_in_the_graph(dem
     fp16_weight = next(i for i in quantized.graph.initializer if i.name == last.input[1])
     assert fp16_weight.data_type == onnx.TensorProto.FLOAT16
     with pytest.raises(ValueError, match="no node named"):
-        plan_quantization(model, ["node:does_not_exist"])
+        plan_quantization(model, parse_guards(["node:does_not_exist"]))
     with pytest.raises(ValueError, match="not understood"):
-        plan_quantization(model, ["middle_layer"])
+        parse_guards(["middle_layer"])
 
 
 # -- variants and A/B on real photos -----------------------------------------------------------------------------------
@@ -300,7 +302,7 @@ def test_ab_widget_callbacks_without_a_browser(demo_model, session_workspace):
                                      99.9, include_fp16=True)
     assert [(r.precision, r.algorithm) for r in recipes] == [("fp16", "entropy"), ("int8", "minmax"),
                                                              ("int8", "percentile")]
-    assert recipes[1].guards == ("last_layer=fp16", "node:node_Conv_877=fp16")
+    assert recipes[1].guard_texts == ["last_layer=fp16", "node:node_Conv_877=fp16"]
     with pytest.raises(ValueError, match="at least one"):
         recipes_from_selection((), 6, 4)
     dataset = demo_dataset()
@@ -476,7 +478,7 @@ def test_entropy_agrees_with_modelopt_where_installed():
 
 
 def test_entropy_search_is_fast_and_every_algorithm_is_selectable(demo_model, demo_cache):
-    assert ALGORITHMS == ("minmax", "entropy", "entropy-gtc", "percentile")
+    assert list(ALGORITHMS) == ["minmax", "entropy", "entropy-gtc", "percentile"]
     rng = np.random.default_rng(2)
     hists = {}
     for k in range(59):  # the demo model's tensor count, 2048 bins each
@@ -496,6 +498,29 @@ def test_entropy_search_is_fast_and_every_algorithm_is_selectable(demo_model, de
     assert Recipe(algorithm="entropy-gtc", calibration_images=64).name == "int8-entropy-gtc@64"
     with pytest.raises(ValueError, match="entropy-gtc"):
         compute_thresholds(stats, "kl")
+
+
+def test_an_algorithm_is_one_registration_and_an_unknown_name_lists_the_registered(demo_model, demo_cache):
+    from trtlab.quantization.thresholds import Algorithm, register_algorithm, threshold_percentile
+
+    stats = collect_statistics(demo_model, [], demo_cache, demo_cache.valid_indices[:1], progress=False)
+    rng = np.random.default_rng(3)
+    stats.tensors = {f"t{k}": TensorHistogram() for k in range(3)}
+    for k, hist in enumerate(stats.tensors.values()):
+        hist.update(rng.standard_t(2 + k, 50_000).astype(np.float32))
+    register_algorithm(Algorithm("p99", lambda h: threshold_percentile(h, 99.0), "99th percentile of |x|"))
+    try:
+        assert Recipe(algorithm="p99", calibration_images=4).name == "int8-p99@4"  # a Recipe takes it at once
+        mine, percentile = compute_thresholds(stats, "p99"), compute_thresholds(stats, "percentile", 99.0)
+        assert mine == percentile and len(mine) == len(stats.tensors) > 0
+        with pytest.raises(ValueError, match="registered already"):
+            register_algorithm(Algorithm("p99", threshold_percentile, "again"))
+    finally:
+        del ALGORITHMS["p99"]
+    with pytest.raises(UserValueError) as err:
+        Recipe(algorithm="p99")
+    line = err.value.line()
+    assert "'p99' is not one of minmax, entropy, entropy-gtc, percentile" in line and line.count("\n") == 0
 
 
 def test_self_check_catches_an_onnx_runtime_that_disagrees_with_the_qdq_graph(demo_model, demo_cache,

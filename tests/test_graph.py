@@ -3,6 +3,8 @@ sanitizing that keeps the model's outputs, and the one precision converter (plan
 model, the demo photos and the onnx wheel's real light ResNet-50 with its node names stripped."""
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -46,13 +48,18 @@ def _photos(cache, count: int | None = None) -> np.ndarray:
 def test_parse_guard_returns_a_value_and_refuses_bad_text_in_one_line():
     guard = parse_guard(" last_layer=fp16 ")
     assert isinstance(guard, Guard) and (guard.kind, guard.target, guard.precision) == ("last_layer", "", "fp16")
-    assert str(guard) == "last_layer=fp16" and guard == "last_layer=fp16" and parse_guard(guard) is guard
+    assert str(guard) == "last_layer=fp16" and parse_guard(guard) is guard
+    assert guard != "last_layer=fp16" and not isinstance(guard, str)  # a value, not a text that travels as one
     node = parse_guard("node:node_Conv_875")
     assert (node.kind, node.target, node.precision, node.selector) == ("node", "node_Conv_875", "fp32",
                                                                       "node:node_Conv_875")
-    assert parse_guard("op:Softmax=fp32") == "op:Softmax"  # the default precision is not spelled out
-    assert hash(parse_guard("softmax")) == hash("softmax") and {parse_guard("softmax"), "softmax"} == {"softmax"}
-    assert parse_guards("first_layer,last_layer=fp16") == ("first_layer", "last_layer=fp16")
+    assert str(parse_guard("op:Softmax=fp32")) == "op:Softmax"  # the default precision is not spelled out
+    assert parse_guard("op:Softmax=fp32") == parse_guard("op:Softmax") == Guard("op", "Softmax")  # one value
+    assert {parse_guard("softmax"), Guard("softmax")} == {Guard("softmax")}  # hashed by value
+    assert parse_guards("first_layer,last_layer=fp16") == (Guard("first_layer"), Guard("last_layer", precision="fp16"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        guard.precision = "fp32"
+    assert json.loads(json.dumps([guard], default=lambda g: g.to_json())) == ["last_layer=fp16"]
     for bad, named in [("middle_layer", "'middle_layer'"), ("last_layer=int4", "'int4'"), ("node:", "'node:'"),
                        ("op:", "'op:'"), ("layer:Conv_1", "'layer:Conv_1'")]:
         with pytest.raises(UserValueError) as err:
@@ -80,15 +87,19 @@ def test_recipe_holds_guards_labels_them_once_and_refuses_bad_values_in_one_line
 
 def test_guards_resolve_to_nodes_and_a_guard_that_selects_nothing_says_what_exists(demo_model):
     model = onnx.load(str(demo_model))
-    resolved = resolve_guards(model, ["first_layer", "last_layer=fp16", "softmax"])  # no Softmax: not an error
+    resolved = resolve_guards(model, parse_guards(["first_layer", "last_layer=fp16", "softmax"]))  # no Softmax: fine
     assert [(g.op_type, g.precision) for g in resolved] == [("Conv", "fp32"), ("Gemm", "fp16")]
     assert resolved[1].guard == Guard("last_layer", precision="fp16")
     with pytest.raises(UserValueError) as err:
-        resolve_guards(model, ["node:nope"])
+        resolve_guards(model, [parse_guard("node:nope")])
     assert "no node named 'nope'" in _one_line(err.value) and "node_Conv_881" in err.value.line()
     with pytest.raises(UserValueError) as err:
-        resolve_guards(model, ["op:LSTM"])
+        resolve_guards(model, [parse_guard("op:LSTM")])
     assert "selects no node" in _one_line(err.value) and "Conv" in err.value.line()
+    # internal functions take Guard values: a text that skipped the parse at the edge is refused, naming the parser
+    with pytest.raises(UserValueError) as err:
+        resolve_guards(model, ["first_layer"])
+    assert "not Guard values" in _one_line(err.value) and "parse_guards" in err.value.line()
 
 
 def test_guards_of_recipes_are_checked_on_the_sanitized_model_before_any_work(demo_model, demo_data, tmp_path):
@@ -149,7 +160,7 @@ def test_unnamed_nodes_are_named_at_sanitize_and_a_name_resolves_in_every_stage(
     # a guard naming a sanitized node resolves in the quantizer and in the precision converter alike
     middle = convs[len(convs) // 2]
     guard = f"node:{middle}=fp16"
-    plan = plan_quantization(sanitized, [guard])
+    plan = plan_quantization(sanitized, [parse_guard(guard)])
     assert plan.skipped_nodes == [middle] and [g.name for g in plan.guarded] == [middle]
     precisions = plan_precisions(sanitized, [guard], default="fp32")
     assert precisions.names("fp16") == [middle] and precisions.reasons[middle] == f"guard {guard}"
@@ -205,7 +216,7 @@ def test_adjacent_fp16_guards_in_an_int8_graph_share_their_tensor_without_cast_p
     model = onnx.load(str(sanitize_model(demo_model, session_workspace)))
     first, second = _adjacent_convs(model)
     guards = [f"node:{first}=fp16", f"node:{second}=fp16"]
-    plan = plan_quantization(model, guards)
+    plan = plan_quantization(model, parse_guards(guards))
     quantized = insert_qdq(model, plan, {t: 0.05 for t in plan.activations})
     onnx.checker.check_model(quantized)
     onnx.shape_inference.infer_shapes(quantized, check_type=True, strict_mode=True)
@@ -220,7 +231,7 @@ def test_adjacent_fp16_guards_in_an_int8_graph_share_their_tensor_without_cast_p
     assert {inits[nodes[name].input[1]].data_type for name in (first, second)} == {TensorProto.FLOAT16}
     # it runs, and agrees with the same guards kept FP32 on the photos
     batch = _photos(demo_cache, 8)
-    fp32_guarded = insert_qdq(model, plan_quantization(model, [g.split("=")[0] for g in guards]),
+    fp32_guarded = insert_qdq(model, plan_quantization(model, parse_guards([g.split("=")[0] for g in guards])),
                               {t: 0.05 for t in plan.activations})
     half, full = _logits(quantized, batch), _logits(fp32_guarded, batch)
     cosine = (half * full).sum(1) / np.linalg.norm(half, axis=1) / np.linalg.norm(full, axis=1)

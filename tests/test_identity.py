@@ -2,6 +2,7 @@
 that later notebooks pick up, intervals at 0 %/100 %, dashboards that scale to many variants."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -163,6 +164,51 @@ def test_imported_calibration_cache_is_part_of_the_variant_identity(demo_model, 
     plain = build_variant(demo_model, Recipe(algorithm="minmax"), demo_cache, calib, session_workspace,
                           progress=False)
     assert plain.folder == own.folder and plain.scales == {"source": "calibration"}
+
+
+def test_variant_result_and_engine_identities_are_one_dataclass_hashed_one_way(demo_model, demo_cache, tmp_path,
+                                                                               monkeypatch):
+    import sys
+
+    from fake_tensorrt import make_fake_tensorrt
+
+    from trtlab.backends.tensorrt.build import build_engine
+    from trtlab.core.identity import Identity
+    from trtlab.core.workspace import hash_json
+    from trtlab.evaluation.evaluate import evaluate_variant
+    from trtlab.quantization.variants import build_variant, variant_key
+
+    calib = demo_cache.valid_indices[:4]
+    built = build_variant(demo_model, Recipe(algorithm="minmax"), demo_cache, calib, tmp_path, progress=False)
+    # the variant's graph: its folder is named by its Identity's key, variant.json holds that Identity
+    stored = json.loads((built.folder / "variant.json").read_text())["identity"]
+    variant = Identity.of(stored)
+    assert built.folder.name.endswith(variant.key) and variant.model_sha256 and variant.preprocess
+    assert variant.calibration == built.calibration and variant.scales == {"source": "calibration"}
+    # a result: the same dataclass (no model or preprocessing: those are the store's experiment), plus the backend;
+    # its key is the one results were stored under before the dataclass, so earlier stores are still found
+    result = evaluate_variant(built, demo_cache, demo_cache.valid_indices[4:8], backend="ort", progress=False,
+                              workspace=tmp_path)
+    identity = Identity.of(result.record["identity"])
+    assert identity == built.identity.replace(backend="ort-cpu") and identity.model_sha256 is None
+    assert result.record["variant_key"] == variant_key(identity) == hash_json(
+        {"recipe": built.recipe.to_dict(), "calibration": built.calibration, "scales": built.scales,
+         "backend": "ort-cpu"}, 16)
+    # an engine: the same dataclass again, named by its digest (TensorRT faked: nothing is built)
+    monkeypatch.setitem(sys.modules, "tensorrt", make_fake_tensorrt("10.9.0.34"))
+    engine = build_engine(built.model_path, workspace=tmp_path, gpu={"name": "NVIDIA Tesla T4",
+                                                                     "compute_capability": "7.5"},
+                          progress=False, variant={"label": built.name, "key": variant_key(built.identity)})
+    recipe_hash = engine.sidecar["recipe_hash"]
+    assert recipe_hash == Identity(recipe=engine.sidecar["recipe"], model_sha256=engine.sidecar["onnx_sha256"],
+                                   variant=engine.sidecar["variant"]).digest(12)
+    assert recipe_hash in engine.engine_path.name
+    # a field added later (None by default) changes no earlier key; unknown stored fields are refused
+    assert Identity(recipe={"precision": "fp32"}).key == hash_json({"recipe": {"precision": "fp32"}}, 16)
+    with pytest.raises(ValueError, match="not Identity's"):
+        Identity.of({"recipe": {}, "onnx_sha256": "x"})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        identity.backend = "torch-cuda"
 
 
 # ----------------------------------------------------------------------------------------------------------------

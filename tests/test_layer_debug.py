@@ -351,7 +351,7 @@ def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(brok
                                                                              broken_layer):
     found = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity)
     assert found.reached and found.added[0] == broken_layer
-    assert found.guards == [f"node:{name}" for name in found.added]
+    assert [str(g) for g in found.guards] == [f"node:{name}" for name in found.added]
     forward = found.steps[found.steps["phase"] == "add"]
     agreement = list(forward["top1_agreement"])
     assert agreement[0] < TARGET  # the broken variant needed guarding at all
@@ -517,7 +517,7 @@ def test_fp16_guards_and_a_satisfied_target(clean):
     assert found.reached and found.added == [] and len(found.steps) == 1  # already met: nothing guarded
     last = clean.layers[-1]
     one = clean.guard_strings([last], precision="fp16")
-    assert one == [f"node:{last}=fp16"] and Recipe(guards=tuple(one)).guards == tuple(one)
+    assert [str(g) for g in one] == [f"node:{last}=fp16"] and Recipe(guards=tuple(one)).guards == tuple(one)
     model, _ = clean.quantized_model([last], precision="fp16")
     producers = {o: n.op_type for n in model.graph.node for o in n.output}
     assert producers[next(n for n in model.graph.node if n.name == last).input[0]] == "Cast"
@@ -571,7 +571,7 @@ def test_debug_cli_finds_the_broken_layer_and_exits_by_its_verification(algorith
         assert (out / name).stat().st_size > 0
     saved = json.loads((out / "guard_search.json").read_text())
     assert saved["target"] == {"cosine": 0.99} and saved["reached"] and saved["added"][0] == broken_layer
-    assert Recipe.from_dict(saved["recipe"]).guards == tuple(saved["guards"])
+    assert list(Recipe.from_dict(saved["recipe"]).guard_texts) == saved["guards"]
     verified = saved["verified"]
     assert verified["meets_target"] == (verified["cosine_mean"] >= 0.99)
     assert not set(verified["image_ids"]) & set(saved["search_images"])

@@ -10,6 +10,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from trtlab.graph.guards import parse_guards
 from trtlab.quantization.insertion import insert_qdq, quantize_weight
 from trtlab.quantization.placement import LEGACY_RULES, RULES, plan_quantization, residual_add_input, weighted_op_inputs
 
@@ -117,7 +118,7 @@ def test_qdq_stays_fp32_before_opset_19_in_the_precision_plan(demo_model):
     from trtlab.graph.precision import plan_precisions
 
     model = onnx.load(str(demo_model))
-    plan = plan_quantization(model, ["last_layer=fp16"])
+    plan = plan_quantization(model, parse_guards(["last_layer=fp16"]))
     quantized = insert_qdq(model, plan, {t: 0.05 for t in plan.activations})
     precisions = plan_precisions(quantized, default="fp16")  # issue 17's float path, as a plan
     qdq = [n.name for n in quantized.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")]

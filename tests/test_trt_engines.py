@@ -126,7 +126,7 @@ def test_engines_are_built_from_variants_named_by_label_and_key(monkeypatch, dem
         assert sidecar["rebuild_command"].startswith(f"python -m trtlab build --model {demo_model} --precision ")
     implicit = engines.entries["int8-implicit-entropy@6"]
     minmax = engines.entries["int8-minmax@6"]
-    assert implicit.identity["calibration"]["calibration_ids_hash"] == minmax.built.calibration["ids_hash"]
+    assert implicit.identity.calibration["calibration_ids_hash"] == minmax.built.calibration["ids_hash"]
     assert implicit.engine.sidecar["calibration"]["images"] == 6
 
 

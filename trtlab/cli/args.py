@@ -317,15 +317,15 @@ class GuardArgs(ArgGroup):
         from trtlab.core.errors import UserError
         from trtlab.graph.guards import parse_guard
 
-        guards = tuple(args.guards or ())
-        for guard in guards:
+        guards = []
+        for guard in args.guards or ():
             try:
-                parse_guard(guard)
+                guards.append(parse_guard(guard))  # parsed once here: the commands pass Guard values on
             except ValueError as exc:  # one "— fix" clause: graph.guards' own (a UserError), else the forms
                 reason = exc.what if isinstance(exc, UserError) else str(exc).split("; ")[0]
                 fix = exc.fix if isinstance(exc, UserError) and exc.fix else f"use {GUARD_FORMS}"
                 raise UserValueError(f"--guards: {reason}", fix) from None
-        args.guards = guards
+        args.guards = tuple(guards)
 
 
 class WorkspaceArgs(ArgGroup):

@@ -87,7 +87,7 @@ def command_module(name: str):
 def build_parser() -> Parser:
     """The top-level parser: the command list, --version and the exit-status rule (each command parses its own
     options)."""
-    import trtlab
+    from trtlab import __version__
 
     parser = Parser(prog="python -m trtlab", description="TensorRT INT8 workbench. Every command also takes -q "
                     "(warnings only, no progress bars) and -v (debug messages); `python -m trtlab <command> --help` "
@@ -95,7 +95,7 @@ def build_parser() -> Parser:
                                                                   "missed --target; build: "
                                                                   "TensorRT could not build an engine; doctor: no "
                                                                   "usable runtime, or --strict without TensorRT"))
-    parser.add_argument("--version", action="version", version=f"trtlab {trtlab.__version__}")
+    parser.add_argument("--version", action="version", version=f"trtlab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
     for name, help_text in COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)

@@ -154,6 +154,8 @@ def atomic_write_json(path: str | os.PathLike, obj) -> Path:
 
 
 def _json_default(obj):
+    if hasattr(obj, "to_json"):  # values that are stored as text (a Guard: its canonical text)
+        return obj.to_json()
     if hasattr(obj, "tolist"):
         return obj.tolist()
     if isinstance(obj, Path):
@@ -202,10 +204,14 @@ def _sha256_uncached(path, chunk: int) -> str:
     return digest.hexdigest()
 
 
+def canonical_json(obj) -> str:
+    """The one text of a JSON-able object that hashes see: keys sorted, no spaces."""
+    return json.dumps(obj, sort_keys=True, default=_json_default, separators=(",", ":"))
+
+
 def hash_json(obj, length: int = 16) -> str:
-    """Stable short hash of a JSON-able object (dict keys sorted)."""
-    text = json.dumps(obj, sort_keys=True, default=_json_default, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
+    """Stable short hash of a JSON-able object: sha256 of its canonical JSON."""
+    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()[:length]
 
 
 # -- damaged artefacts ----------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -18,7 +18,7 @@ import numpy as np
 @dataclass
 class Batch:
     indices: np.ndarray  # dataset indices of the real rows, in order
-    images: np.ndarray  # float32 N×3×H×W; N ≥ len(indices) when padded to a fixed batch
+    images: np.ndarray  # float32 N×3×H×W (uint8 N×H×W×3 crops if asked); N ≥ len(indices) when padded
 
     @property
     def count(self) -> int:
@@ -39,12 +39,31 @@ def pad_batch(images: np.ndarray, rows: int) -> np.ndarray:
     return np.concatenate([images, np.repeat(images[-1:], missing, axis=0)])
 
 
+def read_ahead(items: Iterable, produce: Callable) -> Iterator:
+    """produce(item) for each item, in order, the next one computed in a background thread while the caller works
+    on this one (one in flight: memory stays at two results). The read-ahead loop of every batch consumer: the
+    decode cache's reads and ONNX Runtime's runs release the GIL, so they overlap the caller's work."""
+    items = iter(items)
+    with ThreadPoolExecutor(1) as pool:
+        first = next(items, _END)
+        pending = pool.submit(produce, first) if first is not _END else None
+        while pending is not None:
+            following = next(items, _END)
+            result = pending.result()
+            pending = pool.submit(produce, following) if following is not _END else None
+            yield result
+
+
+_END = object()
+
+
 def iter_batches(cache, indices=None, batch_size: int = 32, fixed_batch: int | None = None,
-                 prefetch: bool = False) -> Iterator[Batch]:
+                 prefetch: bool = False, crops: bool = False) -> Iterator[Batch]:
     """Batches of `indices` of the decode cache `cache` (default: every decoded image).
 
-    `prefetch=True` reads and normalises the next batch in a background thread while the caller works on this one
-    (the reads release the GIL; useful when the caller runs inference)."""
+    `crops=True` yields the uint8 N×H×W×3 crops as they are (contiguous) for consumers that normalise on the device
+    (the torch backend and calibration on torch); otherwise float32 batches normalised here. `prefetch=True` reads
+    the next batch in a background thread while the caller works on this one (`read_ahead`)."""
     from trtlab.data.preprocess import normalize_batch
 
     indices = cache.valid_indices if indices is None else np.asarray(indices, np.int64)
@@ -52,20 +71,10 @@ def iter_batches(cache, indices=None, batch_size: int = 32, fixed_batch: int | N
 
     def make(start: int) -> Batch:
         chunk = indices[start:start + rows]
-        images = normalize_batch(np.asarray(cache.crops[chunk]), cache.preprocess)
+        images = np.ascontiguousarray(np.asarray(cache.crops[chunk]))
+        if not crops:
+            images = normalize_batch(images, cache.preprocess)
         return Batch(chunk, pad_batch(images, rows) if fixed_batch else images)
 
     starts = range(0, len(indices), rows)
-    if not prefetch:
-        for start in starts:
-            yield make(start)
-        return
-    with ThreadPoolExecutor(1) as pool:
-        pending = None
-        for start in starts:
-            following = pool.submit(make, start)
-            if pending is not None:
-                yield pending.result()
-            pending = following
-        if pending is not None:
-            yield pending.result()
+    yield from read_ahead(starts, make) if prefetch else map(make, starts)

@@ -86,11 +86,11 @@ class DecodeCache:
                  "reason": self.failures[i].removeprefix(f"{self.dataset.paths[i]}: ")} for i in rows]
 
     def iter_batches(self, indices=None, batch_size: int = 32):
-        """Yield (indices, uint8 NHWC batch) over `indices` (default: every decoded image)."""
-        indices = self.valid_indices if indices is None else np.asarray(indices, np.int64)
-        for start in range(0, len(indices), batch_size):
-            chunk = indices[start : start + batch_size]
-            yield chunk, np.asarray(self.crops[chunk])
+        """Yield (indices, uint8 NHWC batch) over `indices` (default: every decoded image), from the batch source."""
+        from trtlab.data.batches import iter_batches
+
+        for batch in iter_batches(self, indices, batch_size, crops=True):
+            yield batch.indices, batch.images
 
     def subset(self, indices, name: str | None = None) -> "DecodeCache":
         """The cache of `dataset.subset(indices)`, read from this cache's crops without copying or decoding.

@@ -149,8 +149,11 @@ class LayerDebugger:
         return resolved
 
     def layer_names(self, layers) -> list[str]:
-        """Layer names from names or guard strings ('node:<name>[=fp16]'), checked."""
-        names = [g[5:].partition("=")[0] if g.startswith("node:") else g for g in layers]
+        """Layer names from names, node Guards or guard texts ('node:<name>[=fp16]', parsed here), checked."""
+        from trtlab.graph.guards import Guard, parse_guard
+
+        guards = [parse_guard(g) if isinstance(g, str) and g.startswith("node:") else g for g in layers]
+        names = [g.target if isinstance(g, Guard) else g for g in guards]
         unknown = [n for n in names if n not in set(self.all_layers)]
         if unknown:
             raise KeyError(f"not weighted layers of this model: {unknown[:4]}; layers are e.g. {self.all_layers[:4]}")
@@ -166,12 +169,12 @@ class LayerDebugger:
             raise KeyError(f"{layer!r} is not a weighted layer; layers are e.g. {self.all_layers[:6]}")
         return self.fp32.graph.node[self.node_index[layer]].input[0]
 
-    def guard_strings(self, extra_layers=(), precision: str = "fp32") -> list[str]:
+    def guard_strings(self, extra_layers=(), precision: str = "fp32") -> list:
         """The recipe's guards followed by `node:<name>` (with '=fp16' for precision='fp16') for each extra layer:
         the list a Recipe, notebook 03, `python -m trtlab calibrate --guards` and `build --guard` accept."""
         return list(self.recipe.guards) + [node_guard(name, precision) for name in extra_layers]
 
-    def node_guards(self, extra_layers=(), precision: str = "fp32") -> list[str]:
+    def node_guards(self, extra_layers=(), precision: str = "fp32") -> list:
         """Recipe guards resolved to node names (with their precision), plus the extra layers."""
         return ([node_guard(g.name, g.precision) for g in self.base_guards]
                 + [node_guard(n, precision) for n in extra_layers])
@@ -180,7 +183,6 @@ class LayerDebugger:
         """(ModelProto, cut inputs): the INT8 variant with `extra_layers` guarded, built in memory by the quantizer;
         with `start`, only the graph from node `start` on (cut tensors as inputs) when its Q/DQ plan provably
         equals the full graph's there, else the full graph (cut inputs = [the graph input])."""
-        from trtlab.graph.guards import parse_guard
         from trtlab.quantization.insertion import quantize_graph
 
         guards = self.node_guards(extra_layers, precision)
@@ -189,7 +191,7 @@ class LayerDebugger:
             suffix, cut = suffix_model(self.fp32, start)
             if suffix is not None:
                 names = {n.name for n in suffix.graph.node}
-                plan = self.plan([g for g in guards if parse_guard(g).target in names], suffix)
+                plan = self.plan([g for g in guards if g.target in names], suffix)
                 if plan_signature(plan, names) == plan_signature(full_plan, names):
                     return quantize_graph(suffix, plan, self.plan_scales(plan), self.recipe.high_precision,
                                           check=False).model, cut

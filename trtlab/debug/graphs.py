@@ -71,6 +71,8 @@ def plan_signature(plan, nodes: set[str]) -> tuple:
     return acts, weights, guarded
 
 
-def node_guard(node_name: str, precision: str = "fp32") -> str:
-    """The guard string that keeps one node out of INT8: 'node:<name>', with '=fp16' for FP16."""
-    return f"node:{node_name}" + ("=fp16" if precision == "fp16" else "")
+def node_guard(node_name: str, precision: str = "fp32"):
+    """The Guard that keeps one node out of INT8: node:<name>, FP16 for precision='fp16' (else FP32)."""
+    from trtlab.graph.guards import Guard
+
+    return Guard("node", node_name, "fp16" if precision == "fp16" else "fp32")

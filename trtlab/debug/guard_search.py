@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 class GuardSearch:
     """Outcome of the greedy guard search."""
 
-    guards: list[str]  # recipe guards + the layers the search guarded, as the Recipe takes them
+    guards: list  # Guard values: recipe guards + the layers the search guarded, as the Recipe takes them
     added: list[str]  # node names the search guarded (after pruning), most sensitive first
     steps: object  # pandas DataFrame, one row per evaluated guard set ('add' phase, then 'prune')
     target: Target
@@ -71,7 +71,7 @@ class GuardSearch:
                 f"{len(self.added)} guarded layer(s){': ' + ', '.join(named) if named else ''}"
                 f"{'' if self.added or not self.reached else ' (the recipe meets it as it is)'}; "
                 f"{self.int8_layers}/{self.layers} layers ({self.int8_fraction:.0%}) stay INT8. "
-                f"Guards: {','.join(self.guards) or '(none)'}")
+                f"Guards: {','.join(map(str, self.guards)) or '(none)'}")
         if self.pruned:
             text += (f" ({len(self.pruned)} guard(s) added on the way proved unnecessary: "
                      f"{', '.join(labelled(self.blocks.get(n, n), n) for n in self.pruned)})")
@@ -345,5 +345,5 @@ def calibrate_command(recipe, model=None, data=None, labels=None, preset=None, w
     if recipe.calibration_batch != 8:
         words += ["--calibration-batch", str(recipe.calibration_batch)]
     if recipe.guards:
-        words += ["--guards", ",".join(recipe.guards)]
+        words += ["--guards", ",".join(recipe.guard_texts)]
     return " ".join(shlex.quote(word) for word in words)

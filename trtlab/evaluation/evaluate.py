@@ -15,9 +15,10 @@ from trtlab.backends import announce_backend, make_runner, options_for, resolve_
 from trtlab.data.decode_cache import DecodeCache
 from trtlab.graph.classifier import inspect_classifier
 from trtlab.core.progress import progress_bar
-from trtlab.data.batches import iter_batches, rows_per_batch
+from trtlab.data.batches import iter_batches
 from trtlab.core.errors import UserValueError
 from trtlab.evaluation.options import EvalTarget, RunOptions, with_shortcuts
+from trtlab.core.identity import Identity
 from trtlab.evaluation.outputs import describe_kind, interpret_outputs, report_non_finite
 from trtlab.evaluation.results import ResultsStore, VariantResult
 from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, read_checked, read_json_checked
@@ -160,7 +161,7 @@ def run_record(model_path, info, *, experiment, key, identity, recipe, descripti
         "model_sha256": info.sha256,  # the file evaluated; experiment.model_sha256 is its source model
         "experiment": experiment.to_dict(),
         "variant_key": key,
-        "identity": identity,
+        "identity": identity.to_dict(),
         "recipe": recipe,
         "backend": description,
         "backend_choice": choice,
@@ -200,18 +201,20 @@ def backend_runner(model_path, backend: str = "auto", runner_options: dict | Non
     return runner, {"requested": backend, "resolved": resolved, "why": why}
 
 
-def with_backend(identity: dict, runner, batch_size: int | None = None) -> dict:
+def with_backend(identity, runner, batch_size: int | None = None) -> Identity:
     """The variant's identity with the backend that computes it (kept when the caller put one in: TensorRT
     engines name theirs with the engine's facts) and, where that backend's numbers change with the batch
     (Runner.batch_dependent: GPU kernels picked per shape; not ONNX Runtime on the CPU), the evaluation batch
     size: a result computed at batch 32 is not reused for batch 256, and both are kept."""
-    identity = identity if "backend" in identity else {**identity, "backend": runner.identity()}
+    identity = Identity.of(identity)
+    if identity.backend is None:
+        identity = identity.replace(backend=runner.identity())
     if batch_size is not None and runner.batch_dependent():
-        identity = {**identity, "batch_size": int(batch_size)}
+        identity = identity.replace(batch_size=int(batch_size))
     return identity
 
 
-def find_stored(store: ResultsStore, identity: dict, key: str, backend: str) -> tuple[str | None, str | None]:
+def find_stored(store: ResultsStore, identity: Identity, key: str, backend: str) -> tuple[str | None, str | None]:
     """(label of the stored result of this variant on this backend, or None; the older key it is stored under when
     it was written before the backend — or the batch size — was part of the identity: then it is replaced, not
     duplicated; a result whose run record names another batch size is not this one)."""
@@ -220,16 +223,17 @@ def find_stored(store: ResultsStore, identity: dict, key: str, backend: str) -> 
     label = store.find(key)
     if label is not None:
         return label, None
-    if "batch_size" in identity:  # stored before the batch size was in the identity: its run record says which
-        older_key = variant_key({k: v for k, v in identity.items() if k != "batch_size"})
+    if identity.batch_size is not None:  # stored before the batch size was in the identity: its record says which
+        older_key = variant_key(identity.replace(batch_size=None))
         older = store.find(older_key)
-        if older is not None and store.record(older).get("batch_size") == identity["batch_size"]:
+        if older is not None and store.record(older).get("batch_size") == identity.batch_size:
             return older, older_key
     legacy_key = variant_key(without_backend(identity))
     legacy = store.find(legacy_key)
-    if legacy is not None and backend_of(store.record(legacy)) == backend and \
-            store.record(legacy).get("batch_size") == identity.get("batch_size", store.record(legacy).get("batch_size")):
-        return legacy, legacy_key
+    if legacy is not None and backend_of(store.record(legacy)) == backend:
+        stored_batch = store.record(legacy).get("batch_size")
+        if identity.batch_size is None or stored_batch == identity.batch_size:
+            return legacy, legacy_key
     return None, None
 
 
@@ -298,12 +302,11 @@ def infer_cached(runner, cache: DecodeCache, indices, batch_size: int = 32, desc
     """
     chunks = []
     bar = progress_bar(total=len(indices), desc=desc, unit="img", enabled=progress)
-    if hasattr(runner, "infer_crops"):
-        batches = ((count, runner.infer_crops(crops, cache.preprocess))
-                   for count, crops in iter_crops(cache, indices, rows_per_batch(batch_size, fixed_batch)))
-    else:
-        batches = ((batch.count, runner.infer(batch.images))
-                   for batch in iter_batches(cache, indices, batch_size, fixed_batch=fixed_batch, prefetch=True))
+    on_device = hasattr(runner, "infer_crops")
+    batches = ((batch.count, runner.infer_crops(batch.images, cache.preprocess) if on_device else
+                runner.infer(batch.images))
+               for batch in iter_batches(cache, indices, batch_size, fixed_batch=fixed_batch, prefetch=True,
+                                         crops=on_device))
     for count, logits in batches:
         chunks.append(logits[:count].astype(np.float32, copy=False))
         if on_batch is not None:
@@ -313,25 +316,6 @@ def infer_cached(runner, cache: DecodeCache, indices, batch_size: int = 32, desc
         bar.update(count)
     bar.close()
     return chunks
-
-
-def iter_crops(cache: DecodeCache, indices, rows: int):
-    """(count, uint8 crops) of `indices` in batches of `rows`; the next batch is read from the decode cache (a
-    memmap: disk or page cache) in a background thread while the caller runs this one."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    indices = np.asarray(indices, np.int64)
-
-    def read(start: int) -> np.ndarray:
-        return np.ascontiguousarray(np.asarray(cache.crops[indices[start:start + rows]]))
-
-    starts = list(range(0, len(indices), rows))
-    with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(read, starts[0]) if starts else None
-        for k in range(len(starts)):
-            crops = pending.result()
-            pending = pool.submit(read, starts[k + 1]) if k + 1 < len(starts) else None
-            yield len(crops), crops
 
 
 def _literal_options_for_fp16_qdq(model_path) -> dict | None:

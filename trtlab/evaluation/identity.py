@@ -4,13 +4,15 @@ An **experiment** is (model sha256, dataset fingerprint, which of its images are
 result in one results store shares it, and no table or plot compares results of two experiments. A **variant** is
 its full recipe plus the calibration images it really used and where its scales came from (own calibration or an
 imported cache, with that cache's hash); its key decides whether a stored result may be reused, and nothing is
-overwritten by a result with another key.
+overwritten by a result with another key. Variant, result and engine identities are one shape: `Identity`
+(trtlab.core.identity), one frozen dataclass hashed one way.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
 from trtlab.core.errors import UserValueError
+from trtlab.core.identity import Identity  # noqa: F401  (re-exported)
 from trtlab.quantization.variants import variant_identity, variant_key  # noqa: F401  (re-exported)
 from trtlab.core.workspace import hash_json
 
@@ -133,10 +135,10 @@ def backend_of(record: dict | None) -> str | None:
     return str(named) if named else backend_label(record.get("backend"))
 
 
-def without_backend(identity: dict | None) -> dict:
-    """A variant's identity apart from the backend it was evaluated on, and the batch size where that backend's
-    numbers depend on it (the same variant on two backends)."""
-    return {k: v for k, v in (identity or {}).items() if k not in ("backend", "batch_size")}
+def without_backend(identity) -> Identity:
+    """A variant's identity (an Identity or a stored dict of one) apart from the backend it was evaluated on, and
+    the batch size where that backend's numbers depend on it (the same variant on two backends)."""
+    return Identity.of(identity).replace(backend=None, batch_size=None)
 
 
 def check_one_backend(results: dict, allow_mixed_backends: bool = False) -> dict | None:

@@ -33,18 +33,20 @@ ACCEPTED_FORMS = ("first_layer, last_layer, softmax, op:<OpType> or node:<node n
                   "=fp16 or =fp32 (e.g. last_layer=fp16, node:Conv_12)")
 
 
-class Guard(str):
+@dataclass(frozen=True)
+class Guard:
     """A node selector and the precision its nodes keep: `kind`, `target` (op type or node name) and `precision`,
-    parsed once. A Guard *is* its canonical text (a `str`: the selector, with '=precision' unless it is the
-    selector's default), so it compares, hashes, sorts and is stored in JSON records exactly as that text, and lists
-    of guard texts and of Guards are the same guards. `precision` is '' for a bare `first_layer` / `last_layer`
-    (the float path's precision, given by `precision_in`)."""
+    parsed once at the edges (CLI, widgets, Recipe, the public graph functions) and passed as this value everywhere
+    after. `str(guard)` is its canonical text (the selector, with '=precision' unless it is the selector's default):
+    what records store and hashes see. `precision` is '' for a bare `first_layer` / `last_layer` (the float path's
+    precision, given by `precision_in`)."""
 
     kind: str  # 'first_layer' | 'last_layer' | 'softmax' | 'op' | 'node'
-    target: str  # the op type (kind 'op') or node name (kind 'node'); '' otherwise
-    precision: str  # 'fp32' | 'fp16' | '' (bare first_layer / last_layer: the float path's)
+    target: str = ""  # the op type (kind 'op') or node name (kind 'node'); '' otherwise
+    precision: str = ""  # 'fp32' | 'fp16' | '' (bare first_layer / last_layer: the float path's)
 
-    def __new__(cls, kind: str, target: str = "", precision: str = ""):
+    def __post_init__(self):
+        kind, target, precision = self.kind, self.target, self.precision
         if kind not in NAMED_GUARDS + ("op", "node"):
             raise UserValueError(f"guard kind {kind!r} is not one of {', '.join(NAMED_GUARDS)}, op, node",
                                  f"write a guard as {ACCEPTED_FORMS}")
@@ -55,22 +57,21 @@ class Guard(str):
             raise UserValueError(f"guard precision {precision!r} is not one of {', '.join(PRECISIONS)}",
                                  f"write a guard as {ACCEPTED_FORMS}")
         default = DEFAULT_PRECISION[kind]
-        if precision == default or not precision:  # spelled like the default: stored as the bare selector
-            precision = "" if default == FLOAT_PATH else default
-        selector = f"{kind}:{target}" if target else kind
-        guard = super().__new__(cls, selector + ("" if precision in ("", default) else f"={precision}"))
-        for name, value in (("kind", kind), ("target", target), ("precision", precision)):
-            object.__setattr__(guard, name, value)
-        return guard
+        if precision == default or not precision:  # spelled like the default: one value, the bare selector's
+            object.__setattr__(self, "precision", "" if default == FLOAT_PATH else default)
 
-    def __setattr__(self, name, value):
-        raise AttributeError(f"a Guard is immutable (tried to set {name})")
+    @classmethod
+    def parse(cls, text) -> "Guard":
+        """parse_guard: text → Guard."""
+        return parse_guard(text)
 
-    def __reduce__(self):  # pickle / copy: rebuilt from its fields
-        return (Guard, (self.kind, self.target, self.precision))
+    def __str__(self) -> str:
+        default = DEFAULT_PRECISION[self.kind]
+        return self.selector + ("" if self.precision in ("", default) else f"={self.precision}")
 
-    def __repr__(self) -> str:
-        return f"Guard({str.__repr__(self)})"
+    def to_json(self) -> str:
+        """What JSON records and hashes hold: the canonical text."""
+        return str(self)
 
     @property
     def selector(self) -> str:
@@ -138,7 +139,8 @@ def parse_guard(text) -> Guard:
 
 
 def parse_guards(guards) -> tuple[Guard, ...]:
-    """Guards or guard texts (a comma-separated string is several) → a tuple of Guards, in order."""
+    """Guards or guard texts (a comma-separated string is several) → a tuple of Guards, in order: the edges' one
+    parser (CLI, widgets, Recipe, the public graph functions)."""
     if guards is None:
         return ()
     if isinstance(guards, (str, Guard)):
@@ -165,15 +167,27 @@ def weighted_nodes_in_order(model) -> list:
     return [n for n in model.graph.node if n.op_type in WEIGHTED_OPS]
 
 
+def guard_values(guards) -> tuple[Guard, ...]:
+    """`guards` as they must reach internal functions: Guard values. A text here skipped the parse at the edge —
+    refused, naming the parser, rather than parsed a second time."""
+    guards = tuple(guards or ())
+    texts = [g for g in guards if not isinstance(g, Guard)]
+    if texts:
+        raise UserValueError(f"guards {texts!r} are not Guard values",
+                             "parse them once where they come in: parse_guards(['last_layer=fp16', ...]) "
+                             "(Recipe(guards=...) does it for you)")
+    return guards
+
+
 def resolve_guards(model, guards, int8_float_path: str | None = None) -> list[GuardedNode]:
-    """The nodes of `model` (onnx.ModelProto) selected by `guards` (Guards or texts), in graph order, one entry per
+    """The nodes of `model` (onnx.ModelProto) selected by `guards` (Guard values), in graph order, one entry per
     node (a later guard naming the same node overrides its precision), each with its precision — a bare
     first_layer / last_layer takes the INT8 graph's float path (`int8_float_path`: 'fp16', 'fp32', or None for an
     FP16 variant / TensorRT's layer precisions, where it means FP32). A guard that selects nothing is refused naming
     what exists — except `softmax` on a classifier exported without Softmax (logits out)."""
     chosen: dict[str, GuardedNode] = {}
     nodes = list(model.graph.node)
-    for guard in parse_guards(guards):
+    for guard in guard_values(guards):
         matched = guard.select(nodes)
         if not matched:
             if guard.kind == "softmax":

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtlab.core.errors import UserValueError
-from trtlab.graph.guards import GuardedNode, resolve_guards
+from trtlab.graph.guards import GuardedNode, parse_guards, resolve_guards
 from trtlab.graph.onnx_utils import opset_of
 # The rewrite builds FP16Conversion, so the type lives beside it (no precision ↔ precision_rewrite import cycle);
 # re-exported here for importers of this module.
@@ -77,7 +77,7 @@ def plan_precisions(model, guards=(), default: str = "fp16", keep_fp32_nodes=(),
         raise UserValueError(f"precision plan: default {default!r} / qdq_precision {qdq_precision!r} must be one of "
                              f"{PLAN_PRECISIONS}", "pass 'fp16' or 'fp32'")
     check_node_names(model, "precision conversion")
-    guarded = list(guarded) if guarded is not None else resolve_guards(model, guards)
+    guarded = list(guarded) if guarded is not None else resolve_guards(model, parse_guards(guards))  # a public edge
     by_guard = {g.name: g for g in guarded}
     keep_fp32 = set(keep_fp32_nodes)
     unknown = keep_fp32 - {n.name for n in model.graph.node}

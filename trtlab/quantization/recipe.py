@@ -30,7 +30,7 @@ from trtlab.data.split import (DEFAULT_CALIBRATION_IMAGES, CalibrationSizeError,
 from trtlab.graph.guards import parse_guards
 from trtlab.quantization.insertion import HIGH_PRECISIONS
 from trtlab.quantization.placement import DEFAULT_RULES, LEGACY_RULES, RULES, resolve_rules
-from trtlab.quantization.thresholds import ALGORITHMS
+from trtlab.quantization.thresholds import algorithm_named
 
 PRECISIONS = ("fp32", "fp16", "int8")
 
@@ -55,9 +55,8 @@ class Recipe:
         if self.precision not in PRECISIONS:
             raise UserValueError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}",
                                  f"use one of {', '.join(PRECISIONS)}")
-        if self.precision == "int8" and self.algorithm not in ALGORITHMS:
-            raise UserValueError(f"calibration algorithm {self.algorithm!r} is not one of {', '.join(ALGORITHMS)}",
-                                 "use entropy (TensorRT's EntropyCalibration2), minmax, entropy-gtc or percentile")
+        if self.precision == "int8":
+            algorithm_named(self.algorithm)  # an unregistered name: one line listing the registered ones
         if not isinstance(self.percentile, numbers.Real) or isinstance(self.percentile, bool):
             raise UserValueError(f"percentile {self.percentile!r} is not a number",
                                  "use e.g. percentile=99.99 (a number, not a text)")
@@ -83,6 +82,11 @@ class Recipe:
         return DEFAULT_RULES if self.high_precision == "fp16" else LEGACY_RULES
 
     @property
+    def uses_percentile(self) -> bool:
+        """Whether the algorithm reads `percentile` (only then is it part of the label and the identity)."""
+        return self.precision == "int8" and "percentile" in algorithm_named(self.algorithm).parameters
+
+    @property
     def int8_float_path(self) -> str | None:
         """The float path bare first_layer / last_layer guards follow (None outside INT8: they mean FP32)."""
         return self.high_precision if self.precision == "int8" else None
@@ -96,7 +100,7 @@ class Recipe:
             return "fp32"
         if self.precision == "fp16":
             return "fp16" + guards
-        algo = f"percentile{self.percentile:g}" if self.algorithm == "percentile" else self.algorithm
+        algo = f"percentile{self.percentile:g}" if self.uses_percentile else self.algorithm
         # Calibration size always; batch and seed when not the defaults (they rarely change, and rarely matter).
         algo += f"@{self.calibration_images or 'auto'}" \
             + (f"b{self.calibration_batch}" if self.calibration_batch != 8 else "") \
@@ -126,7 +130,7 @@ class Recipe:
         data = dataclasses.asdict(self)
         data["guards"] = self.guard_texts
         data["placement"] = list(self.placement)
-        if self.algorithm != "percentile":
+        if not self.uses_percentile:
             data.pop("percentile")
         return data
 

@@ -66,6 +66,7 @@ def _count_in_threads(run, stats: dict, requested: list[str], input_tensors: lis
     `workers` threads (numba's counter releases the GIL for a whole tensor; numpy's steps release it, the Python
     between them does not). Each output is dropped once counted, so the memory held falls as counting goes on."""
     from trtlab.core.progress import progress_bar
+    from trtlab.data.batches import read_ahead
 
     def count(outputs, k):
         stats[requested[k]].update(outputs[k], counter)
@@ -74,13 +75,8 @@ def _count_in_threads(run, stats: dict, requested: list[str], input_tensors: lis
     order = sorted(range(len(requested)), key=lambda k: -(per_tensor[k] if per_tensor else 0))
     bar = progress_bar(total=total, desc="calibrate (collect stats)", unit="img", enabled=progress)
     peak = 0
-    with ThreadPoolExecutor(1) as pool, ThreadPoolExecutor(workers) as counters:
-        first = next(batches, None)
-        pending = pool.submit(run, first) if first is not None else None
-        while pending is not None:
-            batch, outputs = pending.result()
-            following = next(batches, None)
-            pending = pool.submit(run, following) if following is not None else None
+    with ThreadPoolExecutor(workers) as counters:
+        for batch, outputs in read_ahead(batches, run):
             peak = max(peak, 2 * (sum(o.nbytes for o in outputs) + batch.images.nbytes))
             list(counters.map(lambda k: count(outputs, k), order))  # largest tensors first: even load
             for name in input_tensors:

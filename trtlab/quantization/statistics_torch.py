@@ -11,7 +11,6 @@ ONNX Runtime's by float summation order, as any two implementations of the same 
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -125,21 +124,6 @@ def _forward_rows(device, sub_batch: int, fixed_batch: int | None, per_image_byt
     return sub_batch * max(1, int(budget // (sub_batch * per_image_bytes)))
 
 
-def _prefetched(cache, indices, rows: int):
-    """(count, uint8 crops) per forward; the next read from the decode cache overlaps this forward."""
-    def read(start):
-        chunk = indices[start:start + rows]
-        return np.ascontiguousarray(np.asarray(cache.crops[chunk]))
-
-    with ThreadPoolExecutor(1) as pool:
-        starts = list(range(0, len(indices), rows))
-        pending = pool.submit(read, starts[0]) if starts else None
-        for k in range(len(starts)):
-            crops = pending.result()
-            pending = pool.submit(read, starts[k + 1]) if k + 1 < len(starts) else None
-            yield crops
-
-
 def collect_on_torch(model, requested: list[str], input_tensors: list[str], cache, indices, sub_batch: int,
                      fixed_batch: int | None, device: str, bins: int, progress: bool, per_tensor=None):
     """(name → TensorHistogram, peak bytes of exposed activations per forward, how) — see the module docstring."""
@@ -148,7 +132,7 @@ def collect_on_torch(model, requested: list[str], input_tensors: list[str], cach
     from trtlab.backends.gpu.graph_module import convert_onnx
     from trtlab.backends.gpu.runner import CropFeed, device_name, pin_numerics, restore_numerics
     from trtlab.core.progress import progress_bar
-    from trtlab.data.batches import pad_batch
+    from trtlab.data.batches import iter_batches
     from trtlab.graph.onnx_utils import with_outputs
 
     device = torch.device(device)
@@ -169,9 +153,9 @@ def collect_on_torch(model, requested: list[str], input_tensors: list[str], cach
     bar = progress_bar(total=len(indices), desc="calibrate (collect stats)", unit="img", enabled=progress)
     try:
         with torch.inference_mode():
-            for crops in _prefetched(cache, np.asarray(indices, np.int64), rows):
-                count = len(crops)
-                images = feed.normalised(pad_batch(crops, fixed_batch) if fixed_batch else crops, cache.preprocess)
+            for batch in iter_batches(cache, indices, rows, fixed_batch=fixed_batch, prefetch=True, crops=True):
+                count = batch.count
+                images = feed.normalised(batch.images, cache.preprocess)
                 outputs = module(images)
                 tensors = [outputs[p][:count].reshape(count, -1) for p in positions]
                 tensors += [images[:count].reshape(count, -1)] * len(input_tensors)

@@ -28,6 +28,10 @@ with P>0 and Q=0 get Q=1e-10 there.
 Percentile: the |x| value below which `percentile` % of the histogram mass lies (linear within a bin).
 MinMax: the exact running max |x|.
 Scale = threshold / 127 (symmetric, zero point 0) for all of them.
+
+The algorithms are a registry (`ALGORITHMS`, name → Algorithm), as the placement rules are (placement.RULES): a
+new one is one `register_algorithm(...)` call; Recipe, the CLI's --algorithms and notebook 03's widget list what is
+registered, and an unknown name gets one error listing the registered names.
 """
 from __future__ import annotations
 
@@ -35,6 +39,8 @@ import functools
 import logging
 import math
 import time
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -43,7 +49,6 @@ from trtlab.quantization.statistics import HISTOGRAM_BINS, CalibrationStats, Ten
 
 log = logging.getLogger(__name__)
 
-ALGORITHMS = ("minmax", "entropy", "entropy-gtc", "percentile")
 ENTROPY_START_BIN = 128
 ENTROPY_LEVELS = 128
 
@@ -222,17 +227,57 @@ def threshold_entropy_gtc(hist: TensorHistogram, start_bin: int = ENTROPY_START_
     return float(min((i + 0.5) * hist.bin_width, max(hist.absmax, hist.bin_width)))
 
 
+@dataclass(frozen=True)
+class Algorithm:
+    """A calibration algorithm: its name (what recipes, the CLI and the widget say), the threshold of one tensor's
+    histogram, the Recipe parameters it reads besides the histogram, and one line for people."""
+
+    name: str
+    threshold: Callable  # (TensorHistogram, **parameters) -> float
+    what: str
+    parameters: tuple = ()  # Recipe fields passed to `threshold` by name, e.g. ("percentile",)
+    search: bool = False  # a search over candidates worth timing in the log (entropy)
+
+
+#: The registered calibration algorithms, name → Algorithm, in the order they are offered.
+ALGORITHMS: dict[str, Algorithm] = {}
+
+
+def register_algorithm(algorithm: Algorithm) -> Algorithm:
+    """Add `algorithm` to ALGORITHMS (a name is registered once)."""
+    if algorithm.name in ALGORITHMS:
+        raise ValueError(f"calibration algorithm {algorithm.name!r} is registered already")
+    ALGORITHMS[algorithm.name] = algorithm
+    return algorithm
+
+
+register_algorithm(Algorithm("minmax", threshold_minmax, "max |x| (TensorRT's MinMax calibrator)"))
+register_algorithm(Algorithm("entropy", threshold_entropy, "least KL divergence (TensorRT's EntropyCalibration2)",
+                             search=True))
+register_algorithm(Algorithm("entropy-gtc", threshold_entropy_gtc, "least KL divergence, GTC 2017 variant",
+                             search=True))
+register_algorithm(Algorithm("percentile", threshold_percentile, "the |x| below which `percentile` % of values lie",
+                             parameters=("percentile",)))
+
+
+def algorithm_named(name) -> Algorithm:
+    """The registered algorithm `name`; anything else is one UserValueError listing the registered names."""
+    found = ALGORITHMS.get(name) if isinstance(name, str) else None
+    if found is None:
+        raise UserValueError(f"calibration algorithm {name!r} is not one of {', '.join(ALGORITHMS)}",
+                             "use " + "; ".join(f"{a.name}: {a.what}" for a in ALGORITHMS.values()))
+    return found
+
+
 def compute_thresholds(stats: CalibrationStats, algorithm: str, percentile: float = 99.99) -> dict[str, float]:
-    if algorithm not in ALGORITHMS:
-        raise UserValueError(f"unknown calibration algorithm {algorithm!r}", f"choose one of {', '.join(ALGORITHMS)}")
-    if algorithm == "minmax":
-        return {name: threshold_minmax(h) for name, h in stats.tensors.items()}
-    if algorithm == "percentile":
-        return {name: threshold_percentile(h, percentile) for name, h in stats.tensors.items()}
-    method = threshold_entropy if algorithm == "entropy" else threshold_entropy_gtc
+    """Every tensor's threshold by the registered `algorithm` (its parameters from the keywords here)."""
+    chosen = algorithm_named(algorithm)
+    given = {"percentile": percentile}
+    parameters = {name: given[name] for name in chosen.parameters}
     started = time.perf_counter()
-    thresholds = {name: method(h) for name, h in stats.tensors.items()}
-    log.info("%s search over %d tensors: %.3f s", algorithm, len(thresholds), time.perf_counter() - started)
+    thresholds = {name: chosen.threshold(h, **parameters) for name, h in stats.tensors.items()}
+    if chosen.search:
+        log.info("%s search over %d tensors: %.3f s", chosen.name, len(thresholds), time.perf_counter() - started)
     return thresholds
 
 

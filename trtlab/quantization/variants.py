@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trtlab.core.identity import Identity
 from trtlab.core.errors import UserValueError
 from trtlab.core.provenance import check_provenance
 from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, read_json_checked, workspace_dir
@@ -52,23 +53,22 @@ class BuiltVariant:
         return self.recipe.name
 
     @property
-    def identity(self) -> dict:
+    def identity(self) -> Identity:
+        """What its results are stored under (with the backend that computes them)."""
         return variant_identity(self.recipe.to_dict(), self.calibration, self.scales)
 
 
-def variant_identity(recipe: dict, calibration: dict | None = None, scales: dict | None = None) -> dict:
-    """Everything that makes a variant what it is: the full recipe, the calibration images actually used (ids hash
-    and count) and where the scales came from."""
-    identity = {"recipe": dict(recipe)}
-    if calibration:
-        identity["calibration"] = dict(calibration)
-    if scales:
-        identity["scales"] = dict(scales)
-    return identity
+def variant_identity(recipe: dict, calibration: dict | None = None, scales: dict | None = None) -> Identity:
+    """What a variant's results are keyed by: the full recipe, the calibration images actually used (ids hash and
+    count) and where the scales came from (the model, images and preprocessing are the results store's experiment).
+    Empty parts are left out, as results stored before the Identity dataclass hashed them: their keys still match."""
+    return Identity(recipe=dict(recipe), calibration=dict(calibration) if calibration else None,
+                    scales=dict(scales) if scales else None)
 
 
-def variant_key(identity: dict) -> str:
-    return hash_json(identity, 16)
+def variant_key(identity) -> str:
+    """The key of an Identity (or of a stored dict of its fields)."""
+    return Identity.of(identity).key
 
 
 def stats_tensors(model) -> list[str]:
@@ -136,7 +136,7 @@ def variant_folder(model_path: Path, sha: str, recipe: Recipe, key: str, workspa
     return workspace_dir(workspace) / "variants" / f"{model_path.stem}-{sha[:8]}" / f"{recipe.name}-{key}"
 
 
-def reusable_record(folder: Path, identity: dict) -> dict | None:
+def reusable_record(folder: Path, identity: Identity) -> dict | None:
     """The variant.json of `folder` when its model.onnx exists and it was made for `identity`; None when there is
     nothing to reuse (absent, or damaged: set aside, named). A record made for another identity is refused naming
     the field (the folder name is a hash of the identity, so only a hand-edited or copied folder gets there)."""
@@ -145,7 +145,7 @@ def reusable_record(folder: Path, identity: dict) -> dict | None:
     record = read_json_checked(folder / "variant.json")
     if record is None or "identity" not in record:  # damaged, or written before identities were recorded
         return None
-    check_provenance(record["identity"], identity, what=f"variant folder {folder}",
+    check_provenance(record["identity"], identity.to_dict(), what=f"variant folder {folder}",
                      fix="delete that folder or rebuild with force=True")
     return record
 
@@ -166,14 +166,14 @@ def build_fp16_variant(model_path: Path, recipe: Recipe, workspace=None, force: 
     from trtlab.graph.sanitize import sanitize_model
 
     sha = inspect_classifier(model_path).sha256
-    identity = {"model_sha256": sha, "recipe": recipe.to_dict(), "revision": VARIANT_REVISION}
-    folder = variant_folder(model_path, sha, recipe, hash_json(identity), workspace)
+    identity = Identity(model_sha256=sha, recipe=recipe.to_dict(), revision=VARIANT_REVISION)
+    folder = variant_folder(model_path, sha, recipe, identity.key, workspace)
     record = None if force else reusable_record(folder, identity)
     if record is not None:
         return BuiltVariant(recipe, folder / "model.onnx", folder, record.get("conversion", {}), reused=True)
     conversion = convert_to_fp16(sanitize_model(model_path, workspace), guards=recipe.guards,
                                  output_path=folder / "model.onnx")
-    atomic_write_json(folder / "variant.json", {"identity": identity, "recipe": recipe.to_dict(),
+    atomic_write_json(folder / "variant.json", {"identity": identity.to_dict(), "recipe": recipe.to_dict(),
                                                 "model": str(model_path), "model_sha256": sha,
                                                 "conversion": conversion.summary()})
     return BuiltVariant(recipe, folder / "model.onnx", folder, conversion.summary())
@@ -227,14 +227,11 @@ class _Int8Build:
             if self.imported else None
         self.scales_source = self.imported_cache.identity() if self.imported else {"source": "calibration"}
         # The scales' source is part of the key: a variant built from an imported cache is never reused by a plain run.
-        key = hash_json({"model": self.sha, "recipe": self.recipe.to_dict(), "ids": self.calib_ids,
-                         "pre": cache.preprocess.to_dict(), "scales": self.scales_source,
-                         "calibrate": CALIBRATION_REVISION, "revision": VARIANT_REVISION})
-        self.folder = variant_folder(model_path, self.sha, self.recipe, key, workspace)
-        self.identity = {"model_sha256": self.sha, "recipe": self.recipe.to_dict(),
-                         "calibration_ids_hash": self.calibration["ids_hash"], "preprocess": cache.preprocess.to_dict(),
-                         "scales": self.scales_source, "calibration_revision": CALIBRATION_REVISION,
-                         "revision": VARIANT_REVISION}
+        # The folder is named by the identity's key (the identity is checked again on reuse).
+        self.identity = Identity(model_sha256=self.sha, recipe=self.recipe.to_dict(), calibration=self.calibration,
+                                 scales=self.scales_source, preprocess=cache.preprocess.to_dict(),
+                                 revision=VARIANT_REVISION)
+        self.folder = variant_folder(model_path, self.sha, self.recipe, self.identity.key, workspace)
 
     def built(self, plan: dict, cache_file: Path, reused: bool = False) -> BuiltVariant:
         return BuiltVariant(self.recipe, self.folder / "model.onnx", self.folder, plan, cache_file, reused=reused,
@@ -270,7 +267,7 @@ class _Int8Build:
                                              {t: scales[t] for t in plan.activations}, self.cache_metadata())
         write_model(quantized, self.folder / "model.onnx")
         atomic_write_json(self.folder / "variant.json", {
-            "identity": self.identity, "recipe": self.recipe.to_dict(), "model": str(self.model_path),
+            "identity": self.identity.to_dict(), "recipe": self.recipe.to_dict(), "model": str(self.model_path),
             "model_sha256": self.sha, "calibration_ids": self.calib_ids, "calibration": self.calibration,
             "scales": self.scales_source, "plan": described})
         if self.cache_path and not self.imported:

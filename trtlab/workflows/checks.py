@@ -95,13 +95,13 @@ def check_guards(model_path, guards, workspace=None, flag: str = "--guards") -> 
         return []
     import onnx
 
-    from trtlab.graph.guards import resolve_guards, weighted_nodes_in_order
+    from trtlab.graph.guards import parse_guards, resolve_guards, weighted_nodes_in_order
     from trtlab.graph.sanitize import sanitize_model
 
     sanitized = sanitize_model(model_path, workspace)
     model = onnx.load(str(sanitized), load_external_data=False)
     try:
-        return resolve_guards(model, list(guards))
+        return resolve_guards(model, parse_guards(guards))
     except UserValueError as exc:  # resolve_guards names the guard; here: which flag, and examples to copy
         reason = exc.what
         name = Path(model_path).name

@@ -268,9 +268,11 @@ def recipes_from_selection(algorithms, calibration_images: int, calibration_batc
         percentile = float(percentile)
     except (TypeError, ValueError):
         raise UserValueError(f"percentile {percentile!r} is not a number", "type e.g. 99.99") from None
-    guard_list = list(guards) + [f"node:{n.strip()}" for n in node_guards.split(",") if n.strip()]
+    from trtlab.graph.guards import parse_guards
+
+    guard_list = parse_guards(list(guards) + [f"node:{n.strip()}" for n in node_guards.split(",") if n.strip()])
     if guard_precision == "fp16":
-        guard_list = [f"{g}=fp16" for g in guard_list]
+        guard_list = [g.with_precision("fp16") for g in guard_list]
     fp16 = [Recipe(precision="fp16")] if include_fp16 else []
     return fp16 + [Recipe(precision="int8", algorithm=a, calibration_images=_whole(calibration_images),
                           calibration_batch=_whole(calibration_batch), guards=tuple(guard_list),

@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trtlab.core.identity import Identity
 from trtlab.backends.tensorrt.latency import benchmark_engine, benchmark_runner, latency_table
 from trtlab.quantization.variants import BuiltVariant, Recipe, variant_key
 from trtlab.workflows.engine_reports import ORT_TIMING_NOTE, LatencyReport, NotedTable
@@ -31,7 +32,7 @@ class EngineVariant:
     """One variant as the backend runs it: its label and identity, the graph it made, and its engine (TensorRT)."""
 
     label: str
-    identity: dict
+    identity: Identity  # the variant's (what its results are keyed by)
     recipe: dict
     onnx: Path  # the graph the variant made: what TensorRT parses and ONNX Runtime runs
     precision: str  # what build_engine builds: fp32 / fp16 / int8 / int8-implicit
@@ -230,7 +231,7 @@ def _evaluate_entry(entry: EngineVariant, backend, cache, split, store, *, exper
     engine = {"tensorrt": sidecar.get("tensorrt_version"), "recipe_hash": sidecar.get("recipe_hash"),
               "gpu": sidecar.get("gpu_name")}
     target = EvalTarget(indices=split.evaluation, recipe=entry.recipe, experiment=experiment, store=store,
-                        identity={**entry.identity, "backend": {"name": "trt", **engine}},
+                        identity=entry.identity.replace(backend={"name": "trt", **engine}),
                         record_extra={"engine": {**engine, "path": str(entry.engine.engine_path),
                                                  "tf32": (sidecar.get("tf32") or {}).get("note")},
                                       "variant_label": entry.label})
@@ -303,7 +304,7 @@ def build_engines(model=None, recipes=None, data=None, backend: str = "auto", wo
         # <workspace>/engines/<model>-<sha8>/<variant label>-<variant key>.<precision>.<build hash>.engine
         folder = workspace_dir(workspace) / "engines" / f"{model.stem}-{inspect_classifier(model).sha256[:8]}"
         for entry in engines.entries.values():
-            legacy = entry.identity.get("tensorrt") == "weakly typed"  # guards become layer precision there
+            legacy = entry.identity.tensorrt == "weakly typed"  # guards become layer precision there
             entry.engine = build_engine(entry.onnx, entry.precision, workspace=workspace,
                                         name=f"{entry.label}-{entry.key[:8]}", folder=folder,
                                         variant=entry.record(), calibrator=entry.calibrator,
@@ -390,7 +391,7 @@ def _variant_entry(engines: EngineSet, recipe: Recipe, weakly_typed: bool, force
     # TensorRT 10 legacy: FP16 from the FP32 graph through BuilderFlag.FP16; INT8 from the Q/DQ graph; guards as
     # layer precision. A different engine from the strongly typed one, so its label and identity say so.
     onnx = engines.model if precision == "fp16" else Path(built.model_path)
-    return EngineVariant(f"{built.name}+weakly-typed", {**built.identity, "tensorrt": "weakly typed"},
+    return EngineVariant(f"{built.name}+weakly-typed", built.identity.replace(tensorrt="weakly typed"),
                          built.recipe.to_dict(), onnx, precision, engines.model, built)
 
 
@@ -424,8 +425,8 @@ def _add_tensorrt_calibrators(engines: EngineSet, algorithms, calibration_images
                                                  engines.workspace, use_cache=not force, progress=progress)
         recipe_dict = {**recipe.to_dict(), "precision": "int8-implicit"}
         label = "int8-implicit-" + recipe.name[len("int8-"):]
-        identity = {"recipe": recipe_dict, "calibration": calibrator.identity,
-                    "scales": {"source": "tensorrt-calibrator"}}
+        identity = Identity(recipe=recipe_dict, calibration=calibrator.identity,
+                            scales={"source": "tensorrt-calibrator"})
         engines.entries[label] = EngineVariant(label, identity, recipe_dict, engines.model, "int8-implicit",
                                                engines.model, calibrator=calibrator)
 
@@ -438,6 +439,6 @@ def _rebuild_command(model: Path, entry: EngineVariant) -> str:
         parts.append(f"--calibrator {recipe.get('algorithm')} --calib-images {recipe.get('calibration_images')} "
                      f"--calib-batch {recipe.get('calibration_batch')} --calib-data <the calibration data>")
     parts += [f"--guard {g}" for g in recipe.get("guards", [])]
-    if entry.identity.get("tensorrt") == "weakly typed":
+    if entry.identity.tensorrt == "weakly typed":
         parts.append("--weakly-typed")
     return " ".join(parts + ["--force"])

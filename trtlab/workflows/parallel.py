@@ -143,12 +143,10 @@ def evaluate_in_parallel(variants, devices: list[str], shared: SharedEvaluation)
 
 class _Worker:
     def __init__(self, device: str, share: list[int], job: Path, log_path: Path):
-        import trtlab
-
         self.device, self.share, self.log_path = device, share, log_path
         self.labels: list[str] = []
         self.error: str | None = None
-        root = str(Path(trtlab.__file__).resolve().parents[1])  # the trtlab this process runs
+        root = str(Path(__file__).resolve().parents[2])  # the trtlab this process runs
         env = {**os.environ,
                "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                "CUDA_VISIBLE_DEVICES": device.split(":", 1)[1] if device.startswith("cuda:") else ""}

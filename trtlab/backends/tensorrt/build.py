@@ -54,7 +54,7 @@ class _Plan:
     facts: object  # options.GraphFacts
     onnx_model: object
     recipe_hash: str
-    identity: dict
+    identity: object  # core.identity.Identity: graph sha256, build options, variant, calibration
     engine_path: Path
     engines_root: Path  # <workspace>/engines: the shared timing cache lives there
 
@@ -128,7 +128,8 @@ def plan_build(trt, major, onnx_path, precision, *, target: EngineTarget, worksp
     (graph sha256, options, variant, calibration) and the engine's file name."""
     import onnx
 
-    from trtlab.core.workspace import hash_json, workspace_dir
+    from trtlab.core.identity import Identity
+    from trtlab.core.workspace import workspace_dir
     from trtlab.graph.classifier import inspect_classifier
 
     source = Path(onnx_path)
@@ -141,13 +142,12 @@ def plan_build(trt, major, onnx_path, precision, *, target: EngineTarget, worksp
         opts.min_batch = opts.opt_batch = opts.max_batch = fixed
     _check_version_path(trt, major, opts, calibrator)
     check_graph_precision(source, facts, opts, major)
-    identity = {"onnx_sha256": info.sha256, "recipe": opts.recipe()}
     variant, output = target.variant, target.output
-    if variant:
-        identity["variant"] = {"label": variant.get("label"), "key": variant.get("key")}
-    if calibrator is not None and opts.precision == "int8-implicit":
-        identity["calibration"] = calibration_identity(calibrator, info.sha256)
-    recipe_hash = hash_json(identity, 12)
+    implicit = calibrator is not None and opts.precision == "int8-implicit"
+    identity = Identity(model_sha256=info.sha256, recipe=opts.recipe(),
+                        variant={"label": variant.get("label"), "key": variant.get("key")} if variant else None,
+                        calibration=calibration_identity(calibrator, info.sha256) if implicit else None)
+    recipe_hash = identity.digest(12)
     engines_root = workspace_dir(workspace) / "engines"
     folder = Path(target.folder) if target.folder is not None else engines_root
     stem = target.name or (variant or {}).get("label") or source.stem
@@ -276,7 +276,7 @@ def _write_engine(plan: _Plan, serialized, trt, gpu, seconds, cache_file, comman
         "compute_capability": gpu.get("compute_capability"),
         "recipe": opts.recipe(),
         "recipe_hash": plan.recipe_hash,
-        "variant": plan.identity.get("variant"),
+        "variant": plan.identity.variant,
         "build_seconds": round(seconds, 2),
         "built_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "onnx": str(plan.source),
@@ -288,7 +288,7 @@ def _write_engine(plan: _Plan, serialized, trt, gpu, seconds, cache_file, comman
                   "profile": [opts.min_batch, opts.opt_batch, opts.max_batch]},
         "engine_sha256": sha256_file(plan.engine_path),
         "timing_cache": str(cache_file) if cache_file else None,
-        "calibration": plan.identity.get("calibration"),
+        "calibration": plan.identity.calibration,
         "calibration_batches": getattr(calibrator, "batches_served", None) if calibrator is not None else None,
         "rebuild_command": command,
     }

@@ -49,13 +49,15 @@ class BuildOptions:
         if not (1 <= self.min_batch <= self.opt_batch <= self.max_batch):
             raise UserValueError(f"batch profile {self.min_batch}/{self.opt_batch}/{self.max_batch} is impossible",
                                  "use 1 <= min_batch <= opt_batch <= max_batch")
-        self.guards = tuple(self.guards or ())
+        from trtlab.graph.guards import parse_guards
+
+        self.guards = parse_guards(self.guards)  # build_engine(guards=...) is an edge: texts are parsed here, once
         if self.precision == "int8-implicit":
             self.weakly_typed = True  # TensorRT's calibrators need BuilderFlag.INT8, i.e. a weakly typed network
 
     def recipe(self) -> dict:
         recipe = asdict(self)
-        recipe["guards"] = list(self.guards)
+        recipe["guards"] = [str(g) for g in self.guards]
         if not (self.weakly_typed and self.precision in ("int8", "int8-implicit")):
             recipe.pop("fp16_fallback")  # only the legacy weakly typed INT8 path reads it
         return recipe
