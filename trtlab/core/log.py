@@ -134,27 +134,25 @@ def run_name() -> str:
     return "python"
 
 
-def warn_once(logger: logging.Logger, key, message: str, *args) -> bool:
-    """Log `message` as a warning the first time `key` is seen in this process; True when it was logged."""
+def _log_once(logger: logging.Logger, level: int, key, message: str, args) -> bool:
     with _lock:
         if key in _warned:
             logger.debug(message, *args)
             return False
         _warned.add(key)
-    logger.warning(message, *args)
+    logger.log(level, message, *args)
     return True
+
+
+def warn_once(logger: logging.Logger, key, message: str, *args) -> bool:
+    """Log `message` as a warning the first time `key` is seen in this process; True when it was logged."""
+    return _log_once(logger, logging.WARNING, key, message, args)
 
 
 def info_once(logger: logging.Logger, key, message: str, *args) -> bool:
     """Log `message` at INFO the first time `key` is seen in this process (shares `warn_once`'s memory); later at
     debug level. True when it was logged at INFO."""
-    with _lock:
-        if key in _warned:
-            logger.debug(message, *args)
-            return False
-        _warned.add(key)
-    logger.info(message, *args)
-    return True
+    return _log_once(logger, logging.INFO, key, message, args)
 
 
 def reset_warnings() -> None:
