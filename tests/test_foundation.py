@@ -179,7 +179,7 @@ def test_interrupted_evaluation_resumes_where_it_stopped(demo_model, demo_cache,
 
     monkeypatch.setattr(OrtRunner, "infer_impl", infer_then_die)
     # Another identity than the uninterrupted run (which would otherwise simply be reused).
-    second = {"recipe": {"precision": "fp32"}, "run": "resumed"}
+    second = {"recipe": {"precision": "fp32"}, "scales": {"source": "resumed"}}
     with pytest.raises(KeyboardInterrupt):
         evaluate(demo_model, demo_cache, "resumed", store=store, batch_size=4, progress=False, checkpoint_every=8,
                  identity=second)

@@ -476,7 +476,7 @@ def test_the_default_fidelity_target_finds_the_broken_layer_where_top1_is_blind(
     assert all(c < 0.99 for c in forward["cosine_mean"].iloc[:-1]) and forward["cosine_mean"].iloc[-1] >= 0.99
     assert list(forward["guarded"])[1:] == sensitivity.ranking[: len(forward) - 1]
     assert "mean logit cosine ≥ 0.99 reached on 2 search images" in found.summary()
-    assert f"--guards {','.join(found.guards)}" in found.calibrate_command() and found.guards
+    assert f"--guards {','.join(map(str, found.guards))}" in found.calibrate_command() and found.guards
     saved = json.loads(found.save(session_workspace / "blind").read_text())
     assert saved["target"] == {"cosine": 0.99} and saved["steps"][0]["kl_mean"] > saved["steps"][-1]["kl_mean"]
 
