@@ -87,6 +87,28 @@ def install_from_read_only_dataset(kaggle) -> Path:
     return dataset
 
 
+def install_from_git(kaggle, tmp_path: Path) -> Path:
+    """Way a: `pip install "trtlab @ git+<repository>"` of a git repository of this tree; the repository."""
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git is not installed (pip needs it for git+ URLs)")
+    repository = _copy_tree(tmp_path / "remote" / "trtlab")
+    identity = ["-c", "user.name=trtlab-test", "-c", "user.email=test@trtlab.invalid", "-c", "init.defaultBranch=main"]
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "snapshot"]):
+        _run([git, *identity, *argv], repository, _environment())
+    # README's line with the GitHub URL: pip install "trtlab @ git+https://github.com/<owner>/trtlab"
+    # (localhost: the packaging pip vendors refuses a file URL with an empty host in a named requirement)
+    _pip_install(kaggle, f"trtlab @ git+file://localhost{repository}", cwd=kaggle["working"])
+    return repository
+
+
+def install_clone(kaggle, editable: bool) -> Path:
+    """Way c: a clone at /kaggle/working/trtlab, `pip install -e .` (or `pip install .`) inside it; the clone."""
+    clone = _copy_tree(kaggle["working"] / "trtlab")
+    _pip_install(kaggle, *(["-e"] if editable else []), ".", cwd=clone)
+    return clone
+
+
 def kernel_spec(kaggle) -> Path:
     """A Jupyter kernel `kaggle-venv` of the emulated kernel's Python; returns the folder for JUPYTER_PATH."""
     import json
@@ -138,16 +160,7 @@ def _read_only_wrapper(tree: Path) -> tuple:
 
 
 def test_a_pip_install_from_the_git_repository(kaggle, tmp_path):
-    git = shutil.which("git")
-    if git is None:
-        pytest.skip("git is not installed (pip needs it for git+ URLs)")
-    repository = _copy_tree(tmp_path / "remote" / "trtlab")
-    identity = ["-c", "user.name=trtlab-test", "-c", "user.email=test@trtlab.invalid", "-c", "init.defaultBranch=main"]
-    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "snapshot"]):
-        _run([git, *identity, *argv], repository, _environment())
-    # README's line with the GitHub URL: pip install "trtlab @ git+https://github.com/<owner>/trtlab"
-    # (localhost: the packaging pip vendors refuses a file URL with an empty host in a named requirement)
-    _pip_install(kaggle, f"trtlab @ git+file://localhost{repository}", cwd=kaggle["working"])
+    install_from_git(kaggle, tmp_path)
     module, _ = _fresh_kernel(kaggle)
     assert module == kaggle["site"] / "trtlab" / "__init__.py"
 
@@ -170,8 +183,7 @@ def test_b_pip_install_from_a_read_only_dataset(kaggle):
 
 @pytest.mark.parametrize("editable", [True, False], ids=["pip-install-e", "pip-install"])
 def test_c_a_clone_named_trtlab_in_the_working_directory(kaggle, editable):
-    clone = _copy_tree(kaggle["working"] / "trtlab")
-    _pip_install(kaggle, *(["-e"] if editable else []), ".", cwd=clone)
+    clone = install_clone(kaggle, editable)
     installed = clone / "trtlab" / "__init__.py" if editable else kaggle["site"] / "trtlab" / "__init__.py"
     # From /kaggle/working the clone folder `trtlab/` is on the path first, as an empty namespace package.
     for cwd in (kaggle["working"], kaggle["root"]):

@@ -76,11 +76,20 @@ def kaggle_run(tmp_path_factory, demo_data):
     {stem: executed notebook} plus the layout."""
     import nbformat
     from nbclient import NotebookClient
-    from test_kaggle_install import install_from_read_only_dataset, kaggle_venv, kernel_spec
+    from test_kaggle_install import (install_clone, install_from_git, install_from_read_only_dataset, kaggle_venv,
+                                     kernel_spec)
 
     kaggle = kaggle_venv(tmp_path_factory.mktemp("kaggle"))
     root, working, inputs = kaggle["root"], kaggle["working"], kaggle["input"]
-    install_from_read_only_dataset(kaggle)
+    # CI runs the chain after way b; TRTLAB_KAGGLE_INSTALL=a | c | c-editable runs it after the other ways.
+    way = os.environ.get("TRTLAB_KAGGLE_INSTALL", "b")
+    if way == "a":
+        install_from_git(kaggle, tmp_path_factory.mktemp("git"))
+    elif way.startswith("c"):
+        install_clone(kaggle, editable=way == "c-editable")
+    else:
+        install_from_read_only_dataset(kaggle)
+    kaggle["way"] = way
     _attach_dataset(inputs, demo_data)
     before = _snapshot(inputs)
     saved = {k: os.environ.get(k) for k in ("TRTLAB_KAGGLE_ROOT", "TRTLAB_WORKSPACE", "TRTLAB_IMAGENET",
@@ -124,7 +133,8 @@ def test_the_notebooks_ran_on_the_trtlab_installed_from_the_dataset(kaggle_run):
 
     found = subprocess.run([str(kaggle["python"]), "-c", "import trtlab; print(trtlab.__file__)"],
                            cwd=kaggle["working"], capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
-    assert found.stdout.strip() == str(kaggle["site"] / "trtlab" / "__init__.py"), found.stderr
+    installed = (kaggle["working"] / "trtlab" if kaggle["way"] == "c-editable" else kaggle["site"]) / "trtlab"
+    assert found.stdout.strip() == str(installed / "__init__.py"), found.stderr
 
 
 def _outputs(nb):
@@ -197,7 +207,8 @@ def test_notebook_runs_on_kaggle_in_order(stem, kaggle_run):
 @pytest.mark.slow
 def test_kaggle_run_writes_only_its_workspace_and_never_the_inputs(kaggle_run):
     working = kaggle_run["working"]
-    assert sorted(p.name for p in working.iterdir()) == ["trtlab-runs"]
+    clone = ["trtlab"] if kaggle_run["kaggle"]["way"].startswith("c") else []  # way c's clone lives there
+    assert sorted(p.name for p in working.iterdir()) == sorted(["trtlab-runs", *clone])
     assert _snapshot(kaggle_run["inputs"]) == kaggle_run["before"]
     # notebook 01 found the attached photos (one folder per WNID) and prepared them, not the demo stand-in
     prep = (working / "trtlab-runs" / "imagenet" / "prep.json").read_text()
