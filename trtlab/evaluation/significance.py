@@ -160,7 +160,6 @@ def compare_agreement(first: VariantResult, second: VariantResult, reference: Va
 
 PAIRED_INTERVAL_METHOD = "paired t-interval on the per-image differences"
 SAMPLE_SIZE_METHOD = "Connor 1987, paired McNemar design"
-FIDELITY_COLUMNS = ("cosine", "kl", "top1_flip", "top5_flip")  # = metrics.FIDELITY_METRICS
 
 
 def paired_interval(differences, confidence: float = 0.95) -> dict:
@@ -206,7 +205,7 @@ def pairwise_fidelity(results: dict[str, VariantResult], reference: str, confide
     every variant and the reference hold (each variant's per-image fidelity is computed once)."""
     import pandas as pd
 
-    from trtlab.evaluation.fidelity import fidelity_per_image, shared_images
+    from trtlab.evaluation.fidelity import FIDELITY_METRICS, fidelity_per_image, shared_images
 
     names = [n for n in results if n != reference]
     ids = shared_images([results[n] for n in names], results[reference])
@@ -214,7 +213,7 @@ def pairwise_fidelity(results: dict[str, VariantResult], reference: str, confide
     rows = []
     for i, first in enumerate(names):
         for second in names[i + 1:]:
-            for metric in FIDELITY_COLUMNS:
+            for metric in FIDELITY_METRICS:
                 a, b = per_image[first][metric], per_image[second][metric]
                 interval = paired_interval(a - b, confidence)
                 rows.append({"first": first, "second": second, "metric": metric,
