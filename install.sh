@@ -47,17 +47,11 @@ fi
 
 PIP="$PYTHON -m pip install -q --disable-pip-version-check"
 # torch exports the demo model (and is the GPU backend). Keep an existing torch (Kaggle ships one); otherwise the
-# CUDA build where an NVIDIA driver answers, else the CPU build (PyPI's default Linux wheel brings ~3 GB of CUDA).
+# plain pin: pip's configured sources decide the build (PyTorch's own CPU index is not reachable from every machine
+# this runs on, CI included; PIP_INDEX_URL / PIP_EXTRA_INDEX_URL choose another).
 if ! "$PYTHON" -c "import torch" 2>/dev/null; then
-  if command -v nvidia-smi >/dev/null && nvidia-smi >/dev/null 2>&1; then
-    echo "install.sh: installing torch 2.13.0 (CUDA build: an NVIDIA GPU is visible)"
-    $PIP torch==2.13.0
-  else
-    # the plain pin: pip's configured sources decide the build (PyTorch's own CPU index is not reachable from every
-    # machine this runs on, CI included); PIP_INDEX_URL / PIP_EXTRA_INDEX_URL choose another
-    echo "install.sh: installing torch 2.13.0 (no NVIDIA GPU visible)"
-    $PIP torch==2.13.0
-  fi
+  echo "install.sh: installing torch 2.13.0 (torch exports the demo model and runs the GPU backend)"
+  $PIP torch==2.13.0
 fi
 # The run-time dependencies (pyproject.toml), this checkout editable: package-dir "" = "." makes the editable
 # install a path entry, so a folder named trtlab in the current directory cannot shadow it. --dev: also Jupyter

@@ -10,7 +10,7 @@ semantics that TensorRT implements; see evaluation.literal_check).
   the other evaluation images; the found recipe as a `python -m trtlab calibrate` line.
 - `targets`: what the search must reach — top-1 agreement and/or output fidelity (logit cosine, SQNR, softmax KL;
   default mean logit cosine ≥ 0.99).
-- `blocks`: the model's own block names for nodes (`_blocks.3._project_conv`, from its weight names).
+- block names (`_blocks.3._project_conv`, from the weights' names) come from `trtlab.graph.block_names`.
 - `errors` (running error sums), `graphs` (compared tensors, graph suffixes, the literal session), `plots`,
   `tables` (the tables formatted for people).
 """

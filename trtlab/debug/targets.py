@@ -32,9 +32,7 @@ class Metric:
             return f"{100 * value:.1f}%"
         if self.key == "sqnr_db":
             return f"{value:.1f} dB"
-        if self.key == "kl_mean":
-            return f"{value:.4f}"
-        return f"{value:.4f}"
+        return f"{value:.4f}"  # logit cosine, softmax KL
 
     def bound_text(self, bound: float) -> str:
         if self.key == "top1_agreement":
