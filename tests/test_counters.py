@@ -87,6 +87,19 @@ def test_values_on_bin_edges_subnormals_and_signed_zeros(counter):
         np.testing.assert_array_equal(counter.count(part, scale, 100)[0], reference_bins(part, scale, 100))
 
 
+def test_more_bins_than_a_uint16_holds_and_blocks_that_do_not_divide(counter):
+    """Above 65,536 bins the counter's bin numbers are uint32; arrays longer than one block end in a partial one, and
+    a NaN in the values lands in the last bin (reported as non-finite), never outside the histogram."""
+    rng = np.random.default_rng(5)
+    values = np.abs(rng.standard_normal(3 * (1 << 16) + 7)).astype(np.float32)
+    for bins in (70_001, 65_536, 5):
+        scale = float(np.float32(bins / values.max()))
+        np.testing.assert_array_equal(counter.count(values, scale, bins)[0], reference_bins(values, scale, bins))
+    values[-1] = np.nan
+    counts, _, finite = counter.count(values, 1.0, 5)
+    assert not finite and counts.sum() == values.size and counts[-1] >= 1
+
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_non_finite_values_are_refused_and_nothing_is_counted(counter, bad):
     hist = TensorHistogram()
