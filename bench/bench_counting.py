@@ -2,10 +2,12 @@
 
 Part 1, one core: ns per value of each candidate counting loop on EfficientNet-Lite0's 60 real activations (every
 loop's counts checked against the reference, histogram.reference_bins, before it is timed): numba loops (F:
-trtlab's histogram_numba, four values per step into interleaved int64 lanes; A: one value per step; D: A with uint32
+trtlab's histogram_numba, two passes per block; O: trtlab's loop before it, one pass, four values per step into
+interleaved int64 lanes; A: one value per step; D: A with uint32
 lanes, 32 KB for 2048 bins; Z: blocks with zeros dropped before the counters), numpy's reference update, and, with --base-tree, the hand-written C loop of an older trtlab.
 Part 2, `--cores` cores (default 2, pinned), ONNX Runtime intra-op threads set: at N=--images, the FP32 forward pass,
-the run with the 60 tensors exposed (nothing counted), and the whole statistics pass in several thread layouts, with
+the run with the 60 tensors exposed (nothing counted) as ONNX Runtime's NCHW outputs and as its blocked tensors
+(exposure_ort), and trtlab's whole statistics pass (blocked exposure) in several thread layouts, with
 the fastest numba loop of part 1 (and the C loop of --base-tree in the first two layouts):
   overlap     — ONNX Runtime computes sub-batch k+1 while `cores` counting threads count sub-batch k (trtlab's);
   overlap-low — the same, counting threads at the lowest priority (SCHED_IDLE): they take only the time ONNX
@@ -23,6 +25,7 @@ import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +94,40 @@ def loop_z(values, bits, scale, bins):
 
 
 @numba.njit(nogil=True, cache=True)
+def loop_o(values, bits, scale, bins):
+    """trtlab's loop before the two-pass one: one pass, four values per step into interleaved int64 lanes."""
+    lanes = np.zeros(LANES * bins, np.int64)
+    cap = np.float32(bins - 1)
+    mask = np.uint32(0x7FFFFFFF)
+    top = np.uint32(0)
+    n = values.size
+    i = 0
+    while i + LANES <= n:
+        b0, b1, b2, b3 = bits[i] & mask, bits[i + 1] & mask, bits[i + 2] & mask, bits[i + 3] & mask
+        t01 = b0 if b0 > b1 else b1
+        t23 = b2 if b2 > b3 else b3
+        t = t01 if t01 > t23 else t23
+        top = t if t > top else top
+        p0, p1 = abs(values[i]) * scale, abs(values[i + 1]) * scale
+        p2, p3 = abs(values[i + 2]) * scale, abs(values[i + 3]) * scale
+        p0, p1 = (p0 if p0 < cap else cap), (p1 if p1 < cap else cap)
+        p2, p3 = (p2 if p2 < cap else cap), (p3 if p3 < cap else cap)
+        lanes[np.int64(p0) * LANES] += 1
+        lanes[np.int64(p1) * LANES + 1] += 1
+        lanes[np.int64(p2) * LANES + 2] += 1
+        lanes[np.int64(p3) * LANES + 3] += 1
+        i += LANES
+    while i < n:
+        b = bits[i] & mask
+        top = b if b > top else top
+        p = abs(values[i]) * scale
+        p = p if p < cap else cap
+        lanes[np.int64(p) * LANES] += 1
+        i += 1
+    return lanes.reshape(bins, LANES).sum(axis=1), top
+
+
+@numba.njit(nogil=True, cache=True)
 def loop_a(values, bits, scale, bins):
     counts = np.zeros(LANES * bins, np.int64)
     cap = np.float32(bins - 1)
@@ -120,7 +157,7 @@ class Loop:
 def candidates(base_tree: str | None) -> dict:
     from trtlab.quantization import histogram_numba
 
-    found = {"F (trtlab)": histogram_numba, "A": Loop("A", loop_a), "D": Loop("D", loop_d), "Z": Loop("Z", loop_z)}
+    found = {"F (trtlab)": histogram_numba, "O (trtlab before)": Loop("O", loop_o), "A": Loop("A", loop_a), "D": Loop("D", loop_d), "Z": Loop("Z", loop_z)}
     if base_tree:
         path = Path(base_tree) / "trtlab" / "quantization" / "native_counting.py"
         spec = importlib.util.spec_from_file_location("base_native_counting", path)
@@ -178,22 +215,23 @@ def idle_priority() -> None:
 
 
 def statistics_pass(model, cache, names, per_tensor, sub_batch, threads, workers, counter, layout) -> float:
-    from trtlab.core.ort_session import ort_session
+    """trtlab's statistics pass (exposure_ort's blocked outputs, TensorHistogram updates) in one thread layout."""
     from trtlab.data.batches import iter_batches
-    from trtlab.graph.onnx_utils import with_outputs
+    from trtlab.quantization.exposure_ort import ExposedRunner
     from trtlab.quantization.histogram import TensorHistogram
 
-    session = ort_session(with_outputs(model, names), threads=threads, spinning=False)
+    start = time.perf_counter()
+    runner = ExposedRunner(model, model.graph.input[0].name, names, threads)
     histograms = {name: TensorHistogram() for name in names}
     order = sorted(range(len(names)), key=lambda k: -per_tensor[k])
-    start = time.perf_counter()
     batches = iter_batches(cache, None, sub_batch, prefetch=True)
 
     def run(batch):
-        return session.run(names, {session.get_inputs()[0].name: batch.images})
+        return runner(batch)[1]
 
     def count(outputs, k):
-        histograms[names[k]].update(outputs[k], counter)
+        values, padding_zeros = outputs[k]
+        histograms[names[k]].update(values, counter, padding_zeros)
         outputs[k] = None
 
     initializer = idle_priority if layout == "overlap-low" else None
@@ -235,16 +273,24 @@ def part2(args, workspace: Path, counter, counter_name: str, compiled=None) -> N
     cores = args.cores
     print(f"part 2, {cores} cores, N={args.images}, calibration batch {args.batch} in sub-batches of {sub} "
           f"(memory budget {MEMORY_BUDGET_MB} MB), counting loop {counter_name}")
+    from trtlab.quantization.exposure_ort import ExposedRunner
+
     forward = ort_session(model_path, threads=cores)
     exposed = ort_session(with_outputs(model, names), threads=cores, spinning=False)
+    blocked = ExposedRunner(model, model.graph.input[0].name, names, cores)
     times = {}
-    for label, session, outputs, rows in (("FP32 forward", forward, None, args.batch),
-                                          ("exposed run, nothing counted", exposed, names, sub)):
+    for label, run, rows in (
+            ("FP32 forward", lambda images: forward.run(None, {forward.get_inputs()[0].name: images}), args.batch),
+            ("exposed as NCHW outputs, nothing counted",
+             lambda images: exposed.run(names, {exposed.get_inputs()[0].name: images}), sub),
+            ("exposed blocked (exposure_ort), nothing counted",
+             lambda images: blocked(SimpleNamespace(images=images, count=len(images))), sub)):
         start = time.perf_counter()
         for batch in iter_batches(cache, None, rows, prefetch=True):
-            session.run(outputs, {session.get_inputs()[0].name: batch.images})
+            run(batch.images)
         times[label] = time.perf_counter() - start
-    del exposed
+    print("  exposure_ort:", blocked.describe())
+    del exposed, blocked
     layouts = {"overlap": (cores, cores), "overlap-low": (cores, cores), "split": (max(1, cores - 1), 1),
                "sequential": (cores, cores)}
     for layout, (threads, workers) in layouts.items():
@@ -283,7 +329,7 @@ def main() -> int:
     names = [t for t in stats_tensors(model) if t not in {i.name for i in model.graph.input}]
     crops, _ = calibration.demo_photos(workspace)
     found = part1(loops, activations(model_path, crops[:4], names, args.cores))
-    numba_loops = {k: v for k, v in found.items() if k[0] in "ADZF"}
+    numba_loops = {k: v for k, v in found.items() if k[0] in "ADZFO"}
     best = min(numba_loops, key=numba_loops.get)
     part2(args, workspace, loops[best], best, loops.get("C (base)"))
     return 0

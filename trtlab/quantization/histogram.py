@@ -170,23 +170,27 @@ class TensorHistogram:
         self.values += int(values)
 
     # -- the reference update (numpy), and the same update through a counter ------------------------------------------
-    def update(self, values: np.ndarray, counter=_AUTO) -> None:
+    def update(self, values: np.ndarray, counter=_AUTO, padding_zeros: int = 0) -> None:
         """Add a batch of values (any shape; not modified). `counter` counts float32 values: 'auto' (cpu_counter(),
-        numba where installed), a counter, or None for numpy, the reference (same counts)."""
+        numba where installed), a counter, or None for numpy, the reference (same counts). `padding_zeros`: how many
+        of `values` are zeros that are not data (the padded channels of ONNX Runtime's blocked layout,
+        exposure_ort): a zero is in bin 0 and never the max, so they are taken out of bin 0 after counting."""
         flat = np.asarray(values).reshape(-1)
         if flat.size == 0:
             return
+        if not 0 <= padding_zeros <= flat.size:
+            raise ValueError(f"padding_zeros={padding_zeros} is not within the {flat.size} values")
         if not self.scale:
             top = _abs_max(flat)
             if top == 0.0:  # nothing to set a width from yet: every value is in bin 0
-                self.counts[0] += flat.size
-                self.values += flat.size
+                self.counts[0] += flat.size - padding_zeros
+                self.values += flat.size - padding_zeros
                 return
             self.start(top)
         if isinstance(counter, str):
             counter = cpu_counter()
         if counter is not None and flat.dtype == np.float32:
-            self._update_with(counter, flat)
+            self._update_with(counter, flat, padding_zeros)
             return
         top, found = 0.0, None
         scratch = np.empty(min(_CHUNK, flat.size), np.float32)
@@ -213,9 +217,10 @@ class TensorHistogram:
             np.multiply(absolute, np.float32(self.scale), out=idx, casting="unsafe")
             counted = np.bincount(idx, minlength=self.bins)
             found = counted if found is None else _add_counts(found, counted)
-        self.commit(found, top, flat.size)
+        found[0] -= padding_zeros
+        self.commit(found, top, flat.size - padding_zeros)
 
-    def _update_with(self, counter, flat: np.ndarray) -> None:
+    def _update_with(self, counter, flat: np.ndarray, padding_zeros: int = 0) -> None:
         """One pass at the current multiplier and bins; when the batch's max needs more bins (or merges), the
         histogram grows first and the batch is counted again at the new multiplier (rare after the first batches)."""
         flat = np.ascontiguousarray(flat, np.float32)
@@ -227,9 +232,10 @@ class TensorHistogram:
             self.merge(merges)
             self.grow(bins)
             found, _, _ = counter.count(flat, self.scale, self.bins)
+        found[0] -= padding_zeros
         self.counts += found
         self.absmax = max(self.absmax, top)
-        self.values += flat.size
+        self.values += flat.size - padding_zeros
 
     def state(self) -> dict:
         """Everything that rebuilds this histogram (statistics_torch hands its device histograms back this way)."""

@@ -2,8 +2,8 @@
 output, and the histograms are counted while it computes the next sub-batch.
 
 Where the time goes (EfficientNet-Lite0, 60 tensors, 6.9 M values = 28 MB per image, 2 cores): the forward pass;
-exposing the tensors (ONNX Runtime reorders each out of its blocked NCHWc layout into a fresh array); counting
-6.9 M values per image, overlapped with the next sub-batch. Counting is numba's loop (histogram_numba: one pass per
+exposing the tensors (read in ONNX Runtime's own blocked layout, exposure_ort, which spares the reorder copies);
+counting 6.9 M values per image, overlapped with the next sub-batch. Counting is numba's loop (histogram_numba: one pass per
 value, the GIL released) in one thread per core; without numba, numpy in a few threads (it holds the GIL between
 its steps, so more threads would not help) — the same counts either way.
 """
@@ -26,36 +26,17 @@ def collect_on_ort(model, info, requested, input_tensors, per_tensor, cache, ind
                    progress, counting):
     """(histograms by name, peak bytes held, how they were counted) for `requested` (exposed) and `input_tensors`
     (graph inputs, counted from the batches). `counting`: the counter's name (histogram.cpu_counter)."""
-    from trtlab.core.ort_session import ort_session
     from trtlab.data.batches import iter_batches
-    from trtlab.graph.onnx_utils import with_outputs
+    from trtlab.quantization.exposure_ort import ExposedRunner
 
-    existing_outputs = {o.name for o in model.graph.output}
     counter = cpu_counter(counting)
-    # ONNX Runtime's idle intra-op threads spin by default; here they would take the cores from the histogram
-    # counting that runs while the next sub-batch is computed.
-    session = ort_session(with_outputs(model, [n for n in requested if n not in existing_outputs]), threads=threads,
-                          spinning=False)
+    run = ExposedRunner(model, info.input_name, requested, threads, info.fixed_batch or 0)
     batches = iter_batches(cache, indices, sub_batch, fixed_batch=info.fixed_batch, prefetch=True)
     histograms = {name: TensorHistogram(bins=bins) for name in requested + input_tensors}
     workers = cores() if counter is not None else max(1, min(NUMPY_THREADS, cores()))
-    run = SubBatchRunner(session, info.input_name, requested)
     peak = _count_in_threads(run, histograms, requested, input_tensors, per_tensor, batches, len(indices), progress,
                              workers, counter)
-    return histograms, peak, f"ONNX Runtime, {workers} counting threads ({counter_label(counter)})"
-
-
-class SubBatchRunner:
-    """One ONNX Runtime run of a batch; only the real rows (`batch.count`) of each output are kept."""
-
-    def __init__(self, session, input_name: str, requested: list[str]):
-        self.session, self.input_name, self.requested = session, input_name, requested
-
-    def __call__(self, batch):
-        if not self.requested:
-            return batch, []
-        outputs = self.session.run(self.requested, {self.input_name: batch.images})
-        return batch, [o[:batch.count] for o in outputs]
+    return histograms, peak, f"{run.describe()}, {workers} counting threads ({counter_label(counter)})"
 
 
 def _count_in_threads(run, stats: dict, requested: list[str], input_tensors: list[str], per_tensor, batches,
@@ -69,7 +50,8 @@ def _count_in_threads(run, stats: dict, requested: list[str], input_tensors: lis
     from trtlab.data.batches import read_ahead
 
     def count(outputs, k):
-        stats[requested[k]].update(outputs[k], counter)
+        values, padding_zeros = outputs[k]
+        stats[requested[k]].update(values, counter, padding_zeros)
         outputs[k] = None
 
     order = sorted(range(len(requested)), key=lambda k: -(per_tensor[k] if per_tensor else 0))
@@ -77,7 +59,7 @@ def _count_in_threads(run, stats: dict, requested: list[str], input_tensors: lis
     peak = 0
     with ThreadPoolExecutor(workers) as counters:
         for batch, outputs in read_ahead(batches, run):
-            peak = max(peak, 2 * (sum(o.nbytes for o in outputs) + batch.images.nbytes))
+            peak = max(peak, 2 * (sum(o.nbytes for o, _ in outputs) + batch.images.nbytes))
             list(counters.map(lambda k: count(outputs, k), order))  # largest tensors first: even load
             for name in input_tensors:
                 stats[name].update(batch.images[:batch.count], counter)
@@ -87,4 +69,4 @@ def _count_in_threads(run, stats: dict, requested: list[str], input_tensors: lis
     return peak
 
 
-__all__ = ["SubBatchRunner", "collect_on_ort", "cores"]
+__all__ = ["collect_on_ort", "cores"]

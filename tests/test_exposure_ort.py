@@ -1,0 +1,141 @@
+"""Calibration reads the exposed tensors in ONNX Runtime's blocked layout (quantization/exposure_ort.py): the
+histograms are those of the ordinary NCHW outputs to the count — with padded channels that are zeros (taken out of
+bin 0) and with padded channels that are not (counted from an exact NCHW copy) — and wherever the layout cannot be
+settled, the ordinary outputs are counted and the log says why."""
+from __future__ import annotations
+
+import logging
+import re
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from trtlab.quantization import exposure_ort
+from trtlab.quantization.exposure_ort import Blocked, ExposedRunner, padding_view, to_nchw
+from trtlab.quantization.histogram import TensorHistogram
+
+from test_calibration_speed import _assert_same
+
+
+class _Batch:
+    def __init__(self, images):
+        self.images, self.count = images, len(images)
+
+
+def _to_blocked(values: np.ndarray, block: int) -> np.ndarray:
+    """NCHW → ONNX Runtime's NCHWc (channels padded with zeros to a multiple of `block`), as an N×Cpad×H×W array."""
+    n, c, h, w = values.shape
+    padded = -(-c // block) * block
+    full = np.zeros((n, padded, h, w), values.dtype)
+    full[:, :c] = values
+    return np.ascontiguousarray(full.reshape(n, padded // block, block, h, w).transpose(0, 1, 3, 4, 2)).reshape(
+        n, padded, h, w)
+
+
+@pytest.mark.parametrize("block", [8, 16])
+@pytest.mark.parametrize("channels", [12, 16, 20, 40])
+def test_the_blocked_layout_round_trips_and_its_padding_is_located(block, channels):
+    values = np.random.default_rng(channels).standard_normal((3, channels, 5, 7)).astype(np.float32) + 10
+    blocked = _to_blocked(values, block)
+    layout = Blocked(channels, block)
+    np.testing.assert_array_equal(to_nchw(blocked, layout), values)
+    padding = padding_view(blocked, layout)
+    padded = blocked.shape[1] - channels
+    if padded == 0:
+        assert padding is None
+    else:  # exactly the zeros: every other value is ≥ 10 - a few
+        assert padding.size == 3 * padded * 5 * 7 and not np.any(padding)
+        assert np.count_nonzero(blocked) == values.size
+
+
+def _photo_batch(size: int = 32) -> np.ndarray:
+    from skimage import data, transform
+
+    photos = [data.chelsea(), data.astronaut(), data.coffee()]
+    crops = [transform.resize(p, (size, size), anti_aliasing=True).astype(np.float32) for p in photos]
+    return ((np.stack(crops) - 0.45) / 0.225).transpose(0, 3, 1, 2).copy()
+
+
+def _conv_chain(activation: str, widths=(12, 20, 20, 36)):
+    """Conv → activation layers whose widths are not multiples of ONNX Runtime's block: padded channels."""
+    rng = np.random.default_rng(3)
+    nodes, initializers, previous, inputs = [], [], "x", 3
+    for k, width in enumerate(widths):
+        weight = (rng.standard_normal((width, inputs, 3, 3)) * 0.2).astype(np.float32)
+        bias = (rng.standard_normal(width) * 0.1).astype(np.float32)
+        initializers += [numpy_helper.from_array(weight, f"w{k}"), numpy_helper.from_array(bias, f"b{k}")]
+        nodes += [helper.make_node("Conv", [previous, f"w{k}", f"b{k}"], [f"conv{k}"], pads=[1, 1, 1, 1]),
+                  helper.make_node(activation, [f"conv{k}"], [f"act{k}"])]
+        previous, inputs = f"act{k}", width
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 3, 32, 32])],
+                              [helper.make_tensor_value_info(previous, TensorProto.FLOAT, None)], initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("activation", ["Relu", "Sigmoid"])
+def test_blocked_outputs_give_the_histograms_of_the_nchw_outputs(activation, caplog):
+    model = _conv_chain(activation)
+    names = ["act0", "act1", "act2"]
+    images = _photo_batch()
+    with caplog.at_level(logging.INFO, logger="trtlab.quantization.exposure_ort"):
+        runner = ExposedRunner(model, "x", names, threads=2)
+        blocked = [runner(_Batch(images[:2]))[1], runner(_Batch(images[2:]))[1]]
+    assert re.fullmatch(r"ONNX Runtime, 3 tensors read as NCHW\d+c", runner.describe()), runner.describe()
+    assert "no reorder copies" in caplog.text
+    plain = ExposedRunner(model, "x", names, threads=2)
+    plain._give_up("the reference")
+    expected = [plain(_Batch(images[:2]))[1], plain(_Batch(images[2:]))[1]]
+    for name_index, name in enumerate(names):  # two sub-batches, so the second one counts at the first one's width
+        through_blocked, through_nchw = TensorHistogram(bins=256), TensorHistogram(bins=256)
+        for got, want in zip(blocked, expected):
+            values, padding_zeros = got[name_index]
+            through_blocked.update(values, None, padding_zeros)
+            through_nchw.update(want[name_index][0], None)
+        _assert_same(through_blocked, through_nchw)
+    padding = [zeros for _, zeros in blocked[0]]
+    if activation == "Relu":  # ReLU(0 · w + 0) = 0: the padded channels are zeros, left out of bin 0
+        assert padding[0] > 0
+    else:  # sigmoid(0) = 0.5: counted from the exact NCHW copy instead
+        assert padding == [0, 0, 0] and blocked[0][0][0].shape == (2, 12, 32, 32)
+
+
+def test_where_no_block_size_fits_the_ordinary_outputs_are_counted_and_the_log_says_why(monkeypatch, caplog):
+    monkeypatch.setattr(exposure_ort, "BLOCK_SIZES", (3,))
+    model = _conv_chain("Relu")
+    with caplog.at_level(logging.INFO, logger="trtlab.quantization.exposure_ort"):
+        runner = ExposedRunner(model, "x", ["act0", "act1"], threads=2)
+        _, outputs = runner(_Batch(_photo_batch()))
+    assert runner.describe() == "ONNX Runtime"
+    assert "no single NCHWc block size reproduces" in caplog.text
+    assert [v.shape[1] for v, _ in outputs] == [12, 20] and [z for _, z in outputs] == [0, 0]
+
+
+def test_where_the_optimized_graph_cannot_be_read_the_ordinary_outputs_are_counted(monkeypatch, caplog):
+    def broken(self, optimized, threads):
+        raise onnx.checker.ValidationError("unreadable")
+
+    monkeypatch.setattr(ExposedRunner, "_open_blocked", broken)
+    with caplog.at_level(logging.INFO, logger="trtlab.quantization.exposure_ort"):
+        runner = ExposedRunner(_conv_chain("Relu"), "x", ["act0"], threads=2)
+        _, outputs = runner(_Batch(_photo_batch()))
+    assert runner.describe() == "ONNX Runtime" and "ValidationError: unreadable" in caplog.text
+    assert outputs[0][0].shape == (3, 12, 32, 32)
+
+
+def test_the_demo_model_calibrates_to_the_same_statistics_either_way(demo_model, demo_cache, monkeypatch):
+    """EfficientNet-Lite0's 60 tensors: blocked exposure and the ordinary NCHW outputs give the same histograms."""
+    from trtlab.quantization.statistics import collect_statistics
+    from trtlab.quantization.variants import stats_tensors
+
+    tensors = stats_tensors(onnx.load(str(demo_model)))
+    indices = demo_cache.valid_indices[:10]
+    blocked = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=4, progress=False,
+                                 device="cpu")
+    assert "tensors read as NCHW" in blocked.counting
+    monkeypatch.setattr(ExposedRunner, "_open_blocked", lambda self, optimized, threads: None)
+    plain = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=4, progress=False, device="cpu")
+    assert "read as" not in plain.counting
+    for tensor in tensors:
+        _assert_same(blocked.tensors[tensor], plain.tensors[tensor])
