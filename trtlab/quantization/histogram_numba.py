@@ -6,9 +6,9 @@ product at or past `bins` (or NaN) in the last bin. `nogil`: the counting thread
 while ONNX Runtime computes the next sub-batch.
 
 Two passes per block of BLOCK values, because they want different things of the CPU:
-- the bin of every value and the block's max |x|, a loop LLVM turns into SIMD code (contiguous slices, unsigned
-  arithmetic, no branch). The max is taken on the float bits: for non-negative floats the bits sort like the
-  values, NaN and Inf above every finite value, so one integer max also answers "is anything non-finite".
+- the bin of every value and the block's max |x|, a loop LLVM turns into SIMD code (contiguous slices, 32-bit
+  lanes, no branch). The max is taken on the float bits with the sign cleared (as int32: they sort like the
+  values, NaN and Inf above every finite value), so one integer max also answers "is anything non-finite".
 - the increments, four values per step into four separate uint32 histograms: a run of equal bins (a ReLU's zeros
   are a third of the values) would otherwise make each increment wait for the previous one. Bins are unsigned
   (uint16 up to 65,536 bins, histogram.MAX_HISTOGRAM_BINS), so indexing needs no negative-index fix-up.
@@ -43,18 +43,19 @@ def _count(values: np.ndarray, bits: np.ndarray, scale: np.float32, bins: np.int
     c0, c1 = np.zeros(bins, np.uint32), np.zeros(bins, np.uint32)
     c2, c3 = np.zeros(bins, np.uint32), np.zeros(bins, np.uint32)
     cap = np.float32(bins - 1)
-    mask = np.uint32(0x7FFFFFFF)
-    top = np.uint32(0)
+    mask = np.int32(0x7FFFFFFF)
+    top = np.int32(0)
     n = values.size
     for begin in range(0, n, BLOCK):
         m = min(BLOCK, n - begin)
         block, block_bits = values[begin:begin + m], bits[begin:begin + m]
-        block_top = np.uint32(0)
-        for i in range(m):  # vectorized by LLVM
-            block_top = max(block_top, block_bits[i] & mask)
+        block_top = np.int32(0)
+        for i in range(m):  # vectorized by LLVM: 32-bit lanes throughout (numba widens integer arithmetic to 64
+            b = np.int32(block_bits[i] & mask)  # bits unless cast back; a 64-bit max halves the vector width)
+            block_top = b if b > block_top else block_top
             p = abs(block[i]) * scale
             index[i] = p if p < cap else cap  # NaN compares false: it lands at cap, and top reports it
-        top = max(top, block_top)
+        top = block_top if block_top > top else top
         i = 0
         while i + 4 <= m:
             c0[index[i]] += 1
@@ -75,10 +76,10 @@ def count(values: np.ndarray, scale: float, bins: int) -> tuple[np.ndarray, floa
     counts, top = np.zeros(bins, np.int64), 0
     for begin in range(0, max(flat.size, 1), MAX_VALUES_PER_CALL):
         part = flat[begin:begin + MAX_VALUES_PER_CALL]
-        found, part_top = kernel(part, part.view(np.uint32), np.float32(scale), np.int64(bins))
+        found, part_top = kernel(part, part.view(np.int32), np.float32(scale), np.int64(bins))
         counts += found
         top = max(top, int(part_top))
-    top_value = float(np.uint32(top).view(np.float32))
+    top_value = float(np.int32(top).view(np.float32))
     return counts, top_value, bool(np.isfinite(top_value))
 
 

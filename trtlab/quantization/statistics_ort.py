@@ -51,18 +51,19 @@ def _count_in_threads(run, stats: dict, requested: list[str], input_tensors: lis
 
     def count(outputs, k):
         values, padding_zeros = outputs[k]
-        stats[requested[k]].update(values, counter, padding_zeros)
+        stats[names[k]].update(values, counter, padding_zeros)
         outputs[k] = None
 
+    names = requested + input_tensors  # graph inputs are counted from the batch, in the same pool
     order = sorted(range(len(requested)), key=lambda k: -(per_tensor[k] if per_tensor else 0))
+    order += range(len(requested), len(names))
     bar = progress_bar(total=total, desc="calibrate (collect stats)", unit="img", enabled=progress)
     peak = 0
     with ThreadPoolExecutor(workers) as counters:
         for batch, outputs in read_ahead(batches, run):
             peak = max(peak, 2 * (sum(o.nbytes for o, _ in outputs) + batch.images.nbytes))
+            outputs += [(batch.images[:batch.count], 0)] * len(input_tensors)
             list(counters.map(lambda k: count(outputs, k), order))  # largest tensors first: even load
-            for name in input_tensors:
-                stats[name].update(batch.images[:batch.count], counter)
             bar.update(batch.count)
             del outputs, batch
     bar.close()
