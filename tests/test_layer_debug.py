@@ -230,6 +230,8 @@ def test_tables_for_people_have_no_raw_floats(clean):
 
     assert list(table["softmax KL"]) == ["0.0089", "0.3611"]  # issue 26's notebook check: no 0.00885 shown
     assert not UNFORMATTED_FLOAT.search(table.to_html())
+    older = search_steps_table(steps.drop(columns="kl_mean"))  # steps saved before the KL was measured
+    assert list(older["softmax KL"]) == ["—", "—"] and list(older["logit SQNR (dB)"]) == ["17.5", "21.0"]
 
 
 def test_calibrate_command_names_the_recipe():
