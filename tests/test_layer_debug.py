@@ -538,10 +538,14 @@ def test_the_debugger_and_the_verdict_report_one_kl_for_the_same_logits():
 
 
 def test_fp16_guards_and_a_satisfied_target(clean):
+    from trtlab.graph.guards import Guard
+
     found = clean.search_guards(target=0.5, precision="fp16")
     assert found.reached and found.added == [] and len(found.steps) == 1  # already met: nothing guarded
+    assert found.guards == list(clean.recipe.guards) and all(isinstance(g, Guard) for g in found.guards)
     last = clean.layers[-1]
     one = clean.guard_strings([last], precision="fp16")
+    assert all(isinstance(g, Guard) for g in one)  # Guard values (their str() is the text), not strings
     assert [str(g) for g in one] == [f"node:{last}=fp16"] and Recipe(guards=tuple(one)).guards == tuple(one)
     model, _ = clean.quantized_model([last], precision="fp16")
     producers = {o: n.op_type for n in model.graph.node for o in n.output}
