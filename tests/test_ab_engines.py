@@ -8,6 +8,7 @@ compare()/evaluate(), "which GPUs ran", and the batch size in the identity of ba
 from __future__ import annotations
 
 import sys
+import traceback
 
 import numpy as np
 import pytest
@@ -32,14 +33,26 @@ def demo_pair(demo_data):
     return demo_data, demo_split(demo_data)
 
 
-def test_the_ab_builds_and_evaluates_each_variants_engine(fake_trt, demo_model, demo_pair, tmp_path):
+def test_the_ab_builds_and_evaluates_each_variants_engine(fake_trt, demo_model, demo_pair, tmp_path, monkeypatch):
+    import trtlab.graph.classifier as classifier
     from trtlab.evaluation.identity import backend_of
     from trtlab.quantization.variants import Recipe
     from trtlab.workflows.compare import compare
 
+    hashed_by_column = []  # models hashed by the engine column's own code (not by what it calls)
+    real_hash = classifier.sha256_with_companions
+
+    def counted(path, *args):
+        *_, caller, _inspect, _here = traceback.extract_stack()  # caller → inspect_classifier → this
+        if caller.filename.replace("\\", "/").endswith("workflows/ab_engines.py"):
+            hashed_by_column.append(str(path))
+        return real_hash(path, *args)
+
+    monkeypatch.setattr(classifier, "sha256_with_companions", counted)
     dataset, split = demo_pair
     result = compare(demo_model, dataset, [Recipe(algorithm="minmax")], split=split, workspace=tmp_path,
                      backend="ort", progress=False)  # engines='auto': TensorRT imports (the stand-in)
+    assert hashed_by_column == [str(demo_model)]  # once per A/B, not once per engine (3 engines here)
     literal = list(result.table.index)
     assert literal == ["fp32", "int8-minmax@6"] and set(result.table["backend"]) == {"ort-cpu"}
     column = result.engines

@@ -294,6 +294,21 @@ def test_reused_calibration_cache_for_another_algorithm_is_refused(demo_model, d
     assert reused.model_path.exists()
 
 
+def test_the_cache_header_names_the_tensorrt_version_trtlab_backends_reports(demo_model, demo_cache, session_workspace,
+                                                                             tmp_path, monkeypatch):
+    import trtlab.backends
+    import trtlab.quantization.variants as variants
+
+    monkeypatch.setattr(trtlab.backends, "installed_tensorrt_version", lambda: "10.9.0.34")
+    cache_path = tmp_path / "lite0.cache"
+    build_variant(demo_model, Recipe(algorithm="minmax"), demo_cache, demo_cache.valid_indices[:6], session_workspace,
+                  force=True, progress=False, calibration_cache_path=cache_path)
+    assert json.loads(Path(str(cache_path) + ".json").read_text())["tensorrt_version"] == "10.9.0.34"
+    assert not hasattr(variants, "tensorrt_version")  # no pass-through wrapper beside trtlab.backends'
+    assert {"report_fp16_range", "default_calibration_pool"} <= set(variants.__all__)
+    assert all(hasattr(variants, name) for name in variants.__all__)
+
+
 def test_ab_widget_callbacks_without_a_browser(demo_model, session_workspace):
     from trtlab.workflows.compare import ab_widgets, recipes_from_selection
     from trtlab.data.demo import demo_dataset, demo_split

@@ -112,6 +112,22 @@ def test_a_driver_older_than_r535_gets_no_tensorrt_command():
     assert "continue on ONNX Runtime" in advice.todo  # Kaggle's driver is fixed
 
 
+def test_the_install_advice_is_said_in_full_once_by_whichever_site_runs_first(monkeypatch):
+    old_driver = install.install_advice("525.147.05", (7, 5), "Tesla T4")  # no command: the long advice
+    monkeypatch.setattr(install, "machine_install_advice", lambda: old_driver)
+    assert report_mod._install_row(old_driver, False).detail == old_driver.hint()  # the report's row first
+    assert install.install_hint() == "follow the TensorRT install advice above"
+    install.forget_said()
+    assert install.install_hint() == old_driver.hint()  # an "install TensorRT" message first
+    assert report_mod._install_row(old_driver, False).detail == "said above"
+    install.forget_said()
+    t4 = install.install_advice("570.86.15", (7, 5), "Tesla T4")  # a command: its reason is the long part
+    assert report_mod._install_row(t4, True).detail == t4.reason
+    assert report_mod._install_row(t4, True).detail == "(why: said above)"
+    assert install.say_install_advice_once(t4.line(), "above") == "above"  # one key, whatever text a site shows
+    assert install.say_once("other advice", "") == "other advice"  # other texts keep their own key
+
+
 def test_no_gpu_and_unknown_driver():
     none = install.install_advice(None, None, None)
     assert none.command is None and "no NVIDIA GPU is visible" in none.reason and "T4 or L4" in none.todo

@@ -211,6 +211,22 @@ def test_variant_result_and_engine_identities_are_one_dataclass_hashed_one_way(d
         identity.backend = "torch-cuda"
 
 
+def test_an_identitys_key_is_hashed_once_and_unchanged(monkeypatch):
+    import pickle
+
+    import trtlab.core.identity as identity_module
+    from trtlab.core.identity import Identity
+
+    calls = []
+    real = identity_module.hash_json
+    monkeypatch.setattr(identity_module, "hash_json", lambda value, length: calls.append(1) or real(value, length))
+    identity = Identity(recipe={"precision": "fp32", "guards": ["first_layer"]}, revision=3)
+    expected = real({"recipe": {"precision": "fp32", "guards": ["first_layer"]}, "revision": 3}, 16)
+    assert identity.key == expected and identity.key == expected and hash(identity) == hash(expected)
+    assert len(calls) == 1
+    assert pickle.loads(pickle.dumps(identity)).key == expected and identity.replace(revision=4).key != expected
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Old stores, intervals, many variants
 # ----------------------------------------------------------------------------------------------------------------

@@ -230,6 +230,8 @@ def test_tables_for_people_have_no_raw_floats(clean):
 
     assert list(table["softmax KL"]) == ["0.0089", "0.3611"]  # issue 26's notebook check: no 0.00885 shown
     assert not UNFORMATTED_FLOAT.search(table.to_html())
+    older = search_steps_table(steps.drop(columns="kl_mean"))  # steps saved before the KL was measured
+    assert list(older["softmax KL"]) == ["—", "—"] and list(older["logit SQNR (dB)"]) == ["17.5", "21.0"]
 
 
 def test_calibrate_command_names_the_recipe():
@@ -503,7 +505,7 @@ def test_targets_bound_fidelity_and_refuse_nonsense():
                        ("cosine=x", "not a number"), ("", "names no bound")):
         with pytest.raises(ValueError, match=re.escape(words)):
             Target.of(bad)
-    from trtlab.debug.errors import softmax_kl
+    from trtlab.evaluation.fidelity import softmax_kl
 
     ref = np.array([[2.0, 1.0, 0.1], [0.0, 0.0, 0.0]])
     p = np.exp(ref[0]) / np.exp(ref[0]).sum()
@@ -512,11 +514,38 @@ def test_targets_bound_fidelity_and_refuse_nonsense():
                                atol=1e-12)
 
 
+def test_the_debugger_and_the_verdict_report_one_kl_for_the_same_logits():
+    from trtlab.evaluation.fidelity import KL_PROBABILITY_FLOOR, kl_per_image
+    from trtlab.evaluation.results import VariantResult, top5_from_logits
+
+    rng = np.random.default_rng(3)
+    ref = rng.normal(0, 3, (6, 10)).astype(np.float16).astype(np.float32)  # what the store keeps: float16
+    test = (ref + rng.normal(0, 0.5, ref.shape)).astype(np.float16).astype(np.float32)
+    ref[0, 0], test[0, 0] = 20.0, -40.0  # the variant all but rules out the reference's class: the floor decides
+    sums = ErrorSums()
+    sums.update(ref, test, logits=True)
+
+    def stored(name, logits):
+        indices, probs = top5_from_logits(logits)
+        return VariantResult(name, [f"img{i}" for i in range(len(logits))], np.full(len(logits), -1, np.int64),
+                             indices, probs, logits.astype(np.float16))
+
+    variant, reference = stored("int8", test), stored("fp32", ref)
+    verdict = kl_per_image(variant, reference, *variant.align(reference))
+    assert sums.metrics(logits=True)["kl_mean"] == pytest.approx(verdict.mean(), rel=1e-12)
+    q = np.exp(test[0].astype(np.float64) - test[0].max())
+    assert q[0] / q.sum() < KL_PROBABILITY_FLOOR and verdict[0] > 10  # the floored row is in both, and counts
+
+
 def test_fp16_guards_and_a_satisfied_target(clean):
+    from trtlab.graph.guards import Guard
+
     found = clean.search_guards(target=0.5, precision="fp16")
     assert found.reached and found.added == [] and len(found.steps) == 1  # already met: nothing guarded
+    assert found.guards == list(clean.recipe.guards) and all(isinstance(g, Guard) for g in found.guards)
     last = clean.layers[-1]
     one = clean.guard_strings([last], precision="fp16")
+    assert all(isinstance(g, Guard) for g in one)  # Guard values (their str() is the text), not strings
     assert [str(g) for g in one] == [f"node:{last}=fp16"] and Recipe(guards=tuple(one)).guards == tuple(one)
     model, _ = clean.quantized_model([last], precision="fp16")
     producers = {o: n.op_type for n in model.graph.node for o in n.output}

@@ -164,6 +164,8 @@ def test_guard_help_says_the_real_defaults_and_a_typo_gets_one_fix(capsys):
     ("pass root=... / --root (or images=... / --data)", "pass --root FOLDER (or --data FOLDER)"),
     ("calibration_per_class=10 leaves no image", "--calibration-per-class 10 leaves no image"),
     ("read /data/calibration_images/x.png", "read /data/calibration_images/x.png"),  # a path stays a path
+    ("lower batch_size or calibration_batch", "lower --batch-size or --calibration-batch"),  # every numeric one
+    ("the images under root have labels", "the images under root have labels"),  # bare words stay words
 ])
 def test_hints_name_flags_as_the_user_types_them(api, cli):
     assert as_flags(api) == cli

@@ -118,6 +118,37 @@ def test_precision_defaults_to_the_graphs_own_and_a_wrong_one_is_refused(fake_tr
     assert len(calls_named(fake_trt, "Builder.build_serialized_network")) == 3  # the refusals built nothing
 
 
+def test_build_arguments_merge_once_keyword_over_object_over_default_and_fp32_is_a_choice(tmp_path):
+    from trtlab.backends.tensorrt.build import merge_build_arguments
+    from trtlab.backends.tensorrt.options import BuildOptions, EngineTarget
+    from trtlab.core.errors import UserValueError
+    from trtlab.graph.guards import Guard
+
+    options = BuildOptions(precision="fp32", max_batch=48, guards=("first_layer=fp32",), weakly_typed=True)
+    target, fields = merge_build_arguments(None, None, EngineTarget(name="a", folder=tmp_path), options, {})
+    assert fields["precision"] == "fp32"  # an options object's fp32 is honoured, not taken for "unset"
+    assert fields["max_batch"] == 48 and fields["opt_batch"] == 32 and target.name == "a"
+    assert all(isinstance(g, Guard) for g in fields["guards"])  # still Guards (dataclasses.asdict made them dicts)
+    target, fields = merge_build_arguments("int8", tmp_path / "x.engine", EngineTarget(name="a", output="y"),
+                                           options, {"max_batch": 40, "name": "b"})
+    assert (fields["precision"], fields["max_batch"], target.name, target.output) == ("int8", 40, "b",
+                                                                                     tmp_path / "x.engine")
+    assert merge_build_arguments(None, None, None, None, {})[1]["precision"] is None  # the graph's own
+    with pytest.raises(UserValueError, match="unknown keyword.*max_bach"):
+        merge_build_arguments(None, None, None, None, {"max_bach": 8})
+
+
+def test_an_options_object_naming_fp32_is_honoured_and_checked_against_the_graph(fake_trt, demo_model, qdq_model,
+                                                                                 tmp_path):
+    from trtlab.backends.tensorrt.options import BuildOptions
+    from trtlab.core.errors import UserValueError
+
+    assert _build(demo_model, None, tmp_path, options=BuildOptions(precision="fp32")).precision == "fp32"
+    with pytest.raises(UserValueError, match="is a INT8 graph, but precision='fp32'"):
+        _build(qdq_model, None, tmp_path, options=BuildOptions(precision="fp32"))  # once silently the graph's int8
+    assert _build(qdq_model, None, tmp_path, options=BuildOptions(max_batch=48)).precision == "int8"
+
+
 def test_fp16_variant_builds_strongly_typed_without_precision_flags(fake_trt, fp16_variants, tmp_path):
     import onnx
     from onnx import TensorProto

@@ -51,8 +51,10 @@ FLAGS = {"calibration_images": ("--calibration-images", "N"), "calibration_per_c
          "images": ("--data", "FOLDER"), "root": ("--root", "FOLDER"), "labels_csv": ("--labels", "CSV"),
          "labels": ("--label-source", "SOURCE"), "workspace": ("--workspace", "FOLDER")}
 _KEYWORD_VALUE = re.compile(r"(?<![\w./-])(" + "|".join(FLAGS) + r")=(\.\.\.|'([^']*)'|(?=\d)(\S+))")
-_BARE_KEYWORD = re.compile(r"(?<![\w./=-])(calibration_images|calibration_per_class|calibration_size|"
-                           r"calibration_batch|batch_size)(?![\w=])")
+# Bare (without `=`), only the numeric keywords are renamed — they are named in bounds like `calibration_images ≤
+# 10`; a bare `images`, `root` or `labels` in a message is an ordinary word.
+_NUMERIC_KEYWORDS = [keyword for keyword, (_, placeholder) in FLAGS.items() if placeholder == "N"]
+_BARE_KEYWORD = re.compile(r"(?<![\w./=-])(" + "|".join(_NUMERIC_KEYWORDS) + r")(?![\w=])")
 _SAME_FLAG_TWICE = re.compile(r"(--[\w-]+)((?: [A-Z]+)?) / \1\b")
 
 

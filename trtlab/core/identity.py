@@ -14,6 +14,7 @@ None is not part of an identity, so a field added later (default None) changes n
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass
 
@@ -52,8 +53,11 @@ class Identity:
         """sha256 of the canonical JSON of `to_dict()`, the first `length` hex digits."""
         return hash_json(self.to_dict(), length)
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
+        """digest(), computed once: the fields cannot be reassigned and are copies nothing else holds
+        (__post_init__). cached_property writes the instance __dict__, which a frozen dataclass without slots
+        allows."""
         return self.digest()
 
     def __hash__(self) -> int:

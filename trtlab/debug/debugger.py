@@ -16,6 +16,7 @@ from trtlab.debug import guard_search as _guard_search
 from trtlab.debug import sensitivity as _sensitivity
 from trtlab.debug import tensor_errors as _tensor_errors
 from trtlab.graph.block_names import block_names
+from trtlab.graph.guards import Guard
 from trtlab.debug.graphs import node_guard, plan_signature, suffix_model
 from trtlab.debug.guard_search import GuardSearch
 from trtlab.debug.sensitivity import Sensitivity
@@ -169,12 +170,13 @@ class LayerDebugger:
             raise KeyError(f"{layer!r} is not a weighted layer; layers are e.g. {self.all_layers[:6]}")
         return self.fp32.graph.node[self.node_index[layer]].input[0]
 
-    def guard_strings(self, extra_layers=(), precision: str = "fp32") -> list:
-        """The recipe's guards followed by `node:<name>` (with '=fp16' for precision='fp16') for each extra layer:
-        the list a Recipe, notebook 03, `python -m trtlab calibrate --guards` and `build --guard` accept."""
+    def guard_strings(self, extra_layers=(), precision: str = "fp32") -> list[Guard]:
+        """The recipe's guards followed by a node Guard (written `node:<name>`, with '=fp16' for precision='fp16')
+        for each extra layer: Guard values, which a Recipe takes; their str() is what notebook 03,
+        `python -m trtlab calibrate --guards` and `build --guard` accept."""
         return list(self.recipe.guards) + [node_guard(name, precision) for name in extra_layers]
 
-    def node_guards(self, extra_layers=(), precision: str = "fp32") -> list:
+    def node_guards(self, extra_layers=(), precision: str = "fp32") -> list[Guard]:
         """Recipe guards resolved to node names (with their precision), plus the extra layers."""
         return ([node_guard(g.name, g.precision) for g in self.base_guards]
                 + [node_guard(n, precision) for n in extra_layers])

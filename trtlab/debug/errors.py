@@ -9,6 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# the verdict's KL (evaluation.fidelity), so the debugger and the verdict report one KL for the same logits
+from trtlab.evaluation.fidelity import softmax_kl
+
 SQNR_CAP_DB = 100.0  # plotted for tensors with no error at all (SQNR = inf in the tables)
 
 
@@ -90,14 +93,3 @@ class ErrorSums:
     @classmethod
     def from_dict(cls, data: dict) -> "ErrorSums":
         return cls(**data)
-
-
-def softmax_kl(ref_logits: np.ndarray, test_logits: np.ndarray) -> np.ndarray:
-    """Per-row KL(softmax(ref) ‖ softmax(test)) in nats, in float64 through log-softmax (no overflow)."""
-    def log_softmax(x):
-        x = np.asarray(x, np.float64)
-        x = x - x.max(axis=1, keepdims=True)
-        return x - np.log(np.exp(x).sum(axis=1, keepdims=True))
-
-    log_p, log_q = log_softmax(ref_logits), log_softmax(test_logits)
-    return np.maximum((np.exp(log_p) * (log_p - log_q)).sum(axis=1), 0.0)

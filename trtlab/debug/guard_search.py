@@ -2,11 +2,11 @@
 the logits' fidelity to FP32 on the search images (the first half of the evaluation images) after each step, and
 stop as soon as the target is met (debug.targets: top-1 agreement and/or an output-fidelity bound — logit cosine,
 SQNR or softmax KL; by default mean logit cosine ≥ 0.99, which top-1 on a handful of photos cannot see); then
-prune guards a later one made unnecessary. The result is a guard list (`node:<name>` strings) that a `Recipe`,
-notebook 03, the calibrate CLI and both TensorRT paths accept; `GuardSearch.verify()` builds that recipe with
-`build_variant` and evaluates it with `evaluate_variant` (trtlab's own pipeline and results store) on the other
-evaluation images: a guard set is judged on images it was not chosen on. `calibrate_command()` is the same recipe
-as a `python -m trtlab calibrate` line to paste."""
+prune guards a later one made unnecessary. The result is a list of guards (trtlab.graph.guards.Guard values;
+`str(guard)` is the `node:<name>` text) that a `Recipe`, notebook 03, the calibrate CLI and both TensorRT paths
+accept; `GuardSearch.verify()` builds that recipe with `build_variant` and evaluates it with `evaluate_variant`
+(trtlab's own pipeline and results store) on the other evaluation images: a guard set is judged on images it was
+not chosen on. `calibrate_command()` is the same recipe as a `python -m trtlab calibrate` line to paste."""
 from __future__ import annotations
 
 import json
@@ -21,6 +21,7 @@ from trtlab.core.workspace import atomic_write_json, hash_json, read_json_checke
 from trtlab.debug.errors import ErrorSums
 from trtlab.debug.graphs import literal_session
 from trtlab.debug.targets import Target
+from trtlab.graph.guards import Guard
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 class GuardSearch:
     """Outcome of the greedy guard search."""
 
-    guards: list  # Guard values: recipe guards + the layers the search guarded, as the Recipe takes them
+    guards: list[Guard]  # the recipe's guards + a node: Guard per layer the search guarded, as the Recipe takes them
     added: list[str]  # node names the search guarded (after pruning), most sensitive first
     steps: object  # pandas DataFrame, one row per evaluated guard set ('add' phase, then 'prune')
     target: Target

@@ -59,12 +59,14 @@ def search_steps_table(steps):
     """GuardSearch steps, formatted."""
     import pandas as pd
 
+    # steps saved before the KL was measured have no kl_mean column: shown as "—" (a column of NaN)
+    kl_mean = steps["kl_mean"] if "kl_mean" in steps else pd.Series(math.nan, index=steps.index, dtype=float)
     return pd.DataFrame({
         "step": steps["step"].astype(int), "phase": steps["phase"], "guarded block": steps["block"],
         "node": steps["guarded"], "guards": steps["guards"].astype(int),
         "top-1 agreement": steps["top1_agreement"].map(pct), "logit cosine": steps["cosine_mean"].map(cosine),
         "logit SQNR (dB)": steps["sqnr_db"].map(db),
-        "softmax KL": (steps["kl_mean"] if "kl_mean" in steps else steps["sqnr_db"] * math.nan).map(kl),
+        "softmax KL": kl_mean.map(kl),
         "INT8 layers": steps["int8_layers"].astype(int)})
 
 

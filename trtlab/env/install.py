@@ -116,13 +116,24 @@ def machine_install_advice() -> InstallAdvice:
 # "no TensorRT", and the same long advice printed five times buries the report. Later mentions point back to it.
 _said: set[str] = set()
 
+#: The one key of the TensorRT install advice (its command's reason, or what to do instead): whichever of the
+#: report's row, its summary or an "install TensorRT" message runs first says it in full, the others point back.
+INSTALL_ADVICE_KEY = "tensorrt install advice"
 
-def say_once(full: str, short: str) -> str:
-    """`full` the first time this process says it, `short` (a pointer back to it; may be '') after."""
-    if full in _said:
+
+def say_once(full: str, short: str, key: str | None = None) -> str:
+    """`full` the first time this process says `key` (default: `full` itself), `short` (a pointer back to it; may
+    be '') after."""
+    key = full if key is None else key
+    if key in _said:
         return short
-    _said.add(full)
+    _said.add(key)
     return full
+
+
+def say_install_advice_once(full: str, short: str) -> str:
+    """The TensorRT install advice `full` once per process, from whichever site says it first; `short` after."""
+    return say_once(full, short, key=INSTALL_ADVICE_KEY)
 
 
 def forget_said() -> None:
@@ -134,7 +145,7 @@ def install_hint() -> str:
     """The clause every "install TensorRT" message ends with: this machine's command, or what to do instead (long:
     in full once per process, then "follow the TensorRT install advice above")."""
     advice = machine_install_advice()
-    return advice.command or say_once(advice.hint(), "follow the TensorRT install advice above")
+    return advice.command or say_install_advice_once(advice.hint(), "follow the TensorRT install advice above")
 
 
 def cuda_wheel_suffix() -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from trtlab.env import machine
 from trtlab.env.candidates import Candidate
 from trtlab.env.discovery import best_candidate, discover, no_tensorrt_message
-from trtlab.env.install import InstallAdvice, advice_for, say_once
+from trtlab.env.install import InstallAdvice, advice_for, say_install_advice_once
 from trtlab.env.layout import MANIFEST, default_lib_dir, version_str, version_tuple
 from trtlab.env.support import FeatureVerdict, feature_verdicts
 from trtlab.env.tables import full_text_frame
@@ -102,7 +102,7 @@ class EnvReport:
         lines.append(f"{red}🔴 RED    TensorRT not usable here: {self.trt_line}{reset}")
         # A command always; the long "what to do instead" once per process (the table or notebook 00's earlier
         # steps may have said it).
-        if self.install is not None and (self.install.command or say_once(self.install.hint(), "")):
+        if self.install is not None and (self.install.command or say_install_advice_once(self.install.hint(), "")):
             lines.append(f"         install: {self.install.line()}")
         if self.ort_ready:
             lines.append(f"{green}🟢 GREEN  the workbench runs on ONNX Runtime ({self.row('onnxruntime').value}){reset}")
@@ -192,12 +192,13 @@ def _bindings_row(cand: Candidate | None, probe_import: bool, advice: InstallAdv
 
 
 def _install_row(advice: InstallAdvice, trt_found: bool) -> ReportRow:
-    # The command (or "none") always stands in its column; its long reason once per process (install.say_once).
+    # The command (or "none") always stands in its column; its long reason once per process
+    # (install.say_install_advice_once).
     if advice.command:
         return ReportRow("TensorRT install", advice.command, "info" if trt_found else "warn",
-                         say_once(advice.reason, "(why: said above)"))
+                         say_install_advice_once(advice.reason, "(why: said above)"))
     return ReportRow("TensorRT install", "none for this machine", "info",
-                     say_once(advice.hint(), "said above"))
+                     say_install_advice_once(advice.hint(), "said above"))
 
 
 def collect_report(candidates: list[Candidate] | None = None, roots: list | None = None, *,

@@ -16,30 +16,47 @@ def cosine_per_image(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 FIDELITY_METRICS = ("cosine", "kl", "top1_flip", "top5_flip")
 _KL_CHUNK = 4096  # rows per chunk: 50,000 × 1000 classes in float64 at once would take 400 MB
+#: The variant's probabilities are floored here in every KL, so a class the FP16-stored variant rounds to 0 costs a
+#: large, finite term rather than inf.
+KL_PROBABILITY_FLOOR = 1e-12
+
+
+def softmax_rows(logits: np.ndarray) -> np.ndarray:
+    """Softmax of each row, float64 (shifted by the row's max: no overflow), each row summing to 1."""
+    values = np.asarray(logits, np.float64)
+    values = np.exp(values - values.max(axis=1, keepdims=True))
+    return values / np.maximum(values.sum(axis=1, keepdims=True), 1e-300)
 
 
 def probabilities(result: VariantResult, rows: np.ndarray) -> np.ndarray:
     """Class probabilities of the given rows, read the way the run record says the outputs are (logits: softmax;
     probabilities: as stored; log-probabilities: exp, which is their softmax), float64, each row summing to 1."""
     kind = ((result.record or {}).get("outputs") or {}).get("kind", "logits")
-    values = result.logits[rows].astype(np.float64)
-    if kind == "probabilities":
-        values = np.clip(values, 0.0, None)
-    else:
-        values = np.exp(values - values.max(axis=1, keepdims=True))
+    if kind != "probabilities":
+        return softmax_rows(result.logits[rows])
+    values = np.clip(result.logits[rows].astype(np.float64), 0.0, None)
     return values / np.maximum(values.sum(axis=1, keepdims=True), 1e-300)
 
 
+def kl_rows(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """KL(p ‖ q) per row of two probability arrays, in nats, q floored at KL_PROBABILITY_FLOOR: the one KL of
+    trtlab (the verdict's per-image KL and the layer debugger's logits KL)."""
+    terms = np.where(p > 0, p * (np.log(np.maximum(p, 1e-300)) - np.log(np.maximum(q, KL_PROBABILITY_FLOOR))), 0.0)
+    return np.maximum(terms.sum(axis=1), 0.0)
+
+
+def softmax_kl(ref_logits: np.ndarray, test_logits: np.ndarray) -> np.ndarray:
+    """Per-row KL(softmax(ref) ‖ softmax(test)) of two logit arrays (N, classes), in nats (kl_rows)."""
+    return kl_rows(softmax_rows(ref_logits), softmax_rows(test_logits))
+
+
 def kl_per_image(result: VariantResult, reference: VariantResult, mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
-    """KL(reference ‖ variant) of the class probabilities per aligned image, in nats (0 = the same distribution).
-    Probabilities are floored at 1e-12 so a class the FP16-stored variant rounds to 0 costs a large, finite term."""
+    """KL(reference ‖ variant) of the class probabilities per aligned image, in nats (0 = the same distribution;
+    kl_rows, the variant's probabilities floored at KL_PROBABILITY_FLOOR)."""
     out = np.empty(len(mine), np.float64)
     for start in range(0, len(mine), _KL_CHUNK):
         part = slice(start, start + _KL_CHUNK)
-        p = probabilities(reference, theirs[part])
-        q = probabilities(result, mine[part])
-        terms = np.where(p > 0, p * (np.log(np.maximum(p, 1e-300)) - np.log(np.maximum(q, 1e-12))), 0.0)
-        out[part] = np.maximum(terms.sum(axis=1), 0.0)
+        out[part] = kl_rows(probabilities(reference, theirs[part]), probabilities(result, mine[part]))
     return out
 
 

@@ -275,13 +275,16 @@ class _Int8Build:
         return self.built(described, cache_file)
 
     def cache_metadata(self):
+        # TensorRT's version comes from trtlab.backends: only backends/ and env/ import tensorrt
+        from trtlab.backends import installed_tensorrt_version
         from trtlab.quantization.calibration_cache import CacheMetadata
 
         recipe = self.recipe
         return CacheMetadata(model_sha256=self.sha, algorithm=recipe.algorithm,
                              preprocess=self.cache.preprocess.to_dict(), images=len(self.indices),
                              percentile=recipe.percentile if recipe.algorithm == "percentile" else None,
-                             calibration_ids_hash=self.calibration["ids_hash"], tensorrt_version=tensorrt_version())
+                             calibration_ids_hash=self.calibration["ids_hash"],
+                             tensorrt_version=installed_tensorrt_version())
 
     def calibrated_scales(self, source: Path, plan, progress: bool) -> dict[str, float]:
         stats = calibration_statistics(source, self.cache, self.indices, self.recipe.calibration_batch,
@@ -376,20 +379,6 @@ def export_calibration_cache(cache_file: Path, target) -> Path:
     return Path(target)
 
 
-def tensorrt_version() -> str | None:
-    """TensorRT's version for the cache header, when TensorRT really imports here (asked of trtlab.backends: only
-    backends/ and env/ import tensorrt)."""
-    from trtlab.backends import installed_tensorrt_version
-
-    return installed_tensorrt_version()
-
-
-__all__ = ["BuiltVariant", "Recipe", "CalibrationSizeError", "DEFAULT_CALIBRATION_IMAGES", "PRECISIONS",
-           "build_variant", "build_fp16_variant", "select_calibration_indices", "variant_identity", "variant_key",
-           "stats_tensors", "statistics_path", "stored_statistics", "calibration_statistics",
-           "export_calibration_cache", "joint_thresholds", "merge_histograms", "VARIANT_REVISION"]
-
-
 def report_fp16_range(name: str, fp16_range: dict) -> None:
     """One line per direction a scale moved into FP16's range, and a warning naming the activations beyond it."""
     for direction, bound in (("raised", "FP16's smallest subnormal (2⁻²⁴)"),
@@ -410,3 +399,10 @@ def default_calibration_pool(dataset) -> int:
     """Calibration images of a split made for recipes that name no number: half the data, at most
     DEFAULT_CALIBRATION_IMAGES (the rest evaluates)."""
     return max(1, min(DEFAULT_CALIBRATION_IMAGES, len(dataset) // 2))
+
+
+__all__ = ["BuiltVariant", "Recipe", "CalibrationSizeError", "DEFAULT_CALIBRATION_IMAGES", "PRECISIONS",
+           "build_variant", "build_fp16_variant", "select_calibration_indices", "variant_identity", "variant_key",
+           "stats_tensors", "statistics_path", "stored_statistics", "calibration_statistics",
+           "export_calibration_cache", "joint_thresholds", "merge_histograms", "tensor_names",
+           "report_fp16_range", "default_calibration_pool", "VARIANT_REVISION"]

@@ -127,6 +127,7 @@ def engine_column(ab, model_path, experiment, workspace=None, run=None) -> Engin
         from trtlab.backends.tensorrt.loader import import_tensorrt
 
         column.tensorrt = str(import_tensorrt().__version__)
+        folder = _engines_folder(model_path, workspace)  # the model hashed once per A/B, not once per build
     except Exception as exc:  # noqa: BLE001 - reported as the row of every variant
         column.rows = [EngineRow(label, built.recipe.precision, f"build failed: {one_line(exc)}")
                        for label, built in ab.variants.items()]
@@ -135,13 +136,13 @@ def engine_column(ab, model_path, experiment, workspace=None, run=None) -> Engin
     column.gpu = _gpu_name()
     engines = {}
     for label, built in ab.variants.items():
-        row, engine = _build(label, built, model_path, workspace, run)
+        row, engine = _build(label, built, model_path, folder, workspace, run)
         column.rows.append(row)
         if engine is not None:
             engines[label] = engine
             _evaluate(row, built, engine, ab, experiment, run)
     if engines and not any(row.precision == "fp16" and row.variant in engines for row in column.rows):
-        _fp16_reference(column, engines, model_path, workspace, run)  # the INT8 ÷ FP16 latency needs one
+        _fp16_reference(column, engines, model_path, folder, workspace, run)  # the INT8 ÷ FP16 latency needs one
     for row in column.rows:
         if row.variant in engines and not row.failed:
             _time(row, engines[row.variant], column.latency_batch)
@@ -167,20 +168,24 @@ def _gpu_name() -> str:
         return ""
 
 
-def _build(label: str, built, model_path, workspace, run):
-    """(row, EngineVariant with its engine, or None when the build failed)."""
-    from trtlab.backends.tensorrt.build import build_engine
-    from trtlab.backends.tensorrt.options import EngineTarget
+def _engines_folder(model_path, workspace) -> Path:
+    """Where the A/B's engines go: <workspace>/engines/<model stem>-<model sha256[:8]>."""
     from trtlab.core.workspace import workspace_dir
     from trtlab.graph.classifier import inspect_classifier
+
+    return workspace_dir(workspace) / "engines" / f"{Path(model_path).stem}-{inspect_classifier(model_path).sha256[:8]}"
+
+
+def _build(label: str, built, model_path, folder: Path, workspace, run):
+    """(row, EngineVariant with its engine, or None when the build failed); `folder` from _engines_folder."""
+    from trtlab.backends.tensorrt.build import build_engine
+    from trtlab.backends.tensorrt.options import EngineTarget
     from trtlab.workflows.engines import EngineVariant, _rebuild_command
 
     precision = built.recipe.precision
     entry = EngineVariant(label, built.identity, built.recipe.to_dict(), Path(built.model_path), precision,
                           Path(model_path), built)
     try:
-        folder = workspace_dir(workspace) / "engines" / \
-            f"{Path(model_path).stem}-{inspect_classifier(model_path).sha256[:8]}"
         # One timing cache (<workspace>/engines/timing.cache) for every build: timing_cache=True.
         target = EngineTarget(name=f"{label}-{entry.key[:8]}", folder=folder, variant=entry.record(),
                               rebuild_command=_rebuild_command(Path(model_path), entry))
@@ -201,14 +206,14 @@ def _evaluate(row: EngineRow, built, entry, ab, experiment, run) -> None:
     except Exception as exc:  # noqa: BLE001 - one line in the row; the literal results stand
         row.status = f"run failed: {one_line(exc)}"
         return
-    from trtlab.evaluation.metrics import accuracy
+    from trtlab.evaluation.metrics import accuracy, agreement
 
     row.top1 = accuracy(engine).get("top1")
-    mine, theirs = engine.align(literal)
-    row.agreement = float((engine.top1[mine] == literal.top1[theirs]).mean()) if len(mine) else None
+    agree = agreement(engine, literal)
+    row.agreement = agree["top1_agreement"] if agree["compared"] else None
 
 
-def _fp16_reference(column: EngineColumn, engines: dict, model_path, workspace, run) -> None:
+def _fp16_reference(column: EngineColumn, engines: dict, model_path, folder: Path, workspace, run) -> None:
     """An FP16 engine for the INT8 ÷ FP16 latency when the A/B compared no FP16 variant (latency only)."""
     from trtlab.quantization.variants import Recipe, build_variant
 
@@ -217,7 +222,7 @@ def _fp16_reference(column: EngineColumn, engines: dict, model_path, workspace, 
     except Exception as exc:  # noqa: BLE001
         column.rows.append(EngineRow("fp16", "fp16", f"build failed: {one_line(exc)}"))
         return
-    row, engine = _build(built.name, built, model_path, workspace, run)
+    row, engine = _build(built.name, built, model_path, folder, workspace, run)
     if engine is not None:
         row.status = "latency reference (not in the A/B)"
         engines[row.variant] = engine

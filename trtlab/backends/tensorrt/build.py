@@ -71,18 +71,12 @@ def build_engine(onnx_path, precision: str | None = None, output: str | os.PathL
     name, folder, variant, rebuild_command) says where the engine goes and what graph it is; `options`
     (BuildOptions: min/opt/max_batch, workspace_mb, guards (legacy only), fp16_fallback, weakly_typed, tf32) what
     changes the engine. The fields of both are also taken as keywords (`build_engine(path, max_batch=8,
-    name="x")`). The engine gets a JSON sidecar; the timing cache `<workspace>/engines/timing.cache` is read before
+    name="x")`); each field is merged once (merge_build_arguments): keyword > the object's field > default, so
+    options=BuildOptions(precision='fp32') asks for FP32 as precision='fp32' does. The engine gets a JSON sidecar; the timing cache `<workspace>/engines/timing.cache` is read before
     and merged back after every build, under a file lock (two kernels may build at once).
     """
-    target = EngineTarget(output=output) if target is None else (
-        dataclasses.replace(target, output=output) if output is not None else target)
-    target_fields = {f.name for f in dataclasses.fields(EngineTarget)}
-    target = dataclasses.replace(target, **{k: v for k, v in shortcuts.items() if k in target_fields})
-    build_fields = {k: v for k, v in (dataclasses.asdict(options).items() if options is not None else ())
-                    if k != "precision"}
-    build_fields.update({k: v for k, v in shortcuts.items() if k not in target_fields})
-    if options is not None and precision is None and options.precision != "fp32":
-        precision = options.precision  # an options object that names a precision other than the default
+    target, build_fields = merge_build_arguments(precision, output, target, options, shortcuts)
+    precision = build_fields.pop("precision")
     trt = import_tensorrt()
     major = tensorrt_major(trt)
     gpu = dict(gpu) if gpu is not None else _device_info()
@@ -120,6 +114,28 @@ def build_engine(onnx_path, precision: str | None = None, output: str | os.PathL
     if progress:
         log.info(f"{plan.engine_path.stem}: built in {seconds:.1f} s -> {plan.engine_path}")
     return EngineBuild(plan.engine_path, sidecar, False, seconds)
+
+
+def merge_build_arguments(precision, output, target: EngineTarget | None, options: BuildOptions | None,
+                          shortcuts: dict) -> tuple[EngineTarget, dict]:
+    """build_engine's arguments → (EngineTarget, the BuildOptions fields), by one rule for every field: a keyword
+    given to build_engine (`precision`, `output` or a field's name) > that field of `target` / `options` > the
+    field's default. precision None (BuildOptions' default) means the graph's own; 'fp32' is a choice like any
+    other, checked against the graph."""
+    target_fields = [f.name for f in dataclasses.fields(EngineTarget)]
+    option_fields = [f.name for f in dataclasses.fields(BuildOptions)]
+    unknown = sorted(set(shortcuts) - set(target_fields) - set(option_fields))
+    if unknown:
+        raise UserValueError(f"build_engine got unknown keyword(s) {', '.join(unknown)}",
+                             f"use the fields of EngineTarget ({', '.join(target_fields)}) or BuildOptions "
+                             f"({', '.join(option_fields)})")
+    given = {**shortcuts, **{k: v for k, v in (("precision", precision), ("output", output)) if v is not None}}
+    target = target if target is not None else EngineTarget()
+    options = options if options is not None else BuildOptions()
+    # getattr, not dataclasses.asdict: asdict would turn the parsed Guard values into plain dicts
+    merged_target = {name: given.get(name, getattr(target, name)) for name in target_fields}
+    merged_options = {name: given.get(name, getattr(options, name)) for name in option_fields}
+    return EngineTarget(**merged_target), merged_options
 
 
 def plan_build(trt, major, onnx_path, precision, *, target: EngineTarget, workspace, calibrator,

@@ -24,7 +24,9 @@ WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")  # the ops TF32 (and 
 class BuildOptions:
     """Everything besides the ONNX graph that changes an engine; hashed into its file name, kept in its sidecar."""
 
-    precision: str = "fp32"
+    #: None: the graph's own (build_engine resolves it: 'int8' for a Q/DQ graph, 'fp16' for an FP16 graph, else
+    #: 'fp32'); a named precision is checked against the graph.
+    precision: str | None = None
     min_batch: int = 1
     opt_batch: int = 32
     max_batch: int = 64
@@ -43,7 +45,7 @@ class BuildOptions:
     tf32: bool = False
 
     def __post_init__(self):
-        if self.precision not in PRECISIONS:
+        if self.precision is not None and self.precision not in PRECISIONS:
             raise UserValueError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}",
                                  "choose one of them")
         if not (1 <= self.min_batch <= self.opt_batch <= self.max_batch):
