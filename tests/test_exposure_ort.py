@@ -139,3 +139,21 @@ def test_the_demo_model_calibrates_to_the_same_statistics_either_way(demo_model,
     assert "read as" not in plain.counting
     for tensor in tensors:
         _assert_same(blocked.tensors[tensor], plain.tensors[tensor])
+
+
+def test_where_the_optimized_graph_cannot_be_written_the_ordinary_outputs_are_counted(monkeypatch, caplog):
+    from trtlab.core import ort_session as sessions
+
+    real = sessions.ort_session
+
+    def no_room(model, *args, optimized_model_path=None, **kwargs):
+        if optimized_model_path is not None:
+            raise OSError(28, "ONNX Runtime could not write the optimized model", optimized_model_path)
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(sessions, "ort_session", no_room)
+    with caplog.at_level(logging.INFO, logger="trtlab.quantization.exposure_ort"):
+        runner = ExposedRunner(_conv_chain("Relu"), "x", ["act1"], threads=2)
+        _, outputs = runner(_Batch(_photo_batch()))
+    assert runner.describe() == "ONNX Runtime" and "could not be written" in caplog.text
+    assert outputs[0][0].shape == (3, 20, 32, 32)

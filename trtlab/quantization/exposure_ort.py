@@ -75,10 +75,13 @@ class ExposedRunner:
             optimized = os.path.join(folder, "optimized.onnx")
             try:
                 self.plain = ort_session(exposed, threads=threads, spinning=False, optimized_model_path=optimized)
+            except Exception as error:  # noqa: BLE001 - e.g. no room for the optimized graph (a model over 2 GB)
+                self.plain = ort_session(exposed, threads=threads, spinning=False)  # a real error raises here
+                self._give_up(f"the optimized graph could not be written ({type(error).__name__}: {error})")
+                return
+            try:
                 self._open_blocked(optimized, threads)
             except Exception as error:  # noqa: BLE001 - any failure here only means "use the plain graph"
-                if not hasattr(self, "plain"):
-                    raise
                 self._give_up(f"{type(error).__name__}: {error}")
 
     def _open_blocked(self, optimized: str, threads: int | None) -> None:
