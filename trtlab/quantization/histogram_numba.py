@@ -15,8 +15,8 @@ Two passes per block of BLOCK values, because they want different things of the 
 Measured on EfficientNet-Lite0's 60 real activations, one core (bench/bench_counting.py): 0.72 ns per value on the
 2-core AMD EPYC development machine, 1.14 on the lent GPU host's Intel Xeon (Emerald Rapids), where reading the
 activations from memory is most of it; the one-pass loop it replaces 1.37 and 2.08, numpy's reference update 3.2
-and 3.7; the hand-written AVX2 C loop of older trtlab versions 0.80 (Xeon). numba caches the machine code beside this module (or in
-its own user cache folder), so it is compiled once per machine.
+and 3.7; the hand-written AVX2 C loop of older trtlab versions 0.80 (Xeon). numba caches the machine code beside
+this module (or in its own user cache folder), so it is compiled once per machine.
 """
 from __future__ import annotations
 
