@@ -311,7 +311,15 @@ def large_runs(args, model, large) -> dict:
     for side, found in runs.items():
         print(f"{side:12s} N={args.images_large}: " + ", ".join(f"{x['seconds']:.1f} s" for x in found)
               + (" (median counts)" if len(found) > 1 else ""))
-    return {side: _median(found) for side, found in runs.items()}
+    first = f"trtlab@{args.budgets[0]}"
+    pairs = [t["seconds"] / f["seconds"] for f, t in zip(runs["forward"], runs[first])]
+    if len(pairs) > 1:  # each trtlab run over the forward pass run just before it: the spread a shared CPU adds
+        print(f"pairs (trtlab / the forward run before it): {', '.join(f'{x:.2f}x' for x in pairs)}; "
+              f"median {np.median(pairs):.2f}x, {sum(x <= BARS['calibration_vs_forward'] for x in pairs)} of "
+              f"{len(pairs)} within the bar")
+    medians = {side: _median(found) for side, found in runs.items()}
+    medians[first]["pair_ratios"] = pairs
+    return medians
 
 
 def timed(args, model, small, large, out) -> dict:

@@ -29,14 +29,24 @@ def collect_on_ort(model, info, requested, input_tensors, per_tensor, cache, ind
     from trtlab.data.batches import iter_batches
     from trtlab.quantization.exposure_ort import ExposedRunner
 
-    counter = cpu_counter(counting)
-    run = ExposedRunner(model, info.input_name, requested, threads, info.fixed_batch or 0)
+    with ThreadPoolExecutor(1) as warming:  # numba's import and cached code load beside the session building
+        counter = warming.submit(_ready_counter, counting)
+        run = ExposedRunner(model, info.input_name, requested, threads, info.fixed_batch or 0)
+        counter = counter.result()
     batches = iter_batches(cache, indices, sub_batch, fixed_batch=info.fixed_batch, prefetch=True)
     histograms = {name: TensorHistogram(bins=bins) for name in requested + input_tensors}
     workers = cores() if counter is not None else max(1, min(NUMPY_THREADS, cores()))
     peak = _count_in_threads(run, histograms, requested, input_tensors, per_tensor, batches, len(indices), progress,
                              workers, counter)
     return histograms, peak, f"{run.describe()}, {workers} counting threads ({counter_label(counter)})"
+
+
+def _ready_counter(counting):
+    """The counter, its machine code loaded (numba's first call in a process takes a few tenths of a second)."""
+    counter = cpu_counter(counting)
+    if counter is not None:
+        counter.count(np.zeros(4, np.float32), 1.0, 2)
+    return counter
 
 
 def _count_in_threads(run, stats: dict, requested: list[str], input_tensors: list[str], per_tensor, batches,
