@@ -156,3 +156,21 @@ def test_numba_and_numpy_give_the_same_statistics_on_the_demo_model(counter, dem
         _assert_same(stats["numba"].tensors[tensor], stats["numpy"].tensors[tensor])
     for algorithm in ("minmax", "entropy", "percentile"):  # identical histograms: identical thresholds
         assert compute_thresholds(stats["numba"], algorithm) == compute_thresholds(stats["numpy"], algorithm)
+
+
+@pytest.mark.parametrize("use_numba", [True, False])
+def test_padding_zeros_are_left_out_exactly(counter, use_numba):
+    """Values that carry k zeros which are not data (exposure_ort's padded channels) give the histogram of the values
+    without them — also when the first batch is all zeros, and through growth."""
+    rng = np.random.default_rng(11)
+    batches = [np.zeros(300, np.float32), np.maximum(rng.normal(0, 1, 5000), 0).astype(np.float32),
+               (rng.normal(0, 1, 4000) * 7).astype(np.float32)]
+    padded, plain = TensorHistogram(bins=512), TensorHistogram(bins=512)
+    chosen = counter if use_numba else None
+    for k, batch in enumerate(batches):
+        extra = 17 * (k + 1)
+        padded.update(np.concatenate([batch, np.zeros(extra, np.float32)]), chosen, extra)
+        plain.update(batch, chosen)
+    _assert_same(padded, plain)
+    with pytest.raises(ValueError, match="padding_zeros"):
+        padded.update(np.ones(3, np.float32), chosen, 4)
