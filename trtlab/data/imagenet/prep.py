@@ -279,8 +279,11 @@ def _load_or_make_split(path: Path, dataset: Dataset, per_class, size, seed, say
     if per_class is None and size is None:
         raise ImageNetPrepError("no split settings given", "give calibration_per_class (e.g. 10) or "
                                 "calibration_size for the split")
+    before = path.stat().st_mtime_ns if path.exists() else None
     split = saved_split(dataset, size, seed, calibration_per_class=per_class, path=path)
-    say(f"[trtlab] split {path}: {len(split.calibration):,} calibration, {len(split.evaluation):,} evaluation images")
+    if before is not None and path.stat().st_mtime_ns == before:  # a new split's save is logged by saved_split
+        say(f"[trtlab] reusing the saved split {path}: {len(split.calibration):,} calibration, "
+            f"{len(split.evaluation):,} evaluation images")
     return split
 
 
