@@ -388,3 +388,12 @@ def test_split_is_announced_once_whether_made_or_reused(photo_folder, tmp_path, 
         reused = split_lines()
     assert len(made) == 1 and "saved to" in made[0], made
     assert len(reused) == 1 and reused[0].startswith("reusing the saved split"), reused
+
+
+def test_split_table_shows_how_the_split_was_chosen_in_full(photo_folder, tmp_path):
+    """Notebook 01's table cut the rule at pandas' 50 characters: "10 per class asked; a class with fewer images ..."."""
+    prep = prepare_imagenet(photo_folder, workspace=tmp_path / "ws", calibration_per_class=10, progress=False)
+    rule = "10 per class asked; a class with fewer images keeps one to evaluate"
+    table = prep.split_table()
+    assert table.loc["calibration", "chosen"] == rule and rule in table._repr_html_() and rule in repr(table)
+    assert list(table.index) == ["calibration", "evaluation"] and table.index.name == "split (seed 0)"

@@ -88,7 +88,7 @@ class EngineSet:
     def table(self):
         """One row per variant: its precision, the graph or engine that runs it, and its identity key."""
         from trtlab.core.workspace import workspace_dir
-        from trtlab.env.tables import full_text_frame
+        from trtlab.core.tables import full_text_frame
 
         root = workspace_dir(self.workspace)
 
