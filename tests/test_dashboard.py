@@ -507,6 +507,18 @@ def test_fp16_reference_found_by_name_or_recipe(hand_store):
     assert table.attrs["compared_with"] == ["fp32"] and "top1_agreement_vs_fp16" not in table.columns
 
 
+
+def test_widget_lists_variants_in_reading_order(hand_store):
+    """Notebook 04 evaluates FP16 after 03's INT8 variants; the picker listed it last, below every INT8 one."""
+    from trtlab.views import dashboard
+
+    newest = max(p.stat().st_mtime for p in hand_store.folder.iterdir()) + 60
+    for path in hand_store.folder.glob("fp16.*"):
+        os.utime(path, (newest, newest))  # fp16 stored last
+    assert hand_store.variants()[-1] == "fp16"
+    controls = dashboard.controls(hand_store)
+    assert controls.variants.options == ("fp32", "fp16", "int8-a") == controls.reference.options
+
 def test_widget_callbacks_without_a_browser(hand_store):
     from trtlab.views import dashboard
 

@@ -372,3 +372,28 @@ def test_quick_evaluation_subset_decodes_only_its_images(tmp_path, demo_data):
     assert quick.decoded_now == classes_in_eval == len(quick.dataset)
     assert set(quick.dataset.paths) <= set(prep.evaluation_set().paths)
     assert not set(quick.dataset.paths) & set(prep.calibration_set().paths)
+
+
+def test_split_is_announced_once_whether_made_or_reused(photo_folder, tmp_path, caplog):
+    """Notebook 01 printed two lines for one new split (saved_split's "saved to" and prep's own)."""
+    def split_lines():
+        lines = [r.getMessage() for r in caplog.records if "split" in r.getMessage() and "evaluation" in r.getMessage()]
+        caplog.clear()
+        return lines
+
+    with caplog.at_level("INFO", logger="trtlab"):
+        prepare_imagenet(photo_folder, workspace=tmp_path / "ws", calibration_per_class=1)
+        made = split_lines()
+        prepare_imagenet(photo_folder, workspace=tmp_path / "ws", calibration_per_class=1)
+        reused = split_lines()
+    assert len(made) == 1 and "saved to" in made[0], made
+    assert len(reused) == 1 and reused[0].startswith("reusing the saved split"), reused
+
+
+def test_split_table_shows_how_the_split_was_chosen_in_full(photo_folder, tmp_path):
+    """Notebook 01's table cut the rule at pandas' 50 characters: "10 per class asked; a class with fewer images ..."."""
+    prep = prepare_imagenet(photo_folder, workspace=tmp_path / "ws", calibration_per_class=10, progress=False)
+    rule = "10 per class asked; a class with fewer images keeps one to evaluate"
+    table = prep.split_table()
+    assert table.loc["calibration", "chosen"] == rule and rule in table._repr_html_() and rule in repr(table)
+    assert list(table.index) == ["calibration", "evaluation"] and table.index.name == "split (seed 0)"

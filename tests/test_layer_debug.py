@@ -281,6 +281,17 @@ def test_tensor_errors_find_the_broken_layer_where_the_error_jumps(clean, broken
     _assert_readable(normal.plot())
 
 
+
+def test_tensor_error_figure_says_where_exact_tensors_are_drawn(clean):
+    """The legend said "exact: 59", read as 59 exact tensors; it is the height (dB) where exact ones are drawn."""
+    errors = clean.tensor_errors()
+    exact = int(np.isinf(errors.table["sqnr_db"]).sum())
+    assert exact >= 1  # the graph input
+    fig = errors.plot()
+    curve = fig.axes[0].lines[0]
+    drawn_at = float(curve.get_ydata()[np.isinf(errors.table["sqnr_db"].to_numpy(float))][0])
+    assert curve.get_label() == f"SQNR (dB), every tensor (exact ones drawn at {drawn_at:.0f} dB)"
+
 MEMORY_PROBE = """
 import resource, sys
 from trtlab.data.decode_cache import build_decode_cache

@@ -77,11 +77,30 @@ def test_precision_report_is_the_fusion_aware_hook(monkeypatch, demo_model, demo
                                          "fp16": {"FP32 weighted ops": 0, "FP16 weighted ops": 50}}
     assert "Not fusion-aware" in fallback.note and "Not fusion-aware" in fallback._repr_html_()
     fusion = types.ModuleType("trtlab.graph.fusion")
-    fusion.precision_report = lambda path: {"graph": os.fspath(path)}
+    fusion.precision_report = lambda path, name=None: {"graph": os.fspath(path)}
     monkeypatch.setitem(sys.modules, "trtlab.graph.fusion", fusion)
     assert engines.precision_report() == {"fp32": {"graph": str(demo_model)},
                                           "fp16": {"graph": str(engines.variants["fp16"])}}
 
+
+
+def test_notebook_02_names_each_variant_by_its_label_and_shows_whole_file_names(monkeypatch, demo_model, demo_pair,
+                                                                              session_workspace):
+    """Notebook 02 led with "int8-minmax@6-<key>: TensorRT will compute …" above a table whose row is int8-minmax@6,
+    and cut the file column at 50 characters, just before the part that tells the variants apart."""
+    from trtlab.graph.fusion_report import precision_overview
+    from trtlab.workflows.engines import build_engines
+
+    monkeypatch.setitem(sys.modules, "tensorrt", None)
+    engines = build_engines(demo_model, ["fp32", {"precision": "int8", "algorithm": "minmax"}], demo_pair,
+                            workspace=session_workspace, progress=False)
+    label = "int8-minmax@6"
+    reports = engines.precision_report()
+    assert reports[label].model == label and engines.precision_report(label).model == label
+    overview = precision_overview(reports)
+    assert overview.sentence.startswith(f"{label}: ") and list(overview.table.index) == ["fp32", label]
+    html = engines.table()._repr_html_()
+    assert "..." not in html and str(engines.variants[label].relative_to(session_workspace)) in html
 
 def test_onnx_runtime_latency_says_it_does_not_predict_tensorrt(monkeypatch, demo_model, demo_pair,
                                                                 session_workspace):

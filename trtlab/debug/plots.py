@@ -25,7 +25,8 @@ def plot_tensor_errors(errors):
     finite = np.concatenate([raw[np.isfinite(raw)], qdq[np.isfinite(qdq)]])
     top = min(SQNR_CAP_DB, float(finite.max()) + 10.0) if len(finite) else SQNR_CAP_DB
     sqnr = np.minimum(raw, top)  # exact tensors (inf) sit on the top edge
-    ax_sqnr.plot(t["depth"], sqnr, "-", color="tab:blue", lw=1.2, label=f"SQNR (dB), every tensor (exact: {top:.0f})")
+    ax_sqnr.plot(t["depth"], sqnr, "-", color="tab:blue", lw=1.2,
+                 label=f"SQNR (dB), every tensor (exact ones drawn at {top:.0f} dB)")
     is_layer = t["layer_output"].to_numpy(bool)
     ax_sqnr.plot(t["depth"][is_layer], sqnr[is_layer], "o", ms=3, color="tab:blue", label="layer outputs")
     has_qdq = np.isfinite(qdq)

@@ -12,7 +12,7 @@ from trtlab.env.candidates import Candidate, analyse_folder, scan_folder
 from trtlab.env.install import install_hint, say_once
 from trtlab.env.layout import (COMPONENT_ROLE, LIB_NAME_RE, default_roots, site_package_dirs, system_lib_dirs,
                                version_tuple)
-from trtlab.env.tables import full_text_frame
+from trtlab.core.tables import full_text_frame
 
 #: What the last :func:`discover` call could not search (missing roots, entry budget hit).
 LAST_SEARCH_NOTES: list[str] = []

@@ -16,7 +16,7 @@ from trtlab.env.discovery import best_candidate, discover, no_tensorrt_message
 from trtlab.env.install import InstallAdvice, advice_for, say_install_advice_once
 from trtlab.env.layout import MANIFEST, default_lib_dir, version_str, version_tuple
 from trtlab.env.support import FeatureVerdict, feature_verdicts
-from trtlab.env.tables import full_text_frame
+from trtlab.core.tables import full_text_frame
 from trtlab.env.wheels import installed_bindings_version
 
 

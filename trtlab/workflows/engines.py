@@ -53,7 +53,7 @@ class EngineVariant:
         return {"label": self.label, "key": self.key, "identity": self.identity}
 
 
-def fusion_precision_report(onnx_path):
+def fusion_precision_report(onnx_path, label: str | None = None):
     """HOOK — the fusion-aware precision report (issue 17, built in trtlab.graph by another change): what TensorRT
     would fuse and in which precision each fused op computes, for the exact graph TensorRT receives. Returns that
     report, or None while trtlab.graph does not provide it (EngineSet.precision_report then shows the weighted
@@ -62,7 +62,7 @@ def fusion_precision_report(onnx_path):
         from trtlab.graph.fusion import precision_report  # the module the fusion-aware report lands in
     except ImportError:
         return None
-    return precision_report(onnx_path)
+    return precision_report(onnx_path, name=label)
 
 
 @dataclass
@@ -87,9 +87,8 @@ class EngineSet:
 
     def table(self):
         """One row per variant: its precision, the graph or engine that runs it, and its identity key."""
-        import pandas as pd
-
         from trtlab.core.workspace import workspace_dir
+        from trtlab.core.tables import full_text_frame
 
         root = workspace_dir(self.workspace)
 
@@ -101,7 +100,8 @@ class EngineSet:
         rows = [{"variant": label, "precision": entry.precision,
                  "runs as": "TensorRT engine" if entry.engine is not None else "ONNX graph (ONNX Runtime)",
                  "file": shown(entry.path), "key": entry.key} for label, entry in self.entries.items()]
-        return pd.DataFrame(rows, columns=["variant", "precision", "runs as", "file", "key"]).set_index("variant")
+        # whole file names: pandas cuts cells at 50 characters, just before the part that tells variants apart
+        return full_text_frame(rows, ["variant", "precision", "runs as", "file", "key"]).set_index("variant")
 
     def _repr_html_(self) -> str:
         where = ("TensorRT engines" if self.backend == "trt" else
@@ -165,7 +165,8 @@ class EngineSet:
         import pandas as pd
 
         labels = [label] if label else list(self.entries)
-        reports = {name: fusion_precision_report(self._entry(name).onnx) for name in labels}
+        # named by the label, as in every table (the graph's folder name adds the identity key)
+        reports = {name: fusion_precision_report(self._entry(name).onnx, name) for name in labels}
         if all(report is not None for report in reports.values()):
             return reports if label is None else reports[label]
         rows = [{"variant": name, **{f"{kind} weighted ops": count

@@ -127,15 +127,16 @@ class ImageNetPrep:
         return f"{size:,} in total, stratified by class" if size else "as saved"
 
     def split_table(self):
-        """The split for people: one row per set — images, classes, images per class, how they were chosen."""
-        import pandas as pd
+        """The split for people: one row per set — images, classes, images per class, how they were chosen (whole:
+        pandas cut the calibration rule at 50 characters)."""
+        from trtlab.core.tables import full_text_frame
 
         info = self.split.describe(self.dataset)
         rows = {}
         for name, chosen in (("calibration", self.calibration_rule()), ("evaluation", "every other labelled image")):
             rows[name] = {"images": f"{info[name]:,}", "classes": f"{info[f'{name}_classes']:,}",
                           "per class": _range(info[f"{name}_images_per_class"]), "chosen": chosen}
-        table = pd.DataFrame.from_dict(rows, orient="index")
+        table = full_text_frame([{"set": name, **row} for name, row in rows.items()]).set_index("set")
         table.index.name = f"split (seed {self.split.seed})"
         return table
 
@@ -279,8 +280,11 @@ def _load_or_make_split(path: Path, dataset: Dataset, per_class, size, seed, say
     if per_class is None and size is None:
         raise ImageNetPrepError("no split settings given", "give calibration_per_class (e.g. 10) or "
                                 "calibration_size for the split")
+    before = path.stat().st_mtime_ns if path.exists() else None
     split = saved_split(dataset, size, seed, calibration_per_class=per_class, path=path)
-    say(f"[trtlab] split {path}: {len(split.calibration):,} calibration, {len(split.evaluation):,} evaluation images")
+    if before is not None and path.stat().st_mtime_ns == before:  # a new split's save is logged by saved_split
+        say(f"[trtlab] reusing the saved split {path}: {len(split.calibration):,} calibration, "
+            f"{len(split.evaluation):,} evaluation images")
     return split
 
 

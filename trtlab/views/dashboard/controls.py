@@ -7,6 +7,7 @@ from pathlib import Path
 from trtlab.core.errors import UserFileNotFound
 from trtlab.evaluation.stores import open_store, resolve_selection
 from trtlab.views.dashboard.build import Dashboard, build_dashboard
+from trtlab.views.formatting import variant_order
 
 
 class DashboardControls:
@@ -18,7 +19,8 @@ class DashboardControls:
 
         self.store = open_store(store, workspace)
         self.decode_cache, self.image_root, self.workspace = decode_cache, image_root, workspace
-        available = self.store.variants()
+        # reading order (FP32, FP16, INT8), as every table shows them, not the order they were stored in
+        available = variant_order(self.store.variants())
         if not available:
             raise UserFileNotFound(f"no stored results in {self.store.folder}", "evaluate a variant first")
         _, default_reference = resolve_selection(available)

@@ -1,6 +1,6 @@
 """pandas tables for the notebook that show every cell in full (pandas cuts cells at 50 characters by default,
-which cut the advice off). pandas is imported here only when a table is built: env itself needs only the standard
-library."""
+which cut advice, file names and split rules off). pandas is imported here only when a table is built: core and env
+need only the standard library."""
 from __future__ import annotations
 
 _FRAME_CLASS: list = []
