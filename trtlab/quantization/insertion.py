@@ -172,11 +172,13 @@ def _with_qdq(model, plan: QuantPlan, scales: dict[str, float], scale_dtype, cla
     for node in graph.node:
         rebuilt.extend(before.get(node.name, []))
         rebuilt.append(node)
-    # Weights now stored as INT8 are dropped when nothing reads the float original any more.
-    used = {name for node in rebuilt for name in node.input}
-    kept = [init for init in graph.initializer if init.name in used]
+    from trtlab.graph.onnx_utils import names_read
+
     del graph.node[:]
     graph.node.extend(rebuilt)
+    # Weights now stored as INT8 are dropped when nothing (a subgraph included) reads the float original any more.
+    used = names_read(graph)
+    kept = [init for init in graph.initializer if init.name in used]
     del graph.initializer[:]
     graph.initializer.extend(kept + [init for init in new_inits if init.name in used])
     # QuantizeLinear/DequantizeLinear with per-axis scales need opset ≥ 13.
