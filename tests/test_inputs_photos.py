@@ -166,3 +166,23 @@ def test_a_csv_row_matching_two_files_is_an_error_naming_both(model, photos, ws,
     assert labels["day1/img.png"] == 243 and labels["day2/img.png"] == 7
     assert snapshot(photos) == inputs
     evaluated()
+
+
+def test_bgr_crops_are_normalised_with_each_channel_s_own_mean_and_std(demo_data):
+    """mean/std are given per RGB channel; a BGR crop holds blue first, so it must meet blue's constants: the model
+    input of a BGR preprocessing is the RGB one with its channels reversed."""
+    from dataclasses import replace
+
+    from trtlab.data.preprocess import normalize_batch
+
+    rgb = get_preprocess("torchvision")
+    bgr = replace(rgb, channel_order="BGR")
+    path = _jpeg(demo_data)
+    as_rgb = normalize_batch(decode_image(path, rgb)[None], rgb)
+    as_bgr = normalize_batch(decode_image(path, bgr)[None], bgr)
+    np.testing.assert_array_equal(as_bgr, as_rgb[:, ::-1])
+    pytest.importorskip("torch")
+    from trtlab.backends.gpu.runner import CropFeed  # the torch backend normalises on the device, the same way
+
+    on_device = CropFeed("cpu").normalised(decode_image(path, bgr)[None], bgr)
+    np.testing.assert_array_equal(on_device.numpy(), as_bgr)
