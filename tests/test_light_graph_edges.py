@@ -48,3 +48,22 @@ def test_sanitize_leaves_no_initializer_among_the_graph_inputs():
     initializers = {i.name for i in model.graph.initializer}
     assert [i.name for i in model.graph.input if i.name in initializers] == []
     assert [i.name for i in model.graph.input] == ["data_0"]
+
+
+def test_a_graph_below_opset_13_is_converted_not_relabelled():
+    """Per-axis Q/DQ needs opset 13. Writing 13 over an opset-12 graph's number changes what its ops mean (Squeeze-13
+    reads its axes from an input, not an attribute); ONNX's version converter rewrites them."""
+    out = onnx.ModelProto()
+    out.CopyFrom(light("squeezenet"))
+    for opset in out.opset_import:
+        if opset.domain in ("", "ai.onnx"):
+            opset.version = 12
+    flatten = next(n for n in out.graph.node if n.op_type == "Flatten")  # [N, 1000, 1, 1] → [N, 1000]
+    squeeze = helper.make_node("Squeeze", list(flatten.input), list(flatten.output), name=flatten.name, axes=[2, 3])
+    flatten.CopyFrom(squeeze)
+    del out.graph.value_info[:]
+    onnx.checker.check_model(out, full_check=True)
+    plan = plan_quantization(out, (), DEFAULT_RULES)
+    quantized = quantize_graph(out, plan, {t: 0.05 for t in plan.activations}, "fp32")
+    assert quantized.opset >= 13
+    assert [len(n.input) for n in quantized.model.graph.node if n.op_type == "Squeeze"] == [2]
