@@ -67,3 +67,15 @@ def test_a_graph_below_opset_13_is_converted_not_relabelled():
     quantized = quantize_graph(out, plan, {t: 0.05 for t in plan.activations}, "fp32")
     assert quantized.opset >= 13
     assert [len(n.input) for n in quantized.model.graph.node if n.op_type == "Squeeze"] == [2]
+
+
+def test_scales_for_another_graph_are_refused_in_one_error_line():
+    from trtlab.core.errors import UserError
+
+    model = light("squeezenet")
+    plan = plan_quantization(model, (), DEFAULT_RULES)
+    scales = {t: 0.05 for t in plan.activations[1:]}  # made for a plan without its first tensor
+    with pytest.raises(UserError) as err:
+        quantize_graph(model, plan, scales, "fp32")
+    assert err.value.line().startswith(f"error: no calibrated scale for 1 tensor(s) ({plan.activations[0]})")
+    assert " — recalibrate" in err.value.line() and "\n" not in err.value.line()

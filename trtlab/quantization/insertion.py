@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from trtlab.core.errors import UserValueError
+from trtlab.core.errors import UserError, UserValueError
 from trtlab.quantization.placement import QuantPlan
 
 INT8_MAX = 127.0
@@ -37,6 +37,12 @@ QDQ_OPSET = 13  # QuantizeLinear/DequantizeLinear take per-axis scales from opse
 FP16_QDQ_OPSET = 19  # QuantizeLinear/DequantizeLinear take float16 scales from opset 19
 FP16_SMALLEST_SUBNORMAL = float(np.finfo(np.float16).smallest_subnormal)  # 2^-24
 FP16_MAX = float(np.finfo(np.float16).max)
+
+
+class MissingScales(UserError, KeyError):
+    """Scales that lack a tensor the plan quantizes (still a KeyError for callers that catch that)."""
+
+    __str__ = UserError.__str__  # KeyError's would quote the line
 
 
 @dataclass
@@ -189,8 +195,9 @@ def _with_qdq(model, plan: QuantPlan, scales: dict[str, float], scale_dtype, cla
 def _check_scales(plan: QuantPlan, scales: dict[str, float]) -> None:
     missing = [t for t in plan.activations if t not in scales]
     if missing:
-        raise KeyError(f"no calibrated scale for {len(missing)} tensor(s), e.g. {missing[:3]}; the scales were made "
-                       f"for another graph or guard set — recalibrate")
+        raise MissingScales(f"no calibrated scale for {len(missing)} tensor(s) ({', '.join(missing[:3])}"
+                            f"{', …' if len(missing) > 3 else ''}): the scales were made for another graph or guard "
+                            f"set", "recalibrate")
     bad = {t: s for t, s in scales.items() if t in plan.consumers and not (np.isfinite(s) and s > 0)}
     if bad:
         raise UserValueError(f"scales must be finite and > 0; got {dict(list(bad.items())[:3])}",
