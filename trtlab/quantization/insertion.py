@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trtlab.core.errors import UserError, UserValueError
+from trtlab.graph.precision import FP16_QDQ_OPSET  # Q/DQ take float16 scales from opset 19
+from trtlab.graph.sanitize import MIN_OPSET as QDQ_OPSET  # Q/DQ take per-axis scales from opset 13
 from trtlab.quantization.placement import QuantPlan
 
 INT8_MAX = 127.0
 ZERO_POINT = "trtlab_zero_point_int8"
 HIGH_PRECISIONS = ("fp16", "fp32")
-QDQ_OPSET = 13  # QuantizeLinear/DequantizeLinear take per-axis scales from opset 13
-FP16_QDQ_OPSET = 19  # QuantizeLinear/DequantizeLinear take float16 scales from opset 19
 FP16_SMALLEST_SUBNORMAL = float(np.finfo(np.float16).smallest_subnormal)  # 2^-24
 FP16_MAX = float(np.finfo(np.float16).max)
 
