@@ -12,7 +12,7 @@ from pathlib import Path
 
 from trtlab.core.errors import UserValueError
 from trtlab.core.workspace import atomic_path, set_aside, workspace_dir
-from trtlab.graph.onnx_utils import names_read
+from trtlab.graph.onnx_utils import names_read, opset_of
 
 MIN_OPSET = 13
 #: Part of the sanitized file's name: bumped when sanitizing changes what it writes (2: nodes named; 3: no
@@ -71,7 +71,7 @@ def sanitize_model(model_path, workspace=None, force: bool = False) -> Path:
         except Exception as exc:  # damaged or truncated copy: set aside (named) and rebuilt below
             set_aside(target, f"{type(exc).__name__}: {str(exc)[:200]}")
     model = onnx.load(str(model_path))
-    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    opset = opset_of(model)
     if opset < MIN_OPSET:
         try:
             model = onnx.version_converter.convert_version(model, MIN_OPSET)
