@@ -186,3 +186,18 @@ def test_bgr_crops_are_normalised_with_each_channel_s_own_mean_and_std(demo_data
 
     on_device = CropFeed("cpu").normalised(decode_image(path, bgr)[None], bgr)
     np.testing.assert_array_equal(on_device.numpy(), as_bgr)
+
+
+def test_a_wnid_folder_labels_its_nested_images_and_other_folders_are_named_as_unlabelled(demo_data, tmp_path,
+                                                                                          caplog):
+    """Tiny-ImageNet and many copies of ImageNet train keep a class's photos one level down (n01443537/images/…):
+    the WNID folder above labels them. A sub-folder that names no class leaves its photos unlabelled, said once."""
+    source = _jpeg(demo_data)
+    for rel in ("n01443537/images/a.jpg", "n01440764/b.jpg", "holiday/c.jpg"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, tmp_path / rel)
+    caplog.set_level(logging.WARNING, logger="trtlab")
+    dataset = Dataset.from_folder(tmp_path)
+    labels = {Path(p).name: int(label) for p, label in zip(dataset.paths, dataset.labels)}
+    assert labels == {"a.jpg": 1, "b.jpg": 0, "c.jpg": -1}
+    assert any("holiday" in r.getMessage() and "unlabelled" in r.getMessage() for r in caplog.records)
