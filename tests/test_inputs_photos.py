@@ -166,3 +166,38 @@ def test_a_csv_row_matching_two_files_is_an_error_naming_both(model, photos, ws,
     assert labels["day1/img.png"] == 243 and labels["day2/img.png"] == 7
     assert snapshot(photos) == inputs
     evaluated()
+
+
+def test_bgr_crops_are_normalised_with_each_channel_s_own_mean_and_std(demo_data):
+    """mean/std are given per RGB channel; a BGR crop holds blue first, so it must meet blue's constants: the model
+    input of a BGR preprocessing is the RGB one with its channels reversed."""
+    from dataclasses import replace
+
+    from trtlab.data.preprocess import normalize_batch
+
+    rgb = get_preprocess("torchvision")
+    bgr = replace(rgb, channel_order="BGR")
+    path = _jpeg(demo_data)
+    as_rgb = normalize_batch(decode_image(path, rgb)[None], rgb)
+    as_bgr = normalize_batch(decode_image(path, bgr)[None], bgr)
+    np.testing.assert_array_equal(as_bgr, as_rgb[:, ::-1])
+    pytest.importorskip("torch")
+    from trtlab.backends.gpu.runner import CropFeed  # the torch backend normalises on the device, the same way
+
+    on_device = CropFeed("cpu").normalised(decode_image(path, bgr)[None], bgr)
+    np.testing.assert_array_equal(on_device.numpy(), as_bgr)
+
+
+def test_a_wnid_folder_labels_its_nested_images_and_other_folders_are_named_as_unlabelled(demo_data, tmp_path,
+                                                                                          caplog):
+    """Tiny-ImageNet and many copies of ImageNet train keep a class's photos one level down (n01443537/images/…):
+    the WNID folder above labels them. A sub-folder that names no class leaves its photos unlabelled, said once."""
+    source = _jpeg(demo_data)
+    for rel in ("n01443537/images/a.jpg", "n01440764/b.jpg", "holiday/c.jpg"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, tmp_path / rel)
+    caplog.set_level(logging.WARNING, logger="trtlab")
+    dataset = Dataset.from_folder(tmp_path)
+    labels = {Path(p).name: int(label) for p, label in zip(dataset.paths, dataset.labels)}
+    assert labels == {"a.jpg": 1, "b.jpg": 0, "c.jpg": -1}
+    assert any("holiday" in r.getMessage() and "unlabelled" in r.getMessage() for r in caplog.records)

@@ -410,9 +410,9 @@ def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(brok
     assert producers.get(guarded.input[0]) != "DequantizeLinear" and guarded.input[1] not in producers
 
     # TensorRT 10 implicit builds resolve the same guards on the exported (unsanitized) ONNX.
-    from trtlab.graph.precision import resolve_guard_nodes
+    from trtlab.graph.guards import resolve_guards
 
-    resolved = resolve_guard_nodes(onnx.load(str(broken.model_path), load_external_data=False), found.guards)
+    resolved = resolve_guards(onnx.load(str(broken.model_path), load_external_data=False), found.guards)
     assert [g.name for g in resolved][: len(found.added)] == sorted(found.added, key=broken.all_layers.index)
 
 

@@ -155,3 +155,24 @@ def test_exclusions_leave_gemv_and_small_channel_layers_float():
     assert small.excluded and all(why.startswith("exclude_small_channels") for why in small.excluded.values())
     assert not any(small.quantizes(n) for n in small.excluded)
     assert "exclude_small_channels" in RULES and not RULES["exclude_small_channels"].default
+
+
+def test_residual_add_fuses_the_main_branch_whatever_the_input_order():
+    """A downsampling block adds two Conv outputs: the main branch (three convs deep) fuses with the Add and the
+    projection shortcut is quantized (ModelOpt: the input on the longer path to the common ancestor is the
+    non-residual one) — also when the exporter wrote the shortcut first."""
+    model = onnx.ModelProto()
+    model.CopyFrom(light("resnet50"))
+    producer = {out: node for node in model.graph.node for out in node.output}
+    adds = [n for n in model.graph.node if n.op_type == "Sum" and all(producer[i].op_type == "Conv" for i in n.input)]
+    assert len(adds) == 4
+    shortcuts = {}
+    for add in adds:
+        main, shortcut = add.input
+        assert producer[producer[main].input[0]].op_type == "Relu"  # conv after conv: the main branch
+        shortcuts[add.name] = shortcut
+        add.input[0], add.input[1] = shortcut, main  # the shortcut first
+    plan = plan_quantization(model, (), DEFAULT_RULES)
+    for add in adds:
+        quantized = [t for i, t in enumerate(add.input) if (add.name, i) in plan.consumers.get(t, [])]
+        assert quantized == [shortcuts[add.name]], add.name

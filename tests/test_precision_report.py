@@ -463,3 +463,17 @@ def test_maxpool_on_int8_data_with_a_float_reader_and_a_q_reader_never_reports_t
     assert [q["op"] for q in report.unfused_qdq] == ["Dequantize"]  # for the float reader (Sin), a real kernel
     requantize = next(layer for layer in report.layers if layer.kind == "Quantize" and "DQ → Q" in layer.note)
     assert "cancels" in requantize.note and requantize.assumed  # one scale: the pair goes, marked as assumed
+
+
+def test_a_precision_overview_deep_copies_as_itself():
+    """deepcopy looks up __deepcopy__ on the object: forwarded to the DataFrame, it answered a bare DataFrame."""
+    import copy
+
+    import pandas as pd
+
+    from trtlab.graph.fusion_report import PrecisionOverview
+
+    overview = PrecisionOverview(pd.DataFrame({"variant": ["fp16"]}), "FP16 throughout.")
+    again = copy.deepcopy(overview)
+    assert isinstance(again, PrecisionOverview) and again.sentence == overview.sentence
+    assert again.table.equals(overview.table)

@@ -195,3 +195,18 @@ def test_tensorrt_calibrators_on_tensorrt_11_are_refused_before_any_variant_is_b
         build_engines(demo_model, ["fp32"], demo_pair, workspace=tmp_path, tensorrt_calibrators=("entropy",),
                       gpu=GPU)
     assert not trt.calls and not (tmp_path / "variants").exists()
+
+
+def test_a_noted_table_copies_and_pickles_like_its_table():
+    """copy/pickle build the object without calling __init__: `.table` is not set yet, and forwarding attributes to
+    it must not recurse (graph.fusion_report's table guards the same way)."""
+    import copy
+    import pickle
+
+    import pandas as pd
+
+    from trtlab.workflows.engine_reports import NotedTable
+
+    noted = NotedTable(pd.DataFrame({"latency_ms": [1.5, 2.0]}), "measured on no GPU")
+    for again in (copy.copy(noted), copy.deepcopy(noted), pickle.loads(pickle.dumps(noted))):
+        assert again.note == noted.note and again.table.equals(noted.table) and len(again) == 2

@@ -88,9 +88,10 @@ class Dataset:
         folder once).
 
         Labels come from `labels_csv` (columns `file,label`; label = class index or WNID) when given, else from
-        sub-folder names that are WNIDs (n01440764) or class indices (0..999) — numbered folders read as class
-        indices are named in one warning, since album folders (01/, 02/) look the same —; `folder_labels=False`
-        (CLI: --unlabelled) ignores folder names; otherwise images are unlabelled.
+        sub-folder names that are WNIDs (n01440764, the nearest above the photo: n01440764/images/ too) or class
+        indices (0..999) — numbered folders read as class indices are named in one warning, since album folders
+        (01/, 02/) look the same, and so are sub-folders that name no class —; `folder_labels=False` (CLI:
+        --unlabelled) ignores folder names; otherwise images are unlabelled.
         """
         root = Path(root)
         if not root.is_dir():
@@ -117,21 +118,30 @@ def _folder_labels(paths: list[str], root: Path) -> tuple[np.ndarray, str | None
 
     labels = np.full(len(paths), UNLABELLED, np.int64)
     wnids = wnid_to_index()
-    kinds, numbered = set(), {}
+    kinds, numbered, unnamed = set(), {}, Counter()
     for i, path in enumerate(paths):
         parent = Path(path).parent
         if parent == root:
             continue
         folder = parent.name
-        if folder in wnids:
-            labels[i] = wnids[folder]
+        # The nearest WNID folder above the photo (Tiny-ImageNet keeps them in n01443537/images/).
+        wnid = next((f for f in reversed(parent.relative_to(root).parts) if f in wnids), None)
+        if wnid is not None:
+            labels[i] = wnids[wnid]
             kinds.add("wnid")
         elif folder.isdigit():
             labels[i] = int(folder)
             kinds.add("index")
             numbered[folder] = numbered.get(folder, 0) + 1
+        else:
+            unnamed[os.path.relpath(parent, root)] += 1
     if numbered:
         _say_numbered_folders(root, numbered)
+    if unnamed and kinds:  # some folders name classes, these do not: say so rather than score fewer images
+        shown = ", ".join(f"{f}/ ({n})" for f, n in unnamed.most_common(4))
+        warn_once(log, ("unnamed-folders", str(root)), "%s: %d image(s) in sub-folders that name no class (%s%s) "
+                  "are unlabelled — name the folders by WNID or class index, or pass --labels CSV", root,
+                  sum(unnamed.values()), shown, ", …" if len(unnamed) > 4 else "")
     source = "folders" if kinds else None
     kind = kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else None)
     return labels, source, kind

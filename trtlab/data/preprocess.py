@@ -64,6 +64,12 @@ class Preprocess:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def channel_constants(self) -> tuple[tuple, tuple]:
+        """(mean, std) in the crops' channel order: mean/std are given per RGB channel, a BGR crop holds blue first."""
+        if self.channel_order == "BGR":
+            return tuple(self.mean[::-1]), tuple(self.std[::-1])
+        return tuple(self.mean), tuple(self.std)
+
     def cache_key_fields(self) -> dict:
         """Fields that change the uint8 crops (mean/std don't: they are applied per batch)."""
         return {k: getattr(self, k) for k in ("resize_short", "crop", "channel_order", "interpolation")}
@@ -246,13 +252,14 @@ def resize_center_crop(image: np.ndarray, spec: Preprocess, bgr: bool = False) -
 
 
 def normalize_batch(crops: np.ndarray, spec: Preprocess) -> np.ndarray:
-    """uint8 NHWC crops → float32 NCHW model input, (x - mean) / std per channel."""
+    """uint8 NHWC crops → float32 NCHW model input, (x - mean) / std per channel (in the crops' channel order)."""
     crops = np.asarray(crops)
     n, h, w, _ = crops.shape
     batch = np.empty((n, 3, h, w), np.float32)  # C-contiguous, as runtimes want it: no second copy later
+    mean, std = spec.channel_constants()
     for channel in range(3):
         plane = batch[:, channel]
         np.copyto(plane, crops[..., channel], casting="unsafe")
-        plane -= np.float32(spec.mean[channel])
-        plane *= np.float32(1.0 / spec.std[channel])
+        plane -= np.float32(mean[channel])
+        plane *= np.float32(1.0 / std[channel])
     return batch

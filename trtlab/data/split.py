@@ -24,6 +24,11 @@ log = logging.getLogger(__name__)
 DEFAULT_CALIBRATION_IMAGES = 512
 
 
+#: Recorded in a split's settings: splits saved before the calibration set kept its seeded order (sorted by index)
+#: differ in it, so they are made again rather than reused.
+CALIBRATION_ORDER = "seeded"
+
+
 class CalibrationSizeError(UserValueError):
     """More calibration images were asked for than the calibration set has."""
 
@@ -147,16 +152,20 @@ def make_split(dataset: Dataset, calibration_size: int | None = None, calibratio
             calibration = np.union1d(calibration, add)
     if evaluation_size is not None and len(evaluation) > evaluation_size:
         evaluation = np.sort(rng.choice(evaluation, evaluation_size, replace=False))
+    # Calibration takes the first N of this set (select_calibration_images): in a seeded order, not by index, or a
+    # dataset listed class by class (one folder per WNID) would calibrate on its first classes only.
+    calibration = rng.permutation(calibration)
     method = "stratified" if (labels >= 0).any() else "random"
     params = {"calibration_size": calibration_size, "calibration_per_class": calibration_per_class,
-              "evaluation_per_class": evaluation_per_class, "evaluation_size": evaluation_size}
+              "evaluation_per_class": evaluation_per_class, "evaluation_size": evaluation_size,
+              "calibration_order": CALIBRATION_ORDER}
     return Split(calibration, evaluation, seed, dataset.fingerprint(), method, params)
 
 
 def split_settings(calibration_size: int | None = None, calibration_per_class: int | None = None) -> dict:
     """The make_split settings a saved split records (and is reused for)."""
     return {"calibration_size": calibration_size, "calibration_per_class": calibration_per_class,
-            "evaluation_per_class": None, "evaluation_size": None}
+            "evaluation_per_class": None, "evaluation_size": None, "calibration_order": CALIBRATION_ORDER}
 
 
 def saved_split(dataset: Dataset, calibration_images: int | None = None, seed: int = 0, workspace=None, *,

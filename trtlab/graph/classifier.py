@@ -14,6 +14,7 @@ from pathlib import Path
 
 from trtlab.core.errors import UserError, UserFileNotFound
 from trtlab.core.workspace import sha256_with_companions
+from trtlab.graph.onnx_utils import opset_of
 
 ONNX_MAGIC_HINT = "export it again (torch.onnx.export / tf2onnx) or check that the download finished"
 STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
@@ -139,23 +140,23 @@ def _inspect_cached(path_text: str, size: int, mtime_ns: int, ctime_ns: int) -> 
     dtype = onnx.helper.tensor_dtype_to_np_dtype(elem).name if elem else "unknown"
     spatial_ok = len(shape) == 4 and all(isinstance(d, int) and d > 0 for d in shape[2:])
     if len(shape) != 4 or shape[1] != 3 or not spatial_ok:
-        hint = ""
+        fix = "export the model with one N×3×H×W image input"
         if len(shape) == 4 and shape[-1] == 3:
-            hint = " It looks channels-last (N×H×W×3): export the model with NCHW input or add a Transpose in front."
+            fix = "it looks channels-last (N×H×W×3): export the model with NCHW input or add a Transpose in front"
         elif len(shape) == 4 and not spatial_ok:
-            hint = " Height and width must be fixed numbers: re-export with a fixed input size (only the batch may be dynamic)."
-        raise ModelInputError(
-            f"{path.name}: input {graph_input.name!r} has shape {list(shape)}, but trtlab expects N×3×H×W "
-            f"(batch × RGB channels × height × width).{hint}"
-        )
+            fix = ("height and width must be fixed numbers: re-export with a fixed input size (only the batch may be "
+                   "dynamic)")
+        raise ModelInputError(f"{path.name}: input {graph_input.name!r} has shape {list(shape)}, but trtlab expects "
+                              f"N×3×H×W (batch × RGB channels × height × width)", fix)
     if dtype != "float32":
-        raise ModelInputError(f"{path.name}: input {graph_input.name!r} is {dtype}; trtlab feeds float32 N×3×H×W")
+        raise ModelInputError(f"{path.name}: input {graph_input.name!r} is {dtype}; trtlab feeds float32 N×3×H×W",
+                              "export the model with a float32 input (normalisation happens in trtlab)")
     _check_ops_runnable(model, path)
     outputs = tuple((output.name, _output_shape(model, output)) for output in model.graph.output)
     for name, out_shape in outputs if len(outputs) == 1 else ():
         _check_output(path, name, out_shape)
     chosen = _logits_output_by_shape(outputs)
-    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    opset = opset_of(model)
     return ModelInfo(str(path), "", graph_input.name, shape, dtype, chosen,
                      dict(outputs)[chosen] if chosen else (), opset, outputs, external, _quantization(model),
                      _final_op(model, chosen) if chosen else None)

@@ -23,6 +23,7 @@ from trtlab.core.errors import UserValueError
 from trtlab.core.workspace import atomic_path, atomic_write_json, read_json_checked, workspace_dir
 from trtlab.graph.classifier import (ModelInfo, ModelInputError, check_output, inspect_classifier, is_logits_shape,
                                      show_shape)
+from trtlab.graph.onnx_utils import reads
 
 log = logging.getLogger(__name__)
 IMAGENET_CLASSES = 1000
@@ -288,10 +289,7 @@ def _prune(graph) -> None:
     for node in reversed(list(graph.node)):
         if any(name in needed for name in node.output):
             keep.append(node)
-            needed.update(name for name in node.input if name)
-            for attribute in node.attribute:  # names a subgraph reads from the outer scope
-                for sub in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
-                    needed.update(name for n in sub.node for name in n.input if name)
+            needed.update(reads(node))  # its inputs, and names its subgraphs read from the outer scope
     keep.reverse()
     del graph.node[:]
     graph.node.extend(keep)

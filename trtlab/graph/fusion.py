@@ -54,6 +54,7 @@ import os
 from trtlab.graph.fusion_report import LIMITS, Layer, PrecisionReport, precision_overview  # noqa: F401 (API)
 from trtlab.graph.guards import WEIGHTED_OPS
 from trtlab.graph.onnx_utils import attribute, is_average_pool, types_and_shapes
+from trtlab.graph.precision_rewrite import METADATA_KEY as PRECISION_RECORD_KEY  # the precision converter's record
 
 COMMUTING = frozenset({"MaxPool", "GlobalMaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze",
                        "Identity"})
@@ -63,7 +64,6 @@ SCALE_OPS = frozenset({"Add", "Sub", "Mul", "Div"})
 ELEMENTWISE_INT8 = frozenset({"Add", "Sum", "Mul", "Sub", "Max", "Min", "Concat"})
 NO_COMPUTE = frozenset({"Shape", "Constant", "ConstantOfShape", "Gather", "Unsqueeze", "Squeeze", "Reshape",
                         "Flatten", "Transpose", "Identity", "Concat", "Slice", "Size", "Range", "Expand"})
-PRECISION_KEY = "trtlab.graph.precision"  # the precision converter's record (trtlab.graph.precision_rewrite)
 
 
 def precision_report(onnx_path, name: str | None = None) -> PrecisionReport:
@@ -452,7 +452,7 @@ class _Predictor:
             list(self.folded))
 
     def _guarded_fp32(self) -> list:
-        record = next((p.value for p in self.model.metadata_props if p.key == PRECISION_KEY), None)
+        record = next((p.value for p in self.model.metadata_props if p.key == PRECISION_RECORD_KEY), None)
         if not record:
             return []
         return [name for name, precision in json.loads(record).get("guards", []) if precision == "fp32"]

@@ -162,7 +162,8 @@ class PrecisionOverview:
         self.table, self.sentence, self.estimate, self.measured = table, sentence, estimate, measured
 
     def __getattr__(self, name):
-        if name == "table":  # not set yet (copy / unpickling): no recursion through __getattr__
+        # `table` not set yet (copy / unpickling): no recursion; dunders (__deepcopy__, …) are this object's own
+        if name == "table" or name.startswith("__"):
             raise AttributeError(name)
         return getattr(self.table, name)
 

@@ -22,6 +22,24 @@ def with_outputs(model, names) -> object:
     return out
 
 
+def reads(node) -> set[str]:
+    """The tensor names `node` reads: its inputs, and the names its subgraphs (If/Loop/Scan bodies, nested ones
+    too) read — a body may read an initializer or tensor of the enclosing graph by name."""
+    names = {name for name in node.input if name}
+    for attr in node.attribute:
+        for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+            names |= names_read(sub)
+    return names
+
+
+def names_read(graph) -> set[str]:
+    """Every tensor name `graph` needs: read by its nodes (subgraphs included) or listed as a graph output."""
+    names = {o.name for o in graph.output}
+    for node in graph.node:
+        names |= reads(node)
+    return names
+
+
 def attribute(node, name: str, default=None):
     """The value of `node`'s attribute `name` (onnx.helper.get_attribute_value), or `default`."""
     import onnx

@@ -44,11 +44,6 @@ FP16_QDQ_OPSET = 19
 PLAN_PRECISIONS = ("fp16", "fp32")
 
 
-def resolve_guard_nodes(model, guards) -> list[GuardedNode]:
-    """trtlab.graph.guards.resolve_guards (kept under this name for importers of the old module)."""
-    return resolve_guards(model, guards)
-
-
 @dataclass
 class PrecisionPlan:
     """The decision: every node's float precision and the rule that chose it (for reports and tests)."""

@@ -183,13 +183,15 @@ class _Rewriter:
         """Install the new node list; drop float32 initializers nothing reads any more; record the plan."""
         import onnx
 
+        from trtlab.graph.onnx_utils import names_read
+
         graph = self.graph
-        used = {name for node in self.new_nodes for name in node.input} | {i.name for i in graph.input}
+        del graph.node[:]
+        graph.node.extend(self.new_nodes)
+        used = names_read(graph) | {i.name for i in graph.input}  # subgraphs read outer initializers by name
         kept = [init for init in graph.initializer if init.name in used]
         del graph.initializer[:]
         graph.initializer.extend(kept)
-        del graph.node[:]
-        graph.node.extend(self.new_nodes)
         del graph.value_info[:]  # stale float32 annotations; shape inference recomputes them
         record = json.dumps({"fp32_nodes": sorted(self.fp32_names),
                              "guards": [[g.name, g.precision] for g in self.plan.guarded]})

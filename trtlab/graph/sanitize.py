@@ -12,11 +12,12 @@ from pathlib import Path
 
 from trtlab.core.errors import UserValueError
 from trtlab.core.workspace import atomic_path, set_aside, workspace_dir
+from trtlab.graph.onnx_utils import names_read, opset_of
 
 MIN_OPSET = 13
-#: Part of the sanitized file's name: bumped when sanitizing changes what it writes (2: nodes named), so copies
-#: made by an older trtlab are not reused.
-SANITIZE_REVISION = 2
+#: Part of the sanitized file's name: bumped when sanitizing changes what it writes (2: nodes named; 3: no
+#: initializer among the graph inputs), so copies made by an older trtlab are not reused.
+SANITIZE_REVISION = 3
 
 
 def name_nodes(model) -> int:
@@ -70,20 +71,26 @@ def sanitize_model(model_path, workspace=None, force: bool = False) -> Path:
         except Exception as exc:  # damaged or truncated copy: set aside (named) and rebuilt below
             set_aside(target, f"{type(exc).__name__}: {str(exc)[:200]}")
     model = onnx.load(str(model_path))
-    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    opset = opset_of(model)
     if opset < MIN_OPSET:
         try:
             model = onnx.version_converter.convert_version(model, MIN_OPSET)
         except Exception as exc:  # the converter names the op it cannot convert
             raise UserValueError(f"{model_path.name} uses opset {opset}; per-channel Q/DQ needs opset ≥ {MIN_OPSET} and "
                                  f"the ONNX version converter failed ({exc})", "re-export the model with opset ≥ 13") from exc
+    # IR < 4 lists every initializer as a graph input too (and old exporters kept doing so). At IR ≥ 4 such an input
+    # is one a caller may override: ONNX Runtime then treats it as no constant (no folding), and a weight that
+    # quantization replaces by INT8 would leave a dangling required input. A classifier's weights are constants:
+    # they are taken out of the inputs, and the model moves to IR 7 (opset 13's).
+    initializers = {init.name for init in model.graph.initializer}
+    for graph_input in [i for i in model.graph.input if i.name in initializers]:
+        model.graph.input.remove(graph_input)
+    model.ir_version = max(model.ir_version, 7)
     with atomic_path(target, suffix=".onnx") as tmp:
         ort_session(model, optimization="basic", optimized_model_path=tmp)  # writes the folded graph to tmp
         folded = onnx.load(str(tmp))
-        # IR < 4 demands every initializer be a graph input too; folding adds initializers, so move to IR 7 (opset 13's).
-        folded.ir_version = max(folded.ir_version, 7)
         # Drop graph inputs nothing reads any more (shape feeds of folded constants), so one image input remains.
-        consumed = {name for node in folded.graph.node for name in node.input}
+        consumed = names_read(folded.graph)
         unused = [i for i in folded.graph.input if i.name not in consumed]
         for graph_input in unused:
             folded.graph.input.remove(graph_input)

@@ -18,8 +18,8 @@ every consumer the plan lists; weights become INT8 initializers with a per-outpu
   values mean. An activation whose calibrated range (scale × 127) exceeds 65504 overflows FP16 wherever the graph
   holds it in FP16: such tensors are named (`fp16_range['activations_beyond_fp16']`) for a warning.
 - **FP32 float path** (`high_precision='fp32'`): the graph as trtlab made it before issue 17 — FP32 everywhere not
-  quantized, FP32 scales at the model's opset (≥ 13); '=fp16' guards are carried out by the same precision converter
-  (a plan in which only those nodes are FP16).
+  quantized, FP32 scales at the model's opset (raised to 13 by ONNX's version converter when lower); '=fp16' guards
+  are carried out by the same precision converter (a plan in which only those nodes are FP16).
 """
 from __future__ import annotations
 
@@ -27,15 +27,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from trtlab.core.errors import UserValueError
+from trtlab.core.errors import UserError, UserValueError
+from trtlab.graph.precision import FP16_QDQ_OPSET  # Q/DQ take float16 scales from opset 19
+from trtlab.graph.sanitize import MIN_OPSET as QDQ_OPSET  # Q/DQ take per-axis scales from opset 13
 from trtlab.quantization.placement import QuantPlan
 
 INT8_MAX = 127.0
 ZERO_POINT = "trtlab_zero_point_int8"
 HIGH_PRECISIONS = ("fp16", "fp32")
-FP16_QDQ_OPSET = 19  # QuantizeLinear/DequantizeLinear take float16 scales from opset 19
 FP16_SMALLEST_SUBNORMAL = float(np.finfo(np.float16).smallest_subnormal)  # 2^-24
 FP16_MAX = float(np.finfo(np.float16).max)
+
+
+class MissingScales(UserError, KeyError):
+    """Scales that lack a tensor the plan quantizes (still a KeyError for callers that catch that)."""
+
+    __str__ = UserError.__str__  # KeyError's would quote the line
 
 
 @dataclass
@@ -114,6 +121,7 @@ def quantize_graph(model, plan: QuantPlan, scales: dict[str, float], high_precis
         raise UserValueError(f"high_precision {high_precision!r} is not one of {', '.join(HIGH_PRECISIONS)}",
                              "use 'fp16' (everything not quantized in FP16, the default) or 'fp32'")
     _check_scales(plan, scales)
+    model = raise_opset(model, QDQ_OPSET)  # converted, not relabelled: ops changed meaning at 13 (Squeeze, Split…)
     fp16 = high_precision == "fp16"
     clamped = {"weights": 0, "activations": 0}
     fp16_range = empty_fp16_range()
@@ -172,25 +180,24 @@ def _with_qdq(model, plan: QuantPlan, scales: dict[str, float], scale_dtype, cla
     for node in graph.node:
         rebuilt.extend(before.get(node.name, []))
         rebuilt.append(node)
-    # Weights now stored as INT8 are dropped when nothing reads the float original any more.
-    used = {name for node in rebuilt for name in node.input}
-    kept = [init for init in graph.initializer if init.name in used]
+    from trtlab.graph.onnx_utils import names_read
+
     del graph.node[:]
     graph.node.extend(rebuilt)
+    # Weights now stored as INT8 are dropped when nothing (a subgraph included) reads the float original any more.
+    used = names_read(graph)
+    kept = [init for init in graph.initializer if init.name in used]
     del graph.initializer[:]
     graph.initializer.extend(kept + [init for init in new_inits if init.name in used])
-    # QuantizeLinear/DequantizeLinear with per-axis scales need opset ≥ 13.
-    for opset in out.opset_import:
-        if opset.domain in ("", "ai.onnx") and opset.version < 13:
-            opset.version = 13
     return out
 
 
 def _check_scales(plan: QuantPlan, scales: dict[str, float]) -> None:
     missing = [t for t in plan.activations if t not in scales]
     if missing:
-        raise KeyError(f"no calibrated scale for {len(missing)} tensor(s), e.g. {missing[:3]}; the scales were made "
-                       f"for another graph or guard set — recalibrate")
+        raise MissingScales(f"no calibrated scale for {len(missing)} tensor(s) ({', '.join(missing[:3])}"
+                            f"{', …' if len(missing) > 3 else ''}): the scales were made for another graph or guard "
+                            f"set", "recalibrate")
     bad = {t: s for t, s in scales.items() if t in plan.consumers and not (np.isfinite(s) and s > 0)}
     if bad:
         raise UserValueError(f"scales must be finite and > 0; got {dict(list(bad.items())[:3])}",
@@ -255,10 +262,11 @@ def raise_opset(model, opset: int):
     try:
         converted = onnx.version_converter.convert_version(model, opset)
     except Exception as exc:  # the converter names the op it cannot convert
-        raise UserValueError(f"the Q/DQ graph uses opset {current}; FP16 Q/DQ scales need opset ≥ {opset} and ONNX's "
-                             f"version converter failed ({exc})",
-                             "use Recipe(high_precision='fp32') for this model, or re-export it with opset ≥ 19") \
-            from exc
+        need = "FP16 Q/DQ scales" if opset >= FP16_QDQ_OPSET else "per-channel Q/DQ"
+        fix = "use Recipe(high_precision='fp32') for this model, or re-export it with opset ≥ 19" \
+            if opset >= FP16_QDQ_OPSET else f"re-export the model with opset ≥ {opset}"
+        raise UserValueError(f"the Q/DQ graph uses opset {current}; {need} need opset ≥ {opset} and ONNX's version "
+                             f"converter failed ({exc})", fix) from exc
     converted.ir_version = max(converted.ir_version, model.ir_version)
     if [n.name for n in converted.graph.node] != names:
         name_nodes(converted)

@@ -14,8 +14,8 @@ run. `plan_quantization(model, guards, rules=...)` asks them over every node tha
   axis `weight_axis` names; an activation × activation MatMul gets both inputs per-tensor. Outputs of weighted ops
   are not quantized (TensorRT fuses the following Q into the op when the next op is quantized);
 - `residual_add_input` (Add, or a two-input Sum as older exporters write it): the *skip* input — the one not
-  produced by a Conv whose only reader is this Add — gets a Q/DQ pair, so TensorRT fuses Conv + Add with an INT8
-  residual;
+  produced by a Conv whose only reader is this Add (of two such, the projection shortcut: the shorter path to their
+  common ancestor) — gets a Q/DQ pair, so TensorRT fuses Conv + Add with an INT8 residual;
 - `pool_input`: an AveragePool / GlobalAveragePool (or a ReduceMean over H and W with keepdims, which TensorRT turns
   into a pooling layer) gets its input quantized when a neighbour is quantized — the weighted op feeding it (through
   its activation / residual epilogue), or a reader of its output (through MaxPool/Reshape/Flatten) — so the conv
@@ -255,7 +255,30 @@ def residual_add_input(node, facts: GraphFacts) -> Placement | None:
                and not facts.left_float(facts.producers[name]) and facts.reader_count(name) == 1]
     if not fusable:
         return None
-    return Placement([(index, name) for index, name in enumerate(node.input) if name != fusable[0]])
+    fused = fusable[0] if len(fusable) == 1 else _main_branch(fusable, facts)
+    return Placement([(index, name) for index, name in enumerate(node.input) if name != fused])
+
+
+def _main_branch(inputs: list[str], facts: GraphFacts) -> str:
+    """Of two Conv-made inputs of an Add (a downsampling block: main branch and projection shortcut), the one on
+    the longer path back to their nearest common ancestor — the main branch, which fuses with the Add; the shortcut
+    is quantized (ModelOpt's build_non_residual_input_map does the same), whatever order the exporter wrote."""
+    def distances(tensor: str) -> dict[str, int]:
+        seen, frontier, step = {tensor: 0}, [tensor], 0
+        while frontier:
+            step += 1
+            frontier = [name for t in frontier if t in facts.producers
+                        for name in facts.producers[t].input
+                        if name and name not in seen and name not in facts.initializers]
+            seen.update({name: step for name in frontier if name not in seen})
+        return seen
+
+    first, second = (distances(t) for t in inputs)
+    common = [t for t in first if t in second]
+    if not common:
+        return inputs[0]
+    ancestor = min(common, key=lambda t: first[t] + second[t])
+    return inputs[0] if first[ancestor] >= second[ancestor] else inputs[1]
 
 
 # -- rules over the whole plan ---------------------------------------------------------------------------------------

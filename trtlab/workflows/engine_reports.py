@@ -67,6 +67,9 @@ class NotedTable:
         self.table, self.note = table, note
 
     def __getattr__(self, name):
+        # `table` not set yet (copy / unpickling): no recursion; dunders (__deepcopy__, …) are this object's own
+        if name == "table" or name.startswith("__"):
+            raise AttributeError(name)
         return getattr(self.table, name)
 
     def __getitem__(self, key):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trtlab.backends.gpu.registry import FOLDABLE, NodeContext, UnsupportedOnnx, builder_for
+from trtlab.graph.onnx_utils import opset_of
 
 MIN_OPSET = 13
 
@@ -43,13 +44,9 @@ def _load(model):
     return model
 
 
-def _opset(model) -> int:
-    return max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
-
-
 def _upgrade(model):
     """Graphs below opset 13 in opset 13's spelling (attributes that became inputs, Softmax's axis)."""
-    opset = _opset(model)
+    opset = opset_of(model)
     if opset >= MIN_OPSET:
         return model
     from onnx import version_converter
@@ -92,7 +89,7 @@ def convert_onnx(model, quantize_precision: str = "scale"):
 
     model = _upgrade(_load(model))
     _check_domains(model)
-    graph, opset = model.graph, _opset(model)
+    graph, opset = model.graph, opset_of(model)
     constants: dict[str, np.ndarray] = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
     folded: dict[str, "torch.Tensor"] = {}
     inputs = [i.name for i in graph.input if i.name not in constants]

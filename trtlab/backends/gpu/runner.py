@@ -198,9 +198,9 @@ class CropFeed:
         """(mean, 1/std) as float32 1×3×1×1 device tensors, made once per preprocessing."""
         import torch
 
-        key = (tuple(preprocess.mean), tuple(preprocess.std))
+        key = mean, std = preprocess.channel_constants()  # in the crops' channel order (BGR reverses them)
         if key not in self._constants:
-            values = [[np.float32(m) for m in preprocess.mean], [np.float32(1.0 / s) for s in preprocess.std]]
+            values = [[np.float32(m) for m in mean], [np.float32(1.0 / s) for s in std]]
             self._constants[key] = tuple(torch.tensor(v, dtype=torch.float32).view(1, 3, 1, 1).to(self.device)
                                          for v in values)
         return self._constants[key]

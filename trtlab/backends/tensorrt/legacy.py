@@ -28,9 +28,9 @@ def configure_weakly_typed(trt, builder, config, network, onnx_model, opts, info
         attach_calibrator(trt, builder, config, info, calibrator)
     if not (opts.guards and opts.precision != "fp32"):
         return {}
-    from trtlab.graph.precision import resolve_guard_nodes
+    from trtlab.graph.guards import resolve_guards
 
-    matched = apply_layer_guards(trt, network, onnx_model, resolve_guard_nodes(onnx_model, opts.guards))
+    matched = apply_layer_guards(trt, network, onnx_model, resolve_guards(onnx_model, opts.guards))
     config.set_flag(flag.OBEY_PRECISION_CONSTRAINTS)
     if progress:
         log.info(f"guards: {len(matched)} TensorRT layer(s) pinned "
