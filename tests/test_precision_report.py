@@ -477,3 +477,15 @@ def test_a_precision_overview_deep_copies_as_itself():
     again = copy.deepcopy(overview)
     assert isinstance(again, PrecisionOverview) and again.sentence == overview.sentence
     assert again.table.equals(overview.table)
+
+
+def test_the_report_shows_whole_layer_names_and_readable_macs(light_pair):
+    """Notebook 02's per-layer table: pandas cut fused layer names at 50 characters and MACs read 10838016."""
+    name, _, modelopt_graph = light_pair
+    report = precision_report(modelopt_graph, name)
+    table = report.table()
+    longest = max(table["layer"], key=len)
+    assert len(longest) > 50 and longest in repr(report) and longest in report._repr_html_()
+    biggest = int(table["MACs"].max())
+    assert f"{biggest:,}" in repr(report) and f"{biggest:,}" in report._repr_html_()
+    assert table["MACs"].dtype.kind == "i"  # the data keeps integers

@@ -66,7 +66,8 @@ class PrecisionReport:
         """The predicted layers that compute (weighted, pooling, element-wise), plus unfused Q/DQ and Casts."""
         import pandas as pd
 
-        rows = [{"layer": " + ".join(layer.nodes[:4]) + (" …" if len(layer.nodes) > 4 else ""), "type": layer.kind,
+        rows = [{"layer": " + ".join(layer.nodes[:4]) + (f" + {len(layer.nodes) - 4} more" if len(layer.nodes) > 4
+                                                           else ""), "type": layer.kind,
                  "computes in": layer.computes_in, "writes": layer.output, "MACs": layer.macs,
                  "note": layer.note + (f" [undocumented / assumed: {layer.assumed}]" if layer.assumed else "")}
                 for layer in self.layers if layer.computes_in != "-"]
@@ -137,20 +138,29 @@ class PrecisionReport:
         for title, items in self._lists(6):
             if items:
                 lines.append(f"{title}: " + "; ".join(items[:8]) + (" …" if len(items) > 8 else ""))
-        with pd.option_context("display.max_rows", 400, "display.width", 160, "display.max_colwidth", 60):
-            lines.append(self.table().to_string(index=False))
+        with pd.option_context("display.max_rows", 400, "display.width", 200, "display.max_colwidth", None):
+            lines.append(self._shown().to_string(index=False))
         lines.append(LIMITS)
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         import html
 
+        import pandas as pd
+
+        with pd.option_context("display.max_colwidth", None):  # pandas cuts cells at 50 characters by default
+            table = self._shown().to_html(index=False)
         items = [f"<li><b>{title}</b>: {html.escape('; '.join(entries) if entries else 'none')}</li>"
                  for title, entries in self._lists(None)]
         return (f"<p><b>{html.escape(self.sentence())}</b></p><p>Precision report of {html.escape(self.model)} "
                 f"(TensorRT predicted from the graph, no GPU)<br>{html.escape(self.headline())}</p>"
-                f"<ul>{''.join(items)}</ul>" + self.table().to_html(index=False)
-                + f"<p><i>{html.escape(LIMITS)}</i></p>")
+                f"<ul>{''.join(items)}</ul>" + table + f"<p><i>{html.escape(LIMITS)}</i></p>")
+
+    def _shown(self):
+        """The table as people read it: MACs with thousands separators (the data keeps the integers)."""
+        shown = self.table()
+        shown["MACs"] = [f"{int(m):,}" if m else "" for m in shown["MACs"]]
+        return shown
 
 
 class PrecisionOverview:
