@@ -160,3 +160,33 @@ def test_where_the_optimized_graph_cannot_be_written_or_read_the_ordinary_output
         _, outputs = runner(_Batch(_photo_batch()))
     assert runner.describe() == "ONNX Runtime" and said in caplog.text
     assert outputs[0][0].shape == (3, 20, 32, 32) and outputs[0][1] == 0
+
+
+@pytest.mark.parametrize("name", ["resnet50", "inception_v1", "squeezenet", "shufflenet"])
+def test_real_graphs_give_the_same_histograms_through_the_blocked_layout(name, tmp_path):
+    """The onnx wheel's light models (pooling, concatenations, grouped convolutions, residual sums): every tensor
+    calibration exposes has the same histogram read blocked as read from ONNX Runtime's NCHW outputs."""
+    import os
+
+    import onnx.backend.test
+
+    from trtlab.graph.sanitize import sanitize_model
+    from trtlab.quantization.variants import stats_tensors
+
+    light = os.path.join(os.path.dirname(onnx.backend.test.__file__), "data", "light", f"light_{name}.onnx")
+    model = onnx.load(str(sanitize_model(light, tmp_path)))
+    initializers = {i.name for i in model.graph.initializer}
+    data_input = next(i for i in model.graph.input if i.name not in initializers)
+    names = [t for t in stats_tensors(model) if t != data_input.name]
+    fixed = data_input.type.tensor_type.shape.dim[0].dim_value  # 0 where the batch is free
+    batch = _photo_batch(224)[:fixed or 2]
+    blocked = ExposedRunner(model, data_input.name, names, threads=2, fixed_batch=fixed)
+    plain = ExposedRunner(model, data_input.name, names, threads=2)
+    plain._give_up("the reference")
+    got, want = blocked(_Batch(batch))[1], plain(_Batch(batch))[1]
+    assert "tensors read as NCHW" in blocked.describe()
+    for (values, padding_zeros), (reference, _) in zip(got, want):
+        through_blocked, through_nchw = TensorHistogram(), TensorHistogram()
+        through_blocked.update(values, None, padding_zeros)
+        through_nchw.update(reference, None)
+        _assert_same(through_blocked, through_nchw)
