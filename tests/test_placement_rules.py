@@ -176,3 +176,32 @@ def test_residual_add_fuses_the_main_branch_whatever_the_input_order():
     for add in adds:
         quantized = [t for i, t in enumerate(add.input) if (add.name, i) in plan.consumers.get(t, [])]
         assert quantized == [shortcuts[add.name]], add.name
+
+
+def test_a_tensor_read_inside_an_if_body_keeps_its_float_reader():
+    """Conv → MaxPool → Y, Y read by a Conv and by an If whose branches read Y by name: moving Y's Q/DQ before the
+    MaxPool would hand the If body INT8-rounded values, so the Q/DQ stays on Y (it used to move: the If's read was
+    not counted)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weight = lambda name, c_in: numpy_helper.from_array(rng.standard_normal((8, c_in, 3, 3)).astype(np.float32), name)
+    branch = lambda name: helper.make_graph([helper.make_node("Identity", ["y"], [f"{name}_out"], name=f"{name}_id")],
+                                            name, [], [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT,
+                                                                                      None)])
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], name="conv0", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c0"], ["r0"], name="relu0"),
+             helper.make_node("MaxPool", ["r0"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["y", "w1"], ["out"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("If", ["flag"], ["side"], name="branch", then_branch=branch("then"),
+                              else_branch=branch("else"))]
+    graph = helper.make_graph(nodes, "if_reads", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8]),
+                                                  helper.make_tensor_value_info("flag", TensorProto.BOOL, [])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("side", TensorProto.FLOAT, None)],
+                              [weight("w0", 3), weight("w1", 8)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    plan = plan_quantization(model, (), DEFAULT_RULES)
+    assert "y" in plan.consumers and ("conv1", 0) in plan.consumers["y"]
+    assert plan.placed_by.get("r0") != "commute_through_copies" and "r0" not in plan.consumers

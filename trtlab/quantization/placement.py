@@ -113,6 +113,9 @@ class QuantPlan:
             or any(node in users for users in self.weight_users.values())
 
 
+SUBGRAPH_READ = -1  # GraphFacts.readers' input index for a tensor read inside a node's subgraph
+
+
 @dataclass
 class GraphFacts:
     """What the rules read about the graph: initializers, producers, readers, guarded and excluded node names."""
@@ -120,18 +123,22 @@ class GraphFacts:
     model: object
     initializers: dict
     producers: dict
-    readers: dict  # tensor → [(node, input index)]
+    readers: dict  # tensor → [(node, input index)]; SUBGRAPH_READ where a subgraph of the node reads it
     guarded: set
     excluded: dict = field(default_factory=dict)
     _shapes: dict | None = None
 
     @classmethod
     def of(cls, model, guarded_names: set) -> "GraphFacts":
+        from trtlab.graph.onnx_utils import reads
+
         readers: dict[str, list] = {}
         for node in model.graph.node:
             for index, name in enumerate(node.input):
                 if name:
                     readers.setdefault(name, []).append((node, index))
+            for name in reads(node) - set(node.input):  # read by name inside an If/Loop body: index -1, never
+                readers.setdefault(name, []).append((node, SUBGRAPH_READ))  # quantized, but a reader all the same
         return cls(model, {init.name: init for init in model.graph.initializer},
                    {out: node for node in model.graph.node for out in node.output}, readers, guarded_names)
 
@@ -324,7 +331,8 @@ def pool_input(plan: QuantPlan, facts: GraphFacts) -> None:
         plan.add(data, node.name, 0, "pool_input")
         if not read_quantized and out not in graph_outputs:
             for reader, index in facts.readers.get(out, ()):
-                plan.add(out, reader.name, index, "pool_input")
+                if index != SUBGRAPH_READ:
+                    plan.add(out, reader.name, index, "pool_input")
 
 
 def commute_through_copies(plan: QuantPlan, facts: GraphFacts) -> None:
