@@ -3,21 +3,18 @@ output, and the histograms are counted while it computes the next sub-batch.
 
 Where the time goes (EfficientNet-Lite0, 60 tensors, 6.9 M values = 28 MB per image, 2 cores): the forward pass;
 exposing the tensors (read in ONNX Runtime's own blocked layout, exposure_ort, which spares the reorder copies);
-counting 6.9 M values per image, overlapped with the next sub-batch. Counting is numba's loop (histogram_numba: one pass per
-value, the GIL released) in one thread per core; without numba, numpy in a few threads (it holds the GIL between
-its steps, so more threads would not help) — the same counts either way.
+counting 6.9 M values per image, overlapped with the next sub-batch. Counting is numba's loop (histogram_numba, the
+GIL released) in one thread per core; without numba, numpy in a few threads (it holds the GIL between its steps, so
+more threads would not help) — the same counts either way.
 """
 from __future__ import annotations
 
-import logging
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from trtlab.data.decode_cache import default_workers as cores
 from trtlab.quantization.histogram import TensorHistogram, counter_label, cpu_counter
-
-log = logging.getLogger(__name__)
 
 NUMPY_THREADS = 2  # numpy holds the GIL between its steps: a second thread overlaps them, more only contend
 

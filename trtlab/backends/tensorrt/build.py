@@ -72,8 +72,9 @@ def build_engine(onnx_path, precision: str | None = None, output: str | os.PathL
     (BuildOptions: min/opt/max_batch, workspace_mb, guards (legacy only), fp16_fallback, weakly_typed, tf32) what
     changes the engine. The fields of both are also taken as keywords (`build_engine(path, max_batch=8,
     name="x")`); each field is merged once (merge_build_arguments): keyword > the object's field > default, so
-    options=BuildOptions(precision='fp32') asks for FP32 as precision='fp32' does. The engine gets a JSON sidecar; the timing cache `<workspace>/engines/timing.cache` is read before
-    and merged back after every build, under a file lock (two kernels may build at once).
+    options=BuildOptions(precision='fp32') asks for FP32 as precision='fp32' does. The engine gets a JSON sidecar;
+    the timing cache `<workspace>/engines/timing.cache` is read before and merged back after every build, under a
+    file lock (two kernels may build at once).
     """
     target, build_fields = merge_build_arguments(precision, output, target, options, shortcuts)
     precision = build_fields.pop("precision")
