@@ -174,3 +174,38 @@ def test_padding_zeros_are_left_out_exactly(counter, use_numba):
     _assert_same(padded, plain)
     with pytest.raises(ValueError, match="padding_zeros"):
         padded.update(np.ones(3, np.float32), chosen, 4)
+
+
+def test_numpy_counts_while_numba_loads_and_the_counts_stay_the_same(counter, demo_model, demo_cache, monkeypatch):
+    """numba's load (0.5-0.8 s) runs beside the first sub-batches, which numpy counts meanwhile: the histograms are
+    those of an all-numba run, and `counting` says which sub-batches numpy took."""
+    import threading
+
+    from trtlab.quantization import exposure_ort, statistics_ort
+    from trtlab.quantization.statistics import collect_statistics
+    from trtlab.quantization.variants import stats_tensors
+
+    tensors = stats_tensors(onnx.load(str(demo_model)))
+    indices = np.tile(demo_cache.valid_indices, 2)[:24]
+    reference = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=4, progress=False,
+                                   device="cpu", counting="numba")
+    third_run, runs = threading.Event(), []
+    original_run, original_ready = exposure_ort.ExposedRunner.__call__, statistics_ort._ready_counter
+
+    def run(self, batch):
+        runs.append(1)
+        if len(runs) == 3:  # the first sub-batch is counted before the third run starts: numpy counts it
+            third_run.set()
+        return original_run(self, batch)
+
+    def slow_ready(name):
+        third_run.wait(60)
+        return original_ready(name)
+
+    monkeypatch.setattr(exposure_ort.ExposedRunner, "__call__", run)
+    monkeypatch.setattr(statistics_ort, "_ready_counter", slow_ready)
+    stats = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=4, progress=False, device="cpu",
+                               counting="numba")
+    assert "(numba; numpy counted the first" in stats.counting and "while numba loaded" in stats.counting
+    for tensor in tensors:
+        _assert_same(stats.tensors[tensor], reference.tensors[tensor])

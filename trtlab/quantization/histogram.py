@@ -15,8 +15,8 @@ gives the same counts), so memory and the entropy search stay bounded when a lat
 larger than the first. Within a batch, growth is decided by the batch's max before anything is counted, so the
 counts do not depend on how a batch is cut into chunks, threads or GPU kernels.
 
-Counters (`cpu_counter`): numba's compiled loop (histogram_numba: one pass per value, the GIL released, so counting
-threads use every core) where numba is installed, else numpy (the reference itself, slower: said once in the log).
+Counters (`cpu_counter`): numba's compiled loop (histogram_numba: the GIL released, so counting threads use every
+core) where numba is installed, else numpy (the reference itself, slower: said once in the log).
 $TRTLAB_HISTOGRAM_COUNTER=numpy forces numpy. Both give the reference's counts to the count (tests/test_counters.py).
 """
 from __future__ import annotations
@@ -60,19 +60,25 @@ def cpu_counter(name: str | None = None):
     """The counter for float32 values on the CPU: an object with `count(values, scale, bins) → (counts[bins] int64,
     max |x|, finite)` counting the reference's bins (histogram_numba), or None where numpy counts. `name`: 'numba',
     'numpy' or 'auto' (None: $TRTLAB_HISTOGRAM_COUNTER, else 'auto' = numba where it imports)."""
-    requested = (name or os.environ.get(COUNTER_VARIABLE) or _AUTO).strip().lower()
-    if requested not in COUNTERS:
-        from trtlab.core.errors import UserValueError
-
-        raise UserValueError(f"histogram counter {requested!r} is not one of {', '.join(COUNTERS)}",
-                             f"set {COUNTER_VARIABLE} to 'numba', 'numpy' or 'auto'")
-    if requested == "numpy":
+    if counter_name(name) == "numpy":
         return None
     if "numba" not in _found:
         with _lock:
             if "numba" not in _found:
                 _found["numba"] = _load_numba()
     return _found["numba"]
+
+
+def counter_name(name: str | None = None) -> str:
+    """The counter `name` asks for ('auto', 'numba' or 'numpy'; None: $TRTLAB_HISTOGRAM_COUNTER, else 'auto'),
+    checked before any work: an unknown name is one line."""
+    requested = (name or os.environ.get(COUNTER_VARIABLE) or _AUTO).strip().lower()
+    if requested not in COUNTERS:
+        from trtlab.core.errors import UserValueError
+
+        raise UserValueError(f"histogram counter {requested!r} is not one of {', '.join(COUNTERS)}",
+                             f"set {COUNTER_VARIABLE} to 'numba', 'numpy' or 'auto'")
+    return requested
 
 
 def _load_numba():
@@ -278,4 +284,4 @@ def _abs_max(flat: np.ndarray) -> float:
 
 
 __all__ = ["COUNTERS", "COUNTER_VARIABLE", "HISTOGRAM_BINS", "MAX_HISTOGRAM_BINS", "NonFiniteActivation",
-           "TensorHistogram", "counter_label", "cpu_counter", "merge_pairs", "reference_bins"]
+           "TensorHistogram", "counter_label", "counter_name", "cpu_counter", "merge_pairs", "reference_bins"]

@@ -9,12 +9,13 @@ more threads would not help) — the same counts either way.
 """
 from __future__ import annotations
 
+import importlib.util
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from trtlab.data.decode_cache import default_workers as cores
-from trtlab.quantization.histogram import TensorHistogram, counter_label, cpu_counter
+from trtlab.quantization.histogram import TensorHistogram, counter_label, counter_name, cpu_counter
 
 NUMPY_THREADS = 2  # numpy holds the GIL between its steps: a second thread overlaps them, more only contend
 
@@ -26,29 +27,37 @@ def collect_on_ort(model, info, requested, input_tensors, per_tensor, cache, ind
     from trtlab.data.batches import iter_batches
     from trtlab.quantization.exposure_ort import ExposedRunner
 
-    with ThreadPoolExecutor(1) as warming:  # numba's import and cached code load beside the session building
-        counter = warming.submit(_ready_counter, counting)
+    wanted = counter_name(counting)
+    numba_expected = wanted != "numpy" and importlib.util.find_spec("numba") is not None
+    with ThreadPoolExecutor(1) as warming:
+        # numba's import and cached-code load take 0.5-0.8 s of Python (measured): they run beside the session
+        # building and the first sub-batches, which numpy counts meanwhile (the same counts), instead of in front
+        loading = warming.submit(_ready_counter, wanted) if wanted != "numpy" else None
         run = ExposedRunner(model, info.input_name, requested, threads, info.fixed_batch or 0)
-        counter = counter.result()
-    batches = iter_batches(cache, indices, sub_batch, fixed_batch=info.fixed_batch, prefetch=True)
-    histograms = {name: TensorHistogram(bins=bins) for name in requested + input_tensors}
-    workers = cores() if counter is not None else max(1, min(NUMPY_THREADS, cores()))
-    peak = _count_in_threads(run, histograms, requested, input_tensors, per_tensor, batches, len(indices), progress,
-                             workers, counter)
-    return histograms, peak, f"{run.describe()}, {workers} counting threads ({counter_label(counter)})"
+        batches = iter_batches(cache, indices, sub_batch, fixed_batch=info.fixed_batch, prefetch=True)
+        histograms = {name: TensorHistogram(bins=bins) for name in requested + input_tensors}
+        workers = cores() if numba_expected else max(1, min(NUMPY_THREADS, cores()))
+        peak, by_numpy = _count_in_threads(run, histograms, requested, input_tensors, per_tensor, batches,
+                                           len(indices), progress, workers, loading)
+        counter = loading.result() if loading is not None else None
+    how = counter_label(counter)
+    if counter is not None and by_numpy:
+        how += f"; numpy counted the first {by_numpy} sub-batch(es) while numba loaded"
+    return histograms, peak, f"{run.describe()}, {workers} counting threads ({how})"
 
 
-def _ready_counter(counting):
+def _ready_counter(name: str):
     """The counter, its machine code loaded (numba's first call in a process takes a few tenths of a second)."""
-    counter = cpu_counter(counting)
+    counter = cpu_counter(name)
     if counter is not None:
         counter.count(np.zeros(4, np.float32), 1.0, 2)
     return counter
 
 
 def _count_in_threads(run, stats: dict, requested: list[str], input_tensors: list[str], per_tensor, batches,
-                      total: int, progress: bool, workers: int, counter) -> int:
-    """Histogram every batch's outputs while ONNX Runtime computes the next batch; returns the peak bytes held.
+                      total: int, progress: bool, workers: int, loading) -> tuple[int, int]:
+    """Histogram every batch's outputs while ONNX Runtime computes the next batch; returns (the peak bytes held, how
+    many sub-batches numpy counted while `loading`, the future of numba's counter, was not ready).
 
     The next sub-batch runs in ONNX Runtime (which releases the GIL) while this one's histograms are updated by
     `workers` threads (numba's counter releases the GIL for a whole tensor; numpy's steps release it, the Python
@@ -56,7 +65,7 @@ def _count_in_threads(run, stats: dict, requested: list[str], input_tensors: lis
     from trtlab.core.progress import progress_bar
     from trtlab.data.batches import read_ahead
 
-    def count(outputs, k):
+    def count(outputs, k, counter):
         values, padding_zeros = outputs[k]
         stats[names[k]].update(values, counter, padding_zeros)
         outputs[k] = None
@@ -65,16 +74,18 @@ def _count_in_threads(run, stats: dict, requested: list[str], input_tensors: lis
     order = sorted(range(len(requested)), key=lambda k: -(per_tensor[k] if per_tensor else 0))
     order += range(len(requested), len(names))
     bar = progress_bar(total=total, desc="calibrate (collect stats)", unit="img", enabled=progress)
-    peak = 0
+    peak = by_numpy = 0
     with ThreadPoolExecutor(workers) as counters:
         for batch, outputs in read_ahead(batches, run):
             peak = max(peak, 2 * (sum(o.nbytes for o, _ in outputs) + batch.images.nbytes))
             outputs += [(batch.images[:batch.count], 0)] * len(input_tensors)
-            list(counters.map(lambda k: count(outputs, k), order))  # largest tensors first: even load
+            counter = loading.result() if loading is not None and loading.done() else None
+            by_numpy += loading is not None and counter is None
+            list(counters.map(lambda k: count(outputs, k, counter), order))  # largest tensors first: even load
             bar.update(batch.count)
             del outputs, batch
     bar.close()
-    return peak
+    return peak, by_numpy
 
 
 __all__ = ["collect_on_ort", "cores"]
