@@ -42,7 +42,8 @@ def collect_on_ort(model, info, requested, input_tensors, per_tensor, cache, ind
         counter = loading.result() if loading is not None else None
     how = counter_label(counter)
     if counter is not None and by_numpy:
-        how += f"; numpy counted the first {by_numpy} sub-batch(es) while numba loaded"
+        first = "the first sub-batch" if by_numpy == 1 else f"the first {by_numpy} sub-batches"
+        how += f"; numpy counted {first} while numba loaded"
     return histograms, peak, f"{run.describe()}, {workers} counting threads ({how})"
 
 
