@@ -93,6 +93,41 @@ def test_weight_axis_is_the_output_channel_numerically(case, real_weights):
                                rtol=1e-4, atol=1e-4 * np.abs(expected).max())
 
 
+@pytest.mark.parametrize("case", ["grouped ConvTranspose", "MatMul 1-D"])
+def test_a_weight_without_an_output_channel_axis_gets_one_scale(case, real_weights):
+    """A grouped ConvTranspose's axis 1 has M/g entries for M output channels, and a 1-D MatMul B is summed over: no
+    axis holds one scale per output channel, so the weight gets one per-tensor scale (no `axis` on its DQ)."""
+    fc, kernel = real_weights
+    if case == "grouped ConvTranspose":  # (C_in, C_out/g, kH, kW) with g = 2: 2 × 8 = 16 output channels
+        weight, attrs, x_shape = kernel[:16, :8], {"group": 2}, [2, 16, 5, 5]
+    else:  # B (K,): y = x · w, one value per row
+        weight, attrs, x_shape = fc[0], {}, [3, fc.shape[1]]
+    op = "ConvTranspose" if case.startswith("grouped") else "MatMul"
+    model = _single_op_model(op, weight, attrs, x_shape)
+    if case == "MatMul 1-D":
+        model.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"]))
+    plan = plan_quantization(model)
+    assert plan.weights == {"w": (f"{op}_under_test", None)}
+    plan.activations, plan.consumers = [], {}
+    quantized = insert_qdq(model, plan, {})
+    onnx.checker.check_model(quantized)
+    dq = next(n for n in quantized.graph.node if n.op_type == "DequantizeLinear")
+    assert not any(a.name == "axis" for a in dq.attribute)
+    inits = {i.name: numpy_helper.to_array(i) for i in quantized.graph.initializer}
+    assert inits["w__scale"].shape == () and inits["w__zp"].shape == ()
+    np.testing.assert_allclose(inits["w__scale"], np.abs(weight).max() / 127.0, rtol=1e-6)
+    reference = np.clip(np.rint(weight / inits["w__scale"]), -127, 127) * inits["w__scale"]
+    x = np.random.default_rng(0).normal(size=x_shape).astype(np.float32)
+    expected = _run(_single_op_model(op, reference.astype(np.float32), attrs, x_shape), x)
+    np.testing.assert_allclose(_run(quantized, x), expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
+def test_an_ungrouped_conv_transpose_keeps_its_output_channel_axis(real_weights):
+    _, kernel = real_weights
+    model = _single_op_model("ConvTranspose", kernel[:16, :8], {"group": 1}, [2, 16, 5, 5])
+    assert plan_quantization(model).weights == {"w": ("ConvTranspose_under_test", 1)}
+
+
 def test_weight_quantization_is_symmetric_with_zero_channels_kept():
     weights = np.array([[0.5, -1.0], [0.0, 0.0]], np.float32)
     q, scale = quantize_weight(weights, axis=0)

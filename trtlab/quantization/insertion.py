@@ -85,17 +85,20 @@ def fp16_representable(scales: np.ndarray) -> tuple[np.ndarray, int]:
     return clamped.astype(np.float16).astype(np.float32), count
 
 
-def quantize_weight(values: np.ndarray, axis: int, scale_dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
-    """Per-output-channel symmetric INT8: scale_c = max|w_c| / 127, zero point 0. With `scale_dtype=np.float16` the
-    scale is first made FP16-representable (clamped into FP16's range; raised by one FP16 step where rounding made
-    it too small for max|w_c| to fit in ±127), and the weights are rounded with that scale. Returns (int8 weights,
-    scales as float32)."""
+def quantize_weight(values: np.ndarray, axis: int | None, scale_dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
+    """Per-output-channel symmetric INT8: scale_c = max|w_c| / 127, zero point 0 (`axis` None: one scale, a 0-d
+    array, for the whole tensor). With `scale_dtype=np.float16` the scale is first made FP16-representable
+    (clamped into FP16's range; raised by one FP16 step where rounding made it too small for max|w_c| to fit in
+    ±127), and the weights are rounded with that scale. Returns (int8 weights, scales as float32)."""
     q, scale, _ = _quantize_weight(values, axis, scale_dtype)
     return q, scale
 
 
-def _quantize_weight(values: np.ndarray, axis: int, scale_dtype) -> tuple[np.ndarray, np.ndarray, tuple]:
+def _quantize_weight(values: np.ndarray, axis: int | None, scale_dtype) -> tuple[np.ndarray, np.ndarray, tuple]:
     """quantize_weight, and how many scales had to be raised / lowered into FP16's range."""
+    if axis is None:  # per-tensor: the same arithmetic on one "channel" holding every value
+        q, scale, clamped = _quantize_weight(values.reshape(1, -1), 0, scale_dtype)
+        return q.reshape(values.shape), scale.reshape(()), clamped
     moved = np.moveaxis(values.astype(np.float32), axis, 0).reshape(values.shape[axis], -1)
     amax = np.abs(moved).max(axis=1)
     scale = np.where(amax > 0, amax / INT8_MAX, 1.0).astype(np.float32)
@@ -219,15 +222,16 @@ def _activation_pair(tensor, scale, consumers, node_index, new_inits, before) ->
 
 
 def _weight_dequantize(weight, initializer, axis, nodes, new_inits, before, scale_dtype) -> tuple[int, int]:
-    """The weight as INT8 + per-channel scales, read by `nodes` (graph order) through one DequantizeLinear on `axis`;
-    returns how many of its scales were raised / lowered into FP16's range."""
+    """The weight as INT8 + per-channel scales (`axis` None: one per-tensor scale), read by `nodes` (graph order)
+    through one DequantizeLinear; returns how many of its scales were raised / lowered into FP16's range."""
     from onnx import helper, numpy_helper
 
     q, scale, clamped = _quantize_weight(numpy_helper.to_array(initializer), axis, scale_dtype)
     q_name, s_name, z_name, dq_out = f"{weight}__int8", f"{weight}__scale", f"{weight}__zp", f"{weight}__dq"
     new_inits += [numpy_helper.from_array(q, q_name), numpy_helper.from_array(scale, s_name),
-                  numpy_helper.from_array(np.zeros(len(scale), np.int8), z_name)]
-    dq = helper.make_node("DequantizeLinear", [q_name, s_name, z_name], [dq_out], name=f"{weight}__DQ", axis=axis)
+                  numpy_helper.from_array(np.zeros(scale.shape, np.int8), z_name)]
+    per_axis = {} if axis is None else {"axis": axis}
+    dq = helper.make_node("DequantizeLinear", [q_name, s_name, z_name], [dq_out], name=f"{weight}__DQ", **per_axis)
     before.setdefault(nodes[0].name, []).append(dq)
     for node in nodes:
         for i, name in enumerate(node.input):

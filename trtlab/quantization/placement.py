@@ -11,7 +11,7 @@ run. `plan_quantization(model, guards, rules=...)` asks them over every node tha
   modelopt/onnx/quantization/graph_utils.py) name weighted nodes left unquantized, in the float path's precision;
 - `weighted_op_inputs` (Conv, ConvTranspose, Gemm, MatMul): the activation input gets a per-tensor symmetric Q/DQ
   pair; the weight becomes an INT8 initializer with a per-output-channel DequantizeLinear (zero point 0) on the
-  axis `weight_axis` names; an activation × activation MatMul gets both inputs per-tensor. Outputs of weighted ops
+  axis `weight_axis` names (per-tensor where no axis has one entry per output channel); an activation × activation MatMul gets both inputs per-tensor. Outputs of weighted ops
   are not quantized (TensorRT fuses the following Q into the op when the next op is quantized);
 - `residual_add_input` (Add, or a two-input Sum as older exporters write it): the *skip* input — the one not
   produced by a Conv whose only reader is this Add (of two such, the projection shortcut: the shorter path to their
@@ -72,7 +72,7 @@ class QuantPlan:
 
     activations: list[str]  # tensor names that need a calibrated scale, graph order
     consumers: dict[str, list[tuple[str, int]]]  # tensor → [(node name, input index)] that read the DQ output
-    weights: dict[str, tuple[str, int]]  # initializer name → (first node reading it, output-channel axis)
+    weights: dict[str, tuple[str, int | None]]  # initializer → (first reader, output-channel axis; None: per-tensor)
     guarded: list[GuardedNode] = field(default_factory=list)
     skipped_nodes: list[str] = field(default_factory=list)  # weighted nodes left float because guarded
     excluded: dict[str, str] = field(default_factory=dict)  # weighted node → the exclusion rule that left it float
@@ -173,15 +173,18 @@ class Placement:
     weights: list[tuple[str, int]] = field(default_factory=list)
 
 
-def weight_axis(node, weight_dims) -> int:
+def weight_axis(node, weight_dims) -> int | None:
     """The output-channel axis of a weighted node's weight (input 1): Conv (M, C/g, kH, kW) → 0; ConvTranspose
-    (C, M/g, kH, kW) → 1; Gemm B (K, N) → 1, or (N, K) with transB=1 → 0; MatMul B (…, K, N) → the last axis."""
+    (C, M/g, kH, kW) → 1; Gemm B (K, N) → 1, or (N, K) with transB=1 → 0; MatMul B (…, K, N) → the last axis.
+    None (one per-tensor scale) where no axis holds one scale per output channel: a 1-D MatMul B (K: the product
+    sums over it, there is no N), and a grouped ConvTranspose, whose axis 1 has M/g entries for M output channels
+    (channel j of every group would share a scale; TensorRT wants M)."""
     if node.op_type == "Gemm":
         return 0 if _attr(node, "transB", 0) else 1
     if node.op_type == "MatMul":
-        return len(weight_dims) - 1
+        return len(weight_dims) - 1 if len(weight_dims) >= 2 else None
     if node.op_type == "ConvTranspose":
-        return 1
+        return 1 if _attr(node, "group", 1) == 1 else None
     return 0
 
 
