@@ -122,6 +122,30 @@ def test_a_weight_without_an_output_channel_axis_gets_one_scale(case, real_weigh
     np.testing.assert_allclose(_run(quantized, x), expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
 
 
+def test_a_constant_first_matmul_input_is_quantized_per_tensor(real_weights):
+    """MatMul(W, x), W an initializer: W gets one scale and the activation x its Q/DQ pair, so the op reads INT8
+    on both sides (W used to stay float)."""
+    fc, _ = real_weights  # W (1000, 1280) · x (1280, n)
+    node = helper.make_node("MatMul", ["w", "x"], ["y"], name="matmul_wx")
+    graph = helper.make_graph([node], "wx", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1280, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1000, 4])],
+                              [numpy_helper.from_array(fc.astype(np.float32), "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    plan = plan_quantization(model)
+    assert plan.weights == {"w": ("matmul_wx", None)} and plan.activations == ["x"]
+    quantized = insert_qdq(model, plan, {"x": 0.02})
+    onnx.checker.check_model(quantized)
+    matmul = next(n for n in quantized.graph.node if n.op_type == "MatMul")
+    assert list(matmul.input) == ["w__dq", "x__dq"]
+    inits = {i.name: numpy_helper.to_array(i) for i in quantized.graph.initializer}
+    np.testing.assert_allclose(inits["w__scale"], np.abs(fc).max() / 127.0, rtol=1e-6)
+    x = np.random.default_rng(0).normal(size=(1280, 4)).astype(np.float32)
+    w_q = np.clip(np.rint(fc / inits["w__scale"]), -127, 127) * inits["w__scale"]
+    x_q = np.clip(np.rint(x / 0.02), -128, 127) * np.float32(0.02)
+    expected = w_q.astype(np.float32) @ x_q.astype(np.float32)
+    np.testing.assert_allclose(_run(quantized, x), expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
 def test_an_ungrouped_conv_transpose_keeps_its_output_channel_axis(real_weights):
     _, kernel = real_weights
     model = _single_op_model("ConvTranspose", kernel[:16, :8], {"group": 1}, [2, 16, 5, 5])

@@ -246,6 +246,9 @@ def weighted_op_inputs(node, facts: GraphFacts) -> Placement | None:
     data = node.input[0]
     if data not in facts.initializers:
         placement.activations.append((0, data))
+    elif node.op_type in ("MatMul", "Gemm"):  # a constant A (W · x) is quantized too (it used to stay float,
+        placement.weights.append((data, None))  # leaving the op in float): per-tensor, as ONNX Runtime's quantizer
+        # treats input A; per-output-channel scales stay the weight B's
     weight = node.input[1] if len(node.input) > 1 else ""
     if weight in facts.initializers:
         placement.weights.append((weight, weight_axis(node, list(facts.initializers[weight].dims))))
