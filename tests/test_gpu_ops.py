@@ -308,3 +308,45 @@ def test_unsupported_quantization_forms_are_refused():
     _one_line_user_error(blocked, "the_quantizelinear", "block_size")
 
 
+
+
+def _per_tensor_weight_graphs():
+    """trtlab's Q/DQ graphs whose weight has one per-tensor scale: a grouped ConvTranspose, a 1-D MatMul weight and
+    MatMul(W, x) (quantization/placement.weight_axis)."""
+    from trtlab.quantization.insertion import insert_qdq
+    from trtlab.quantization.placement import plan_quantization
+
+    rng = np.random.default_rng(4)
+    cases = {
+        "grouped-conv-transpose": ("ConvTranspose", ["x", "w"], rng.normal(size=(16, 8, 3, 3)), [2, 16, 5, 5],
+                                   {"group": 2}),
+        "matmul-1d-weight": ("MatMul", ["x", "w"], rng.normal(size=(32,)), [3, 32], {}),
+        "matmul-weight-first": ("MatMul", ["w", "x"], rng.normal(size=(24, 32)), [32, 5], {}),
+    }
+    for name, (op_type, inputs, weight, x_shape, attrs) in cases.items():
+        node = helper.make_node(op_type, inputs, ["y"], name=name, **attrs)
+        graph = helper.make_graph([node], name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                                  [numpy_helper.from_array(weight.astype(np.float32), "w")])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+        plan = plan_quantization(model)
+        assert plan.weights == {"w": (name, None)}
+        yield name, insert_qdq(model, plan, {"x": 0.03}), rng.normal(size=x_shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_per_tensor_weight_scales_run_literally_on_the_torch_backend(device):
+    """Each graph on the torch backend equals ONNX Runtime's literal run (optimizations off) of the same graph."""
+    import onnxruntime as ort
+
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    for name, model, x in _per_tensor_weight_graphs():
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        expected = session.run(None, {"x": x})[0]
+        module = convert_onnx(model).to(device)
+        with torch.inference_mode():
+            got = module(torch.from_numpy(x).to(device))[0].cpu().numpy()
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max(), err_msg=name)
