@@ -5,7 +5,8 @@ Where the time goes (EfficientNet-Lite0, 60 tensors, 6.9 M values = 28 MB per im
 exposing the tensors (read in ONNX Runtime's own blocked layout, exposure_ort, which spares the reorder copies);
 counting 6.9 M values per image, overlapped with the next sub-batch. Counting is numba's loop (histogram_numba, the
 GIL released) in one thread per core; without numba, numpy in a few threads (it holds the GIL between its steps, so
-more threads would not help) — the same counts either way.
+more threads would not help) — the same counts either way, so numpy also counts the first sub-batches while numba
+loads (0.5-0.8 s of Python on its first use in a process) instead of the run waiting for it.
 """
 from __future__ import annotations
 
