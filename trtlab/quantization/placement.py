@@ -11,8 +11,9 @@ run. `plan_quantization(model, guards, rules=...)` asks them over every node tha
   modelopt/onnx/quantization/graph_utils.py) name weighted nodes left unquantized, in the float path's precision;
 - `weighted_op_inputs` (Conv, ConvTranspose, Gemm, MatMul): the activation input gets a per-tensor symmetric Q/DQ
   pair; the weight becomes an INT8 initializer with a per-output-channel DequantizeLinear (zero point 0) on the
-  axis `weight_axis` names (per-tensor where no axis has one entry per output channel); an activation × activation MatMul gets both inputs per-tensor. Outputs of weighted ops
-  are not quantized (TensorRT fuses the following Q into the op when the next op is quantized);
+  axis `weight_axis` names (per-tensor where no axis has one entry per output channel, and for a constant first
+  MatMul/Gemm input); an activation × activation MatMul gets both inputs per-tensor. Outputs of weighted ops are
+  not quantized (TensorRT fuses the following Q into the op when the next op is quantized);
 - `residual_add_input` (Add, or a two-input Sum as older exporters write it): the *skip* input — the one not
   produced by a Conv whose only reader is this Add (of two such, the projection shortcut: the shorter path to their
   common ancestor) — gets a Q/DQ pair, so TensorRT fuses Conv + Add with an INT8 residual;
@@ -170,7 +171,7 @@ class Placement:
     per output channel (initializer name, axis)."""
 
     activations: list[tuple[int, str]] = field(default_factory=list)
-    weights: list[tuple[str, int]] = field(default_factory=list)
+    weights: list[tuple[str, int | None]] = field(default_factory=list)  # axis None: one per-tensor scale
 
 
 def weight_axis(node, weight_dims) -> int | None:
@@ -246,9 +247,8 @@ def weighted_op_inputs(node, facts: GraphFacts) -> Placement | None:
     data = node.input[0]
     if data not in facts.initializers:
         placement.activations.append((0, data))
-    elif node.op_type in ("MatMul", "Gemm"):  # a constant A (W · x) is quantized too (it used to stay float,
-        placement.weights.append((data, None))  # leaving the op in float): per-tensor, as ONNX Runtime's quantizer
-        # treats input A; per-output-channel scales stay the weight B's
+    elif node.op_type in ("MatMul", "Gemm"):  # a constant A (W · x): per-tensor, as ONNX Runtime's quantizer
+        placement.weights.append((data, None))  # treats input A (per-output-channel scales are B's)
     weight = node.input[1] if len(node.input) > 1 else ""
     if weight in facts.initializers:
         placement.weights.append((weight, weight_axis(node, list(facts.initializers[weight].dims))))
