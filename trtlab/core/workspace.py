@@ -40,10 +40,22 @@ def kaggle_working() -> Path:
 
 
 def on_kaggle() -> bool:
-    """Whether this process runs in a Kaggle kernel: Kaggle sets $KAGGLE_KERNEL_RUN_TYPE ("Interactive", "Batch").
-    A folder named /kaggle/working alone says nothing (any machine may have one; a plain demo there must not send
-    its workspace into it). Tests emulate Kaggle with this variable and $TRTLAB_KAGGLE_ROOT."""
-    return bool(os.environ.get(KAGGLE_KERNEL_ENV))
+    """Whether this process runs in a Kaggle kernel: Kaggle sets $KAGGLE_KERNEL_RUN_TYPE ("Interactive", "Batch")
+    and every kernel has its working directory /kaggle/working (Kaggle's starter cell: "You can write … to the
+    current directory (/kaggle/working/) that gets preserved as output"). Both are needed: a folder named
+    /kaggle/working alone says nothing (any machine may have one), and the variable alone is a machine that merely
+    carries it (a copied environment, a container started with Kaggle's variables) — trtlab then says so once and
+    creates nothing under a /kaggle that is not there. Tests emulate Kaggle with the variable and
+    $TRTLAB_KAGGLE_ROOT."""
+    if not os.environ.get(KAGGLE_KERNEL_ENV):
+        return False
+    if kaggle_working().is_dir():
+        return True
+    if KAGGLE_KERNEL_ENV not in _announced:
+        _announced.add(KAGGLE_KERNEL_ENV)
+        log.warning("$%s is set but %s does not exist: not a Kaggle kernel's layout, so Kaggle's defaults are not "
+                    "used (nothing is created under %s)", KAGGLE_KERNEL_ENV, kaggle_working(), kaggle_root())
+    return False
 
 
 def read_only_roots() -> tuple[str, ...]:
