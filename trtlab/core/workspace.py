@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 from trtlab.core.errors import DamagedArtefact, UserPermissionError, write_error
+from trtlab.core.log import path_text  # noqa: F401  (re-exported: the one text of a path)
 
 # Kaggle's layout, relocatable for tests ($TRTLAB_KAGGLE_ROOT emulates /kaggle in a temporary folder).
 KAGGLE_ROOT_ENV = "TRTLAB_KAGGLE_ROOT"
@@ -158,7 +159,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    return atomic_write_bytes(path, text.encode("utf-8"))
+    """UTF-8 text; file names in it whose bytes are not UTF-8 are written as `\\xNN` (path_text)."""
+    return atomic_write_bytes(path, path_text(text).encode("utf-8"))
 
 
 def atomic_write_json(path: str | os.PathLike, obj) -> Path:
