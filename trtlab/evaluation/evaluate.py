@@ -21,7 +21,8 @@ from trtlab.evaluation.options import EvalTarget, RunOptions, with_shortcuts
 from trtlab.core.identity import Identity
 from trtlab.evaluation.outputs import describe_kind, interpret_outputs, report_non_finite
 from trtlab.evaluation.results import ResultsStore, VariantResult
-from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, read_checked, read_json_checked
+from trtlab.core.workspace import (atomic_path, atomic_write_json, hash_json, load_npy, read_checked,
+                                   read_json_checked)
 
 log = logging.getLogger(__name__)
 
@@ -259,7 +260,9 @@ class EvaluationCheckpoint:
         if (read_json_checked(self.folder / "key.json") or {}).get("key") != self.key:
             self.clear()
             return []
-        chunks = [read_checked(path, np.load) for path in sorted(self.folder.glob("chunk-*.npy"))]
+        chunks = [read_checked(path, load_npy, _logits_check) for path in sorted(self.folder.glob("chunk-*.npy"))]
+        if len({chunk.shape[1] for chunk in chunks if chunk is not None}) > 1:  # chunks of other runs mixed in
+            chunks.append(None)
         if any(chunk is None for chunk in chunks):  # a damaged chunk (set aside): start this evaluation over
             self.clear()
             return []
@@ -369,3 +372,10 @@ def evaluate_variant(built, cache, eval_indices, store=None, *, split=None, expe
                         store=store, record_extra=extra)
     return evaluate(built.model_path, cache, built.name, target=target,
                     run=dataclasses.replace(run, runner_options=options), workspace=workspace, on_images=on_images)
+
+
+def _logits_check(chunk) -> str | None:
+    """A saved chunk of logits is a 2-D float array (images × classes)."""
+    if chunk.ndim != 2 or chunk.dtype.kind != "f":
+        return f"shape {chunk.shape} {chunk.dtype}, expected images × classes floats"
+    return None

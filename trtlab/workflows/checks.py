@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtlab.core.errors import UserError, UserFileNotFound, UserPermissionError, UserValueError, write_error
-from trtlab.core.workspace import check_writable_location, workspace_dir
+from trtlab.core.workspace import check_writable_location, load_npy, read_checked, workspace_dir
 
 log = logging.getLogger(__name__)
 IMAGENET_CLASSES = 1000
@@ -267,11 +267,13 @@ def decode_cache_pending(dataset, preprocess, workspace=None, progress: bool = T
 
     spec = get_preprocess(preprocess)
     status = cache_folder(dataset, spec, workspace, dataset.content_hashes(progress)) / "status.npy"
-    try:
-        rows = np.load(status, allow_pickle=False)
-    except (OSError, ValueError):
+    try:  # only looks: a damaged status file is set aside (named) by the decode cache itself, right after this
+        rows = read_checked(status, load_npy, set_aside_damaged=False)
+    except OSError:
+        rows = None
+    if rows is None or rows.shape != (len(dataset),):
         return len(dataset)
-    return int(np.count_nonzero(rows == PENDING)) if rows.shape == (len(dataset),) else len(dataset)
+    return int(np.count_nonzero(rows == PENDING))
 
 
 def check_free_space(workspace, images: int, crop: int, model_path=None, variants: int = 0) -> int:
