@@ -280,7 +280,7 @@ class _Int8Build:
         from trtlab.graph.sanitize import sanitize_model
         from trtlab.quantization.calibration_cache import write_calibration_cache
         from trtlab.quantization.insertion import quantize_graph
-        from trtlab.quantization.placement import plan_quantization
+        from trtlab.quantization.placement import plan_for_recipe
 
         record = None if force else reusable_record(self.folder, self.identity)
         if record is not None:
@@ -291,7 +291,7 @@ class _Int8Build:
         source = sanitize_model(self.model_path, self.workspace)
         model = onnx.load(str(source))
         recipe = self.recipe
-        plan = plan_quantization(model, recipe.guards, recipe.placement, int8_float_path=recipe.high_precision)
+        plan = plan_for_recipe(model, recipe)
         scales = self.imported_scales(source, model, plan, progress) if self.imported else \
             self.calibrated_scales(source, plan, progress)
         graph = quantize_graph(model, plan, scales, recipe.high_precision)  # checked: onnx.checker + shapes

@@ -127,7 +127,7 @@ def check_calibration_cache(path, model_path, recipes, preprocess, workspace=Non
     from trtlab.graph.classifier import inspect_classifier
     from trtlab.graph.sanitize import sanitize_model
     from trtlab.quantization.calibration_cache import check_imported, read_imported_cache
-    from trtlab.quantization.placement import plan_quantization
+    from trtlab.quantization.placement import plan_for_recipe
     from trtlab.quantization.variants import tensor_names
 
     imported = read_imported_cache(path, flag)
@@ -139,7 +139,7 @@ def check_calibration_cache(path, model_path, recipes, preprocess, workspace=Non
     model = onnx.load(str(sanitize_model(model_path, workspace)), load_external_data=False)
     known = tensor_names(model)
     for recipe in int8:
-        plan = plan_quantization(model, recipe.guards)
+        plan = plan_for_recipe(model, recipe)  # as the build plans it: the tensors it will need scales for
         check_imported(imported, info.sha256, recipe.algorithm, preprocess.to_dict(), recipe.percentile,
                        plan.activations, known, model_name=model_name or Path(model_path).name)
     log.info("%s: %s (%s, %d scales, sha256 %s) checked against %s", path, imported.format, imported.header,
