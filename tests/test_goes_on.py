@@ -97,3 +97,34 @@ def _in_read_only_mount(folder: Path, command: str, env: dict) -> subprocess.Com
     script = f'mount --bind "{folder}" "{folder}" && mount -o remount,bind,ro "{folder}" && {command}'
     return subprocess.run(["unshare", "-rm", "sh", "-c", script], env=env, capture_output=True, text=True,
                           timeout=600)
+
+
+@pytest.mark.skipif(not _read_only_mount_works(), reason="needs unshare and mount (a user and mount namespace)")
+def test_a_finished_workspace_mounted_read_only_shows_its_stored_results(conv_inputs, tmp_path, capsys):
+    """Before: every command refused at once ("the workspace … is not writable"). Now stored results are read and
+    shown (the table, the stored report, the dashboard), with one line saying the workspace is read-only; what is
+    not stored fails at its first write in one line naming the file."""
+    ws = tmp_path / "ws"
+    base = ["--model", str(conv_inputs["model"]), "--data", str(conv_inputs["photos"]), "--workspace", str(ws)]
+    assert main(["calibrate", *base, "--algorithms", "minmax", "--no-engines", "-q"]) == 0
+    stored = capsys.readouterr().out
+    table = stored[stored.index("variant"):stored.index("3 images")]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRTLAB_WORKSPACE": str(tmp_path.parent / f"{tmp_path.name}-home")}
+    python = f'"{sys.executable}" -m trtlab'
+    quoted = " ".join(f'"{a}"' for a in base)
+
+    shown = _in_read_only_mount(tmp_path, f"{python} calibrate {quoted} --algorithms minmax --no-engines", env)
+    assert shown.returncode == 0, shown.stderr
+    assert table in shown.stdout and "report: " in shown.stdout  # the stored report, named
+    assert "Traceback" not in shown.stderr
+    warnings = [line for line in shown.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and f"the workspace {ws} is read-only" in warnings[0]
+
+    dashboard = _in_read_only_mount(tmp_path, f'{python} dashboard --workspace "{ws}" --out "{tmp_path}-dash"', env)
+    assert dashboard.returncode == 0, dashboard.stderr
+    assert Path(f"{tmp_path}-dash", "dashboard.html").is_file()
+
+    more = _in_read_only_mount(tmp_path, f"{python} calibrate {quoted} --algorithms entropy --no-engines", env)
+    assert more.returncode == 2 and "Traceback" not in more.stderr
+    error = more.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"error: cannot write {ws / 'variants'}") and "read-only" in error

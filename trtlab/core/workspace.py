@@ -103,10 +103,36 @@ def workspace_dir(override: str | os.PathLike | None = None) -> Path:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise (write_error(path, exc) or exc) from exc
+    if (path / "results").is_dir() and not os.access(path, os.W_OK):  # a finished workspace attached read-only
+        read_only_fs = bool(os.statvfs(path).f_flag & os.ST_RDONLY) if hasattr(os, "statvfs") else False
+        mark_read_only(path, "Read-only file system" if read_only_fs else "no write permission")
     from trtlab.core.log import attach_run_log
 
     attach_run_log(path)  # the run's messages go beside its results (when the CLI or a notebook set up logging)
     return path
+
+
+# -- a read-only workspace (a finished one attached as a Kaggle dataset, a read-only mount) ----------------------------
+_read_only: dict[str, str] = {}
+
+
+def mark_read_only(folder: str | os.PathLike, reason: str) -> None:
+    """Remember that `folder` (an existing workspace) cannot be written, and say once what that means: stored
+    results are read and shown; whatever is not stored yet cannot be made here."""
+    key = os.path.abspath(os.fspath(folder))
+    if key in _read_only:
+        return
+    _read_only[key] = reason
+    log.warning("the workspace %s is read-only (%s): stored results are read and shown; anything not stored yet "
+                "(decoding, variants, evaluations, reports) cannot be written there — choose a writable workspace "
+                "(--workspace or $TRTLAB_WORKSPACE) to compute more", key, reason)
+
+
+def read_only_workspace(path: str | os.PathLike) -> str | None:
+    """Why `path` lies in a workspace marked read-only (mark_read_only), else None."""
+    resolved = os.path.abspath(os.fspath(path))
+    return next((why for root, why in _read_only.items() if resolved == root or resolved.startswith(root + os.sep)),
+                None)
 
 
 def check_writable_location(path: str | os.PathLike) -> None:

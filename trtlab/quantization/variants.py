@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtlab.core.identity import Identity
-from trtlab.core.errors import UserValueError
+from trtlab.core.errors import UserValueError, writing
 from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, read_json_checked, workspace_dir
 from trtlab.quantization.recipe import (DEFAULT_CALIBRATION_IMAGES, PRECISIONS,  # noqa: F401  (re-exported)
                                         CalibrationSizeError, Recipe, select_calibration_indices)
@@ -298,7 +298,8 @@ class _Int8Build:
         quantized = graph.model
         described = {**plan.describe(), **graph.summary()}
         report_fp16_range(recipe.name, graph.fp16_range)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        with writing(self.folder):  # a read-only workspace: one line naming the folder
+            self.folder.mkdir(parents=True, exist_ok=True)
         # The cache always lives with the variant; a requested path gets a copy (export_calibration_cache).
         cache_file = write_calibration_cache(self.folder / "calibration.cache",
                                              {t: scales[t] for t in plan.activations}, self.cache_metadata())

@@ -20,6 +20,7 @@ syntax, sizes) were checked before that, by the CLI's argument groups (trtlab.cl
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import tempfile
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtlab.core.errors import UserError, UserFileNotFound, UserPermissionError, UserValueError, write_error
-from trtlab.core.workspace import check_writable_location, load_npy, read_checked, workspace_dir
+from trtlab.core.workspace import check_writable_location, load_npy, mark_read_only, read_checked, workspace_dir
 
 log = logging.getLogger(__name__)
 IMAGENET_CLASSES = 1000
@@ -74,7 +75,15 @@ def check_workspace(workspace=None, data=None) -> Path:
                 f"the workspace {folder} is inside the data folder {data}, so trtlab's own outputs (reports, "
                 f"figures) would be read back as photos",
                 "choose a workspace outside the data folder (--workspace or $TRTLAB_WORKSPACE)")
-    probe_writable(folder, "workspace")
+    try:
+        probe_writable(folder, "workspace")
+    except UserPermissionError as exc:
+        # A finished workspace that cannot be written (attached read-only): what it stores is still shown; a write
+        # it would need fails then, in one line naming the file. One that stores no results is refused now.
+        if not (folder / "results").is_dir() or not isinstance(exc.__cause__, OSError) or \
+                exc.__cause__.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        mark_read_only(folder, exc.__cause__.strerror or str(exc.__cause__))
     return workspace_dir(folder)
 
 
