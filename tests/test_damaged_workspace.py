@@ -171,3 +171,23 @@ def test_a_damaged_engine_sidecar_is_set_aside_or_named(fake_trt10, demo_model, 
         again = _build(demo_model, "fp32", tmp_path)  # trtlab's own: set aside, built again
     assert not again.reused and json.loads(again.sidecar_path.read_text())["engine_sha256"]
     assert list(first.sidecar_path.parent.glob(f"{first.sidecar_path.name}.damaged-*"))
+
+
+def test_a_damaged_file_that_cannot_be_set_aside_is_named_and_not_used(tmp_path, monkeypatch, caplog):
+    """In a read-only workspace the rename fails: the file is still never trusted, and one line says so (before,
+    set_aside raised the OSError)."""
+    import errno
+
+    from trtlab.core import workspace
+
+    path = tmp_path / "variant.json"
+    path.write_text("{cut sh")
+
+    def read_only(*args):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(workspace.os, "replace", read_only)
+    with caplog.at_level(logging.WARNING, logger="trtlab"):
+        assert workspace.read_json_checked(path) is None
+    assert path.read_text() == "{cut sh" and not list(tmp_path.glob("*.damaged-*"))
+    assert f"{path} is damaged" in caplog.text and "cannot be set aside (Read-only file system)" in caplog.text
