@@ -255,15 +255,12 @@ def hash_json(obj, length: int = 16) -> str:
 
 
 # -- damaged artefacts ----------------------------------------------------------------------------------------
-#: What a set-aside file is called after: `<name>.damaged-<time>` (unreadable), `<name>.stale-<time>` (readable, but
-#: made for another identity than its place says — e.g. a variant folder of an older trtlab revision).
-SET_ASIDE_KINDS = ("damaged", "stale")
-
-
 def set_aside(path: str | os.PathLike, reason: str, kind: str = "damaged") -> Path | None:
-    """Rename a damaged (or stale) workspace file or folder to `<name>.<kind>-<UTC time>` — kept for inspection,
-    never read again — and log which and why. Returns the new path; None when it vanished meanwhile, or when it
-    cannot be renamed (a read-only workspace: then said in one line, and the caller still does not trust it)."""
+    """Rename a damaged workspace file or folder to `<name>.<kind>-<UTC time>` — kept for inspection, never read
+    again — and log which and why. `kind`: "damaged" (unreadable), or "stale" (readable, but made for another
+    identity than its place says: a variant folder of an older trtlab revision). Returns the new path; None when it
+    vanished meanwhile, or when it cannot be renamed (a read-only workspace: said in one line, and the caller still
+    does not trust it)."""
     path = Path(path)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     target = path.with_name(f"{path.name}.{kind}-{stamp}")
