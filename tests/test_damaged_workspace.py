@@ -191,3 +191,21 @@ def test_a_damaged_file_that_cannot_be_set_aside_is_named_and_not_used(tmp_path,
         assert workspace.read_json_checked(path) is None
     assert path.read_text() == "{cut sh" and not list(tmp_path.glob("*.damaged-*"))
     assert f"{path} is damaged" in caplog.text and "cannot be set aside (Read-only file system)" in caplog.text
+
+
+def test_stored_results_whose_arrays_disagree_are_set_aside_and_evaluated_again(inputs, capsys, caplog):
+    """A results .npz that is a valid archive but not one variant's results (logits of fewer images than its ids —
+    another run's file copied over it) is damaged, not a traceback in the metrics."""
+    assert _cli(capsys, caplog, "eval", inputs)[0] == 0
+    npz = next((inputs["ws"] / "results").glob("*/fp32.npz"))
+    with np.load(npz) as data:
+        arrays = {k: data[k] for k in data.files}
+    good = arrays["logits"].copy()
+    arrays["logits"] = arrays["logits"][:3]
+    with open(npz, "wb") as fh:
+        np.savez(fh, **arrays)
+    code, out, warnings = _cli(capsys, caplog, "eval", inputs)
+    assert code == 0 and "FP32 top-1 on 8 labelled photos" in out
+    assert str(npz) in warnings and "different lengths" in warnings
+    with np.load(npz) as data:
+        np.testing.assert_array_equal(data["logits"], good)

@@ -385,8 +385,9 @@ def read_json_checked(path: str | os.PathLike, expect=dict, missing=None, set_as
                         set_aside_damaged=set_aside_damaged)
 
 
-def read_npz_checked(path: str | os.PathLike, keys=(), missing=None) -> dict | None:
-    """All arrays of an .npz trtlab wrote, as a dict (`read_checked`); `keys` must all be present."""
+def read_npz_checked(path: str | os.PathLike, keys=(), missing=None, same_length: bool = False) -> dict | None:
+    """All arrays of an .npz trtlab wrote, as a dict (`read_checked`); `keys` must all be present and, with
+    `same_length`, have one first dimension (rows of the same images)."""
     import numpy as np
 
     def reader(p):
@@ -397,6 +398,11 @@ def read_npz_checked(path: str | os.PathLike, keys=(), missing=None) -> dict | N
 
     def check(arrays):
         absent = [k for k in keys if k not in arrays]
-        return f"missing arrays {absent}" if absent else None
+        if absent:
+            return f"missing arrays {absent}"
+        lengths = {k: len(arrays[k]) if arrays[k].ndim else None for k in keys}
+        if same_length and len(set(lengths.values())) > 1:
+            return f"arrays of different lengths {lengths}"
+        return None
 
     return read_checked(path, reader, check, missing)

@@ -16,7 +16,7 @@ from trtlab.data.decode_cache import DecodeCache
 from trtlab.graph.classifier import inspect_classifier
 from trtlab.core.progress import progress_bar
 from trtlab.data.batches import iter_batches
-from trtlab.core.errors import UserValueError
+from trtlab.core.errors import DamagedArtefact, UserValueError
 from trtlab.evaluation.options import EvalTarget, RunOptions, with_shortcuts
 from trtlab.core.identity import Identity
 from trtlab.evaluation.outputs import describe_kind, interpret_outputs, report_non_finite
@@ -182,7 +182,10 @@ def reusable_result(store: ResultsStore, label: str | None, info, image_ids: lis
     """The stored result under `label` when it was computed from this model file on these images, else None."""
     if label is None:
         return None
-    stored = store.load(label)
+    try:
+        stored = store.load(label)
+    except DamagedArtefact:  # set aside (named) by the store: evaluated again now
+        return None
     if stored.record.get("model_sha256") != info.sha256 or stored.image_ids != image_ids:
         return None
     if progress:
