@@ -30,9 +30,9 @@ log = logging.getLogger(__name__)
 #: sanitize; '=fp16' guards by the one precision converter, without Cast pairs; 3: issue 17 — the FP16 float path by
 #: default, placement rules, bare first_layer / last_layer guards following the float path; 4: an Add of two Convs
 #: quantizes the shortcut, not the exporter's first input; one per-tensor weight scale for a grouped ConvTranspose and
-#: a 1-D MatMul weight; a constant MatMul/Gemm first input quantized), so old variant folders (a graph the recipe no
-#: longer makes) are rebuilt, never reused.
-VARIANT_REVISION = 4
+#: a 1-D MatMul weight; a constant MatMul/Gemm first input quantized; 5: the opset imports no node uses dropped at
+#: sanitize), so old variant folders (a graph the recipe no longer makes) are rebuilt, never reused.
+VARIANT_REVISION = 5
 
 
 @dataclass
