@@ -203,6 +203,15 @@ def test_average_pool_with_a_float_reader_leaves_its_dq_a_layer():
     assert layer_of(report, first(g, "GlobalAveragePool")).computes_in == "FP32"
 
 
+def test_global_max_pool_commutes_like_maxpool_but_as_a_reduce_layer_is_assumed():
+    g = Graph()
+    pooled = g.op("GlobalMaxPool", [g.qdq(g.op("Relu", [g.conv(g.qdq(g.input()))]))])
+    report = precision_report(g.model(g.conv(g.qdq(pooled))))
+    layer = layer_of(report, first(g, "GlobalMaxPool"))
+    assert (layer.computes_in, layer.output) == ("INT8", "INT8") and report.unfused_qdq == []
+    assert "imports GlobalMaxPool as a Reduce layer (MAX)" in layer.assumed and "MaxPool's" in layer.assumed
+
+
 def test_a_maxpool_requantizes_only_when_its_scales_differ():
     """`_requantizes` compared a scale it could never read (None) with the DQ's: every DQ → MaxPool → Q was reported
     as requantizing, equal scales included (all the MaxPools of ModelOpt-style ResNet-50 / Inception; their FP16

@@ -30,7 +30,7 @@ class Layer:
     kind: str  # the main node's op type, or 'Quantize' / 'Dequantize' / 'Cast' for layers of their own
     nodes: list
     computes_in: str  # 'INT8' | 'FP16' | 'FP32' | '-' (moves data only)
-    output: str  # the precision it writes
+    output: str  # the precision it writes ('UINT8' for a UINT8 Quantize, which TensorRT does not support)
     macs: int = 0
     note: str = ""
     assumed: str = ""  # the undocumented assumption this prediction rests on ('' when a documented rule decides)
