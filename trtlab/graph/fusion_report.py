@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trtlab.graph.fusion_rules import UINT8_FIX
 from trtlab.graph.guards import WEIGHTED_OPS
 
 LIMITS = ("Predicted from the graph: TensorRT's tactic choice, its reformat layers (layout/precision changes "
@@ -29,7 +30,7 @@ class Layer:
     kind: str  # the main node's op type, or 'Quantize' / 'Dequantize' / 'Cast' for layers of their own
     nodes: list
     computes_in: str  # 'INT8' | 'FP16' | 'FP32' | '-' (moves data only)
-    output: str  # the precision it writes
+    output: str  # the precision it writes ('UINT8' for a UINT8 Quantize, which TensorRT does not support)
     macs: int = 0
     note: str = ""
     assumed: str = ""  # the undocumented assumption this prediction rests on ('' when a documented rule decides)
@@ -51,6 +52,7 @@ class PrecisionReport:
     boundaries: list = field(default_factory=list)  # [{'node', 'from', 'to', 'where'}]
     guarded_fp32: list = field(default_factory=list)  # nodes the precision converter kept FP32 by a guard
     folded_weight_quantizes: list = field(default_factory=list)  # weight Qs TensorRT applies at build time
+    unsupported_qdq: list = field(default_factory=list)  # [{'node', 'op', 'why'}]: UINT8 Q/DQ TensorRT does not take
 
     @property
     def fp32_outside_guards(self) -> list:
@@ -83,7 +85,7 @@ class PrecisionReport:
                 "fp32_islands": len(self.fp32_islands), "fp32_outside_guards": len(self.fp32_outside_guards),
                 "unfused_qdq": len(self.unfused_qdq), "input_quantize": len(self.input_quantize),
                 "casts": len(self.boundaries), "folded_weight_quantizes": len(self.folded_weight_quantizes),
-                "assumed": len(self.assumptions)}
+                "assumed": len(self.assumptions), "unsupported_qdq": len(self.unsupported_qdq)}
 
     def speedup_estimate(self, batch: int = 32, gpus=None):
         """Per GPU, the roofline estimate of this graph's INT8 engine against its FP16 twin (trtlab.graph.roofline:
@@ -97,6 +99,10 @@ class PrecisionReport:
         estimate's range over the datasheet GPUs)."""
         share = self.mac_share
         pct = lambda k: f"{100 * share.get(k, 0.0):.0f} %"  # noqa: E731
+        if self.unsupported_qdq:  # the graph does not build: no share or estimate is a prediction of an engine
+            return (f"TensorRT does not support this graph's {len(self.unsupported_qdq)} UINT8 Q/DQ node(s) "
+                    f"(ONNX-TensorRT takes UINT8 only as a network input or output), so none of its "
+                    f"{self.total_macs / 1e9:.2f} GMAC per image is INT8 on TensorRT: {UINT8_FIX}.")
         what = (f"TensorRT will compute {pct('INT8')} of this graph's {self.total_macs / 1e9:.2f} GMAC per image in "
                 f"INT8, {pct('FP16')} in FP16 and {pct('FP32')} in FP32")
         if share.get("INT8", 0.0) == 0.0:
@@ -120,12 +126,16 @@ class PrecisionReport:
                    if self.fp32_islands else "no FP32 island")
         weighted = ", ".join(f"{n} {k}" for k, n in sorted(s["weighted_layers"].items()))
         assumed = f" · {s['assumed']} prediction(s) undocumented / assumed" if s["assumed"] else ""
-        return (f"MACs: {share} of {self.total_macs / 1e9:.3f} GMAC per image · weighted layers: {weighted} · "
+        unsupported = (f"{s['unsupported_qdq']} UINT8 Q/DQ unsupported by TensorRT (not INT8) · "
+                       if s["unsupported_qdq"] else "")
+        return (f"{unsupported}MACs: {share} of {self.total_macs / 1e9:.3f} GMAC per image · "
+                f"weighted layers: {weighted} · "
                 f"{islands} · {len(self.unfused_qdq)} unfused Q/DQ · {len(self.boundaries)} Cast(s){assumed}")
 
     def _lists(self, limit: int | None):
         cut = (lambda items: items[:limit]) if limit else (lambda items: items)  # noqa: E731
-        return (("FP32 islands", [", ".join(cut(i["nodes"])) for i in self.fp32_islands]),
+        return (("Unsupported by TensorRT", [f"{q['node']} ({q['why']})" for q in self.unsupported_qdq]),
+                ("FP32 islands", [", ".join(cut(i["nodes"])) for i in self.fp32_islands]),
                 ("Unfused Q/DQ", [f"{q['node']} ({q['why']})" for q in self.unfused_qdq]),
                 ("Casts", [f"{b['node']}: {b['from']}→{b['to']} ({b['where']})" for b in self.boundaries]),
                 ("Undocumented / assumed", [f"{a['layer']}: {a['assumed']}" for a in self.assumptions]))
@@ -151,7 +161,7 @@ class PrecisionReport:
         with pd.option_context("display.max_colwidth", None):  # pandas cuts cells at 50 characters by default
             table = self._shown().to_html(index=False)
         items = [f"<li><b>{title}</b>: {html.escape('; '.join(entries) if entries else 'none')}</li>"
-                 for title, entries in self._lists(None)]
+                 for title, entries in self._lists(None) if entries or title != "Unsupported by TensorRT"]
         return (f"<p><b>{html.escape(self.sentence())}</b></p><p>Precision report of {html.escape(self.model)} "
                 f"(TensorRT predicted from the graph, no GPU)<br>{html.escape(self.headline())}</p>"
                 f"<ul>{''.join(items)}</ul>" + table + f"<p><i>{html.escape(LIMITS)}</i></p>")
@@ -232,7 +242,8 @@ def precision_overview(reports: dict, latency=None):
         rows.append({"variant": label, **{f"{k} MACs %": round(100 * v, 2) for k, v in report.mac_share.items()},
                      **{f"{k} weighted": n for k, n in s["weighted_layers"].items()},
                      "FP32 islands": s["fp32_islands"], "FP32 outside guards": s["fp32_outside_guards"],
-                     "unfused Q/DQ": s["unfused_qdq"], "Casts": s["casts"], "assumed": s["assumed"]})
+                     "unfused Q/DQ": s["unfused_qdq"], "Casts": s["casts"], "assumed": s["assumed"],
+                     "unsupported Q/DQ": s["unsupported_qdq"]})
     table = pd.DataFrame(rows).set_index("variant").fillna(0)
     counts = [c for c in table.columns if "MACs" not in c]
     table[counts] = table[counts].astype(int)

@@ -1,6 +1,7 @@
 """Sanitize an ONNX classifier before calibration and quantization: opset ≥ 13 (per-axis Q/DQ), constants folded
 (weights computed by ConstantOfShape & co. become initializers), BatchNormalization folded into Conv, shapes
-inferred, every node named. Uses ONNX Runtime's *basic* graph optimizations, which emit standard ONNX ops only.
+inferred, every node named, the opset imports no node uses dropped. Uses ONNX Runtime's *basic* graph optimizations,
+which emit standard ONNX ops only.
 
 Nodes are named here and only here (`name_nodes`): guards, the quantizer, the precision converter, layer debugging
 and TensorRT builds all read the sanitized graph (or a variant made from it), so a node name found by one resolves
@@ -12,12 +13,13 @@ from pathlib import Path
 
 from trtlab.core.errors import UserValueError
 from trtlab.core.workspace import atomic_path, set_aside, workspace_dir
-from trtlab.graph.onnx_utils import names_read, opset_of
+from trtlab.graph.onnx_utils import drop_unused_opsets, names_read, opset_of
 
 MIN_OPSET = 13
 #: Part of the sanitized file's identity: bumped by hand only for a change the code fingerprint below cannot see
-#: (2: nodes named; 3: no initializer among the graph inputs), so copies made by an older trtlab are not reused.
-SANITIZE_REVISION = 3
+#: (2: nodes named; 3: no initializer among the graph inputs; 4: unused opset imports dropped), so copies made by
+#: an older trtlab are not reused.
+SANITIZE_REVISION = 4
 #: The modules that make the sanitized copy: the fingerprint of their code (core.fingerprint) is part of its
 #: identity, so a change to them makes a new copy without a bump (tests/test_code_fingerprint.py checks that what
 #: they import is listed or is not part of what they compute).
@@ -110,6 +112,9 @@ def sanitize_model(model_path, workspace=None, force: bool = False) -> Path:
         for graph_input in unused:
             folded.graph.input.remove(graph_input)
         name_nodes(folded)  # after folding: ONNX Runtime keeps names but leaves unnamed nodes unnamed
+        # ONNX Runtime's optimized model imports every domain ORT registers (com.microsoft.nchwc, org.pytorch.aten,
+        # ai.onnx.training, …); only the domains the graph's nodes use stay, and every variant inherits them
+        drop_unused_opsets(folded)
         folded = onnx.shape_inference.infer_shapes(folded)
         onnx.checker.check_model(folded)
         onnx.save(folded, str(tmp))

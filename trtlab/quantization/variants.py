@@ -33,10 +33,11 @@ log = logging.getLogger(__name__)
 #: sanitize; '=fp16' guards by the one precision converter, without Cast pairs; 3: issue 17 — the FP16 float path by
 #: default, placement rules, bare first_layer / last_layer guards following the float path; 4: an Add of two Convs
 #: quantizes the shortcut, not the exporter's first input; one per-tensor weight scale for a grouped ConvTranspose and
-#: a 1-D MatMul weight; a constant MatMul/Gemm first input quantized), so old variant folders (a graph the recipe no
+#: a 1-D MatMul weight; a constant MatMul/Gemm first input quantized; 5: the opset imports no node uses dropped at
+#: sanitize), so old variant folders (a graph the recipe no
 #: longer makes) are rebuilt, never reused. Since issue 36 a change to GRAPH_SOURCES needs no bump (their fingerprint
 #: is in the identity too): bump it for what code cannot show, and to name a change for people.
-VARIANT_REVISION = 4
+VARIANT_REVISION = 5
 #: The modules whose code makes a variant's files from the model, the recipe and the statistics: sanitizing, guards,
 #: the precision converter, placement, insertion, thresholds, the recipe, the calibration cache and this module.
 #: The fingerprint of their code (core.fingerprint, `graph_code()`) is part of every variant's identity, so editing
