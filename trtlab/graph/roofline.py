@@ -201,7 +201,7 @@ def _wave_efficiency(kernel: Kernel, gpu: GPU, batch: int) -> float:
     return blocks / (math.ceil(blocks / gpu.sms) * gpu.sms)
 
 
-def engine_seconds(found: list[Kernel], gpu: GPU, batch: int, c: Constants = FITTED, timing: str = "enqueue",
+def engine_seconds(found: list[Kernel], gpu: GPU, batch: int, c: Constants = FITTED, timing: str = "cuda-graph",
                    clock: float = 1.0) -> float:
     """The engine's time for `batch` images: kernels back to back ('cuda-graph'), or each started no earlier than
     the host enqueued it, one per `enqueue_us` ('enqueue')."""

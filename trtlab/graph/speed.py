@@ -92,11 +92,11 @@ def _from_measurement(fp16_ms: float, int8_ms: float, batch: int, gpu: str, thre
     speedup = fp16_ms / int8_ms
     timed = f"{int8_ms:.3g} ms against FP16's {fp16_ms:.3g} ms at batch {batch}, measured on TensorRT on {gpu}"
     if speedup < threshold:
-        text = (f"ship FP16: INT8 is not faster on this GPU ({speedup:.2f}×, {timed}; below the {threshold:.2f}× "
+        text = (f"ship FP16: INT8 is not faster on this GPU ({speedup:.3f}×, {timed}; below the {threshold:.2f}× "
                 f"that pays for quantizing).")
         ship = "fp16"
     else:
-        text = f"INT8 is {speedup:.2f}× faster than FP16 on this GPU ({timed}): the speed supports shipping INT8."
+        text = f"INT8 is {speedup:.3f}× faster than FP16 on this GPU ({timed}): the speed supports shipping INT8."
         ship = "int8"
     return SpeedClause("measured", speedup, speedup, speedup, batch, gpu, threshold, ship, text)
 
