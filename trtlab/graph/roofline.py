@@ -69,8 +69,9 @@ def _c(tensor, int8, kernel, enqueue, l2) -> Constants:
 
 #: Fitted on the five figures marked 'fit' in trtlab.graph.speed_reference.PUBLISHED by a grid search (tensor
 #: 0.4–1.0, INT8 relative 0.4–1.0, kernel 0.5–4 µs, enqueue 5–7 µs, L2 share 0.5/0.75/0.9; bandwidth held at 0.8):
-#: the smallest largest |log(estimate / published)| (0.22), then the smallest sum of squares (RMS 0.12), among
-#: which the setting with the least extreme fractions. Refit: `python bench/bench_speed_estimate.py --fit`.
+#: the smallest largest |log(estimate / published)| (0.22), then the smallest RMS: the top settings (RMS 0.121–0.122)
+#: trade the FP16 fraction against the INT8 one and the L2 share; FITTED is the one among them that puts no kernel at
+#: 100 % of its peak. Refit: python bench/bench_speed_estimate.py --fit.
 FITTED = _c(0.9, 0.7, 2.5, 6.5, 0.75)
 #: The settings the five figures cannot tell apart from FITTED (RMS within 0.02 of the best): for each constant the
 #: member with its lowest and its highest value. The band is the estimate's range over them (constants move
