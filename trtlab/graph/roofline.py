@@ -14,20 +14,24 @@ Per kernel (one predicted layer): time = fixed cost + max(compute, memory), wher
   depthwise convolutions run on CUDA cores, not tensor cores, in INT8 as in FP16 (TensorRT's
   CudaDepthwiseConvolution tactic; embedl's benchmarks leave them in FP16 as "memory-bound operators",
   https://docs.embedl.com/embedl-deploy/latest/guide/benchmarks.html) — INT8 only halves their bytes;
-- memory: activations read and written at 1 (INT8), 2 (FP16) or 4 (FP32) bytes, from L2 when the tensor fits the
-  share of L2 `Constants.l2_share` at that batch (it was just written by the layer before), else from DRAM;
-  weights from DRAM; at the achievable fraction of the bandwidth.
+- memory: activations read and written at 1 (INT8), 2 (FP16) or 4 (FP32) bytes, from L2 for the part of the tensor
+  that fits the share of L2 `Constants.l2_share` at that batch (it was just written by the layer before), the rest
+  from DRAM; weights from L2 for the share of the engine's weights that fits (back-to-back inferences run the same
+  weights), else DRAM; at the achievable fraction of the bandwidth.
 Precision boundaries cost what the report predicts there: its unfused Quantize/Dequantize layers and Casts are
-memory-bound kernels of their own (TensorRT's reformat layers), which the FP16 twin does not have.
+memory-bound kernels of their own (TensorRT's reformat layers), which the FP16 twin does not have — except a Q after
+a float pointwise layer, which joins that layer's PointWise kernel (POINTWISE; the band keeps it as a kernel).
 
 The engine: with a CUDA graph (trtexec --useCudaGraph) the kernels run back to back; without one (trtlab's own
 timing: execute_async_v3 between CUDA events, trtlab.backends.tensorrt.latency), the host enqueues one kernel per
 `Constants.enqueue_us` and a GPU faster than that waits ("Enqueue Time … If this is longer than GPU Compute Time,
 the GPU may be under-utilized", trtexec in TensorRT's Command-Line Programs reference).
 
-The few free constants are fitted on three published figures and held against the others
-(trtlab.graph.speed_reference, tests/test_speed_estimate.py). What it cannot see: TensorRT's tactic choice, fusions
-beyond the documented ones (PointWise, Myelin), clocks under load, and the host CPU (enqueue cost).
+The five free constants (FITTED) are fitted on five published figures and held against the others
+(trtlab.graph.speed_reference, tests/test_speed_estimate.py); the band is the estimate's range over the settings
+those figures cannot tell apart (ENSEMBLE) and the sustained clock, widened by the fit's largest error. What it
+cannot see: TensorRT's tactic choice and version, fusions beyond the documented ones (Myelin), the actual clock
+under load, and the host CPU (the enqueue cost was fitted on NVIDIA's figures; a slower host enqueues slower).
 """
 from __future__ import annotations
 
