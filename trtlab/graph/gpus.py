@@ -35,14 +35,17 @@ L2_BYTES_PER_SM_CLOCK = 7219e9 / (108 * 1410e6)
 def _l2_gbs(sms: int, mhz: int) -> float:
     return L2_BYTES_PER_SM_CLOCK * sms * mhz * 1e6 / 1e9
 
+
 GPUS = {
     # T4 (TU104): 65 FP16 TFLOPS, 130 INT8 TOPS (tensor), 8.1 FP32 TFLOPS (no TF32), 320 GB/s GDDR6, 40 SMs, 4 MB L2,
     # boost 1,590 MHz (NVIDIA T4 datasheet; SM count, L2, clock: https://sysrqmts.com/en/gpus/nvidia/tesla/t4).
-    # 70 W: the clock drops under sustained tensor load (Jia et al. 2019), hence a band down to 60 % of boost.
+    # 70 W: the clock drops under sustained tensor load (Jia et al. 2019); how far is not published for TensorRT
+    # workloads, so the band reaches down to 60 % of boost (assumed).
     "T4": GPU("T4", 65.0, 130.0, 8.1, 8.1, 320.0, 4.0, _l2_gbs(40, 1590), 40, 1590, 0.6),
     # L4 (AD104): FP16 tensor 242 TFLOPS*, INT8 485 TOPS*, TF32 120 TFLOPS* (*with sparsity), FP32 30.3 TFLOPS,
-    # 300 GB/s, 48 MB L2, 58 SMs (7,424 CUDA cores), boost 2,040 MHz, 72 W (NVIDIA L4 datasheet;
-    # https://fpsbench.com/compare/gpu/nvidia-l4-vs-nvidia-tesla-m40 for L2 and clocks).
+    # 300 GB/s, 48 MB L2, 58 SMs (7,424 CUDA cores ÷ 128), boost 2,040 MHz, 72 W (NVIDIA L4 datasheet;
+    # https://fpsbench.com/compare/gpu/nvidia-l4-vs-nvidia-tesla-m40 for L2 and clocks); band down to 70 % of boost
+    # (assumed, as for the T4).
     "L4": GPU("L4", 121.0, 242.5, 60.0, 30.3, 300.0, 48.0, _l2_gbs(58, 2040), 58, 2040, 0.7),
     # A100 SXM4 40 GB: FP16 tensor 312 TFLOPS, INT8 624 TOPS, TF32 156 TFLOPS (dense), FP32 19.5 TFLOPS,
     # 1,555 GB/s HBM2, 108 SMs, 40 MB L2 (7,219 GB/s, PMC table above), 1,410 MHz (A100 datasheet / whitepaper).

@@ -102,7 +102,7 @@ def _from_measurement(fp16_ms: float, int8_ms: float, batch: int, gpu: str, thre
 
 
 def _from_estimate(report, batch: int, gpu: str | None, threshold: float) -> SpeedClause:
-    from trtlab.graph.roofline import GPUS, estimate
+    from trtlab.graph.roofline import GPUS, central_speedup, estimate
 
     if gpu is not None and gpu not in GPUS:
         raise UserValueError(f"no speed estimate for GPU {gpu!r}", f"choose one of {', '.join(GPUS)}, or None "
@@ -111,7 +111,7 @@ def _from_estimate(report, batch: int, gpu: str | None, threshold: float) -> Spe
     per_gpu = {}
     for name in names:
         e = estimate(report, GPUS[name], batch, "cuda-graph")
-        without = estimate(report, GPUS[name], batch, "enqueue")["speedup"]
+        without = central_speedup(report, GPUS[name], batch, "enqueue")
         per_gpu[name] = {"speedup": e["speedup"], "low": e["speedup_band"][0], "high": e["speedup_band"][1],
                          "without_graph": without}
     central = [v["speedup"] for v in per_gpu.values()]
