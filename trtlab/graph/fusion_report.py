@@ -109,11 +109,13 @@ class PrecisionReport:
         estimate = self.speedup_estimate(batch=SENTENCE_BATCH)
         low, high = float(estimate["speed-up (estimate)"].min()), float(estimate["speed-up (estimate)"].max())
         ratio = f"{low:.1f}×" if round(low, 1) == round(high, 1) else f"{low:.1f}–{high:.1f}×"
-        band = f"{float(estimate['speed-up low'].min()):.1f}–{float(estimate['speed-up high'].max()):.1f}×"
+        band_low = float(estimate["speed-up low"].min())
+        band = f"{band_low:.1f}–{float(estimate['speed-up high'].max()):.1f}×"
         costs = [f"{n} {what_}" for n, what_ in ((len(self.unfused_qdq), "unfused Q/DQ"),
                                                  (len(self.fp32_outside_guards), "FP32 node(s) outside guards"))
                  if n]
-        wins = share["INT8"] >= INT8_SHARE_TO_WIN and low >= SHIP_THRESHOLD
+        # "should" only when every GPU's estimate pays for quantizing and no GPU's band reaches below FP16
+        wins = share["INT8"] >= INT8_SHARE_TO_WIN and low >= SHIP_THRESHOLD and band_low >= 1.0
         verdict = "so INT8 should beat FP16" if wins else "so INT8 may not beat FP16"
         return (f"{what}, {verdict} (estimate {ratio} faster than FP16 on {', '.join(estimate.index)} at batch "
                 f"{estimate.attrs['batch']}, band {band}" + (f"; against it: {', '.join(costs)}" if costs else "")
