@@ -356,8 +356,12 @@ def test_the_report_leads_with_one_sentence_and_a_per_gpu_estimate(light_pair):
     report = precision_report(modelopt_graph, name)
     sentence = report.sentence()
     assert repr(report).splitlines()[0] == sentence and sentence.count(". ") == 0
-    assert sentence.startswith("TensorRT will compute 100 % of this graph's") and "INT8 should beat FP16" in sentence
-    assert "estimate" in sentence and "band" in sentence
+    assert sentence.startswith("TensorRT will compute 100 % of this graph's") and "estimate" in sentence
+    assert "band" in sentence
+    if name == "resnet50":
+        assert "INT8 should beat FP16" in sentence
+    else:  # FP16 LRNs between the INT8 layers, and their 2 unfused Qs: the band reaches below FP16
+        assert "INT8 may not beat FP16" in sentence and "against it: 2 unfused Q/DQ" in sentence
     estimate = report.speedup_estimate(batch=8)
     assert list(estimate.index) == list(GPUS) and estimate.attrs["batch"] == 8
     assert "Estimate, not a measurement" in estimate.attrs["note"]
