@@ -223,3 +223,7 @@ def test_the_speed_clause_refuses_what_is_not_a_tensorrt_measurement(reports):
         speed_clause(resnet, gpu="P100")
     with pytest.raises(UserError, match="is not a speed-up"):
         speed_clause(resnet, threshold=0)
+    with pytest.raises(UserError, match="no speed estimate for GPU 'V100'"):
+        speedup_estimate(resnet, gpus=["T4", "V100"])
+    with pytest.raises(UserError, match="timing 'graph' is not one the estimate knows"):
+        speedup_estimate(resnet, timing="graph")

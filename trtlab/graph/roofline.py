@@ -39,7 +39,8 @@ import math
 import re
 from dataclasses import dataclass, replace
 
-from trtlab.graph.gpus import GPU, GPUS  # noqa: F401 (GPUS: the API)
+from trtlab.core.errors import UserValueError
+from trtlab.graph.gpus import GPU, GPUS
 
 BYTES = {"INT8": 1, "FP16": 2, "BF16": 2, "FP32": 4}
 WEIGHTED = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
@@ -186,7 +187,7 @@ def kernel_seconds(kernel: Kernel, gpu: GPU, batch: int, c: Constants = FITTED, 
         step = MMA_K.get(kernel.precision, 16)
         tile_k = kernel.k / (math.ceil(kernel.k / step) * step)
         compute = 2.0 * kernel.macs * batch / (peak * 1e12 * clock * tile_k * _wave_efficiency(kernel, gpu, batch))
-    elif kernel.path == "cuda-core":
+    elif kernel.path == "cuda-core":  # at the same achievable share, of the CUDA cores' FMA rate
         compute = 2.0 * kernel.macs * batch / (gpu.cuda_core_tflops * 1e12 * clock * c.tensor_fraction)
     l2 = gpu.l2_mb * 1e6 * c.l2_share
     dram, cache = gpu.bandwidth_gbs * 1e9 * c.bandwidth_fraction, gpu.l2_gbs * 1e9 * c.bandwidth_fraction
@@ -211,7 +212,8 @@ def engine_seconds(found: list[Kernel], gpu: GPU, batch: int, c: Constants = FIT
     """The engine's time for `batch` images: kernels back to back ('cuda-graph'), or each started no earlier than
     the host enqueued it, one per `enqueue_us` ('enqueue')."""
     if timing not in TIMINGS:
-        raise ValueError(f"timing {timing!r}: one of {TIMINGS}")
+        raise UserValueError(f"timing {timing!r} is not one the estimate knows",
+                             "use 'cuda-graph' (GPU time) or 'enqueue' (without a CUDA graph, as trtlab times)")
     # back-to-back inferences run the same weights: the share of them that fits L2 stays there
     weights = sum(kernel.weights for kernel in found)
     cached = min(1.0, gpu.l2_mb * 1e6 * c.l2_share / weights) if weights else 0.0
@@ -255,6 +257,10 @@ def speedup_estimate(report, batch: int = 32, gpus=None, timing: str = "cuda-gra
     time, trtexec --useCudaGraph) or 'enqueue'. An estimate, labelled so (column names, attrs['note'])."""
     import pandas as pd
 
+    unknown = [name for name in gpus or () if isinstance(name, str) and name not in GPUS]
+    if unknown:
+        raise UserValueError(f"no speed estimate for GPU {', '.join(map(repr, unknown))}",
+                             f"choose among {', '.join(GPUS)} (or pass a trtlab.graph.gpus.GPU)")
     rows = []
     for name in gpus or GPUS:
         gpu = GPUS[name] if isinstance(name, str) else name
