@@ -42,8 +42,8 @@ def _probe(tmp_path, extra_path=(), prelude: str = "", **env_changes) -> subproc
     env["PYTHONPATH"] = os.pathsep.join([*map(str, extra_path), str(REPO)])
     env["TRTLAB_WORKSPACE"] = str(tmp_path / "ws")
     env.update(env_changes)
-    return subprocess.run([sys.executable, "-c", prelude + PROBE], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([sys.executable, "-c", prelude + PROBE], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
 
 
 def _fake_numba(tmp_path, init: str) -> Path:
