@@ -29,8 +29,10 @@ import numpy as np
 from trtlab.quantization.histogram import counter_label, cpu_counter, reference_bins
 values = np.random.default_rng(0).normal(size=100_000).astype(np.float32)
 first = cpu_counter()
-counts, top, finite = (first or __import__("trtlab.quantization.histogram", fromlist=["x"])).count(values, 40.0, 256) \
-    if first is not None else (reference_bins(values, 40.0, 256), float(np.abs(values).max()), True)
+if first is not None:  # numba's counter: the reference's bins, max and finiteness
+    counts, top, finite = first.count(values, 40.0, 256)
+else:  # numpy counts through TensorHistogram's reference update
+    counts, top, finite = reference_bins(values, 40.0, 256), float(np.abs(values).max()), True
 assert (counts == reference_bins(values, 40.0, 256)).all() and finite and top == float(np.abs(values).max())
 assert cpu_counter() is first  # asked again: the same answer, nothing said again
 print(counter_label(first))
