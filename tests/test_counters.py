@@ -116,6 +116,7 @@ def test_non_finite_values_are_refused_and_nothing_is_counted(counter, bad):
 def test_without_numba_numpy_counts_and_says_so_once(monkeypatch, caplog):
     monkeypatch.delenv(histogram.COUNTER_VARIABLE, raising=False)
     monkeypatch.setattr(histogram, "_found", {})
+    monkeypatch.setattr(histogram, "_numba_said", [])  # said once per process: this test's own process-wide state
     monkeypatch.setitem(sys.modules, "numba", None)  # `import numba` raises ImportError
     monkeypatch.delitem(sys.modules, "trtlab.quantization.histogram_numba", raising=False)
     monkeypatch.delattr(sys.modules["trtlab.quantization"], "histogram_numba", raising=False)

@@ -97,3 +97,21 @@ def test_an_attached_wnid_photo_dataset_is_found_and_a_flat_one_is_named(kaggle,
     shutil.rmtree(flat.parent)
     wnid = _attach_photo_dataset(kaggle["root"], demo_data)
     assert find_imagenet_root() == wnid
+
+
+def test_the_kernel_variable_without_kaggles_folders_is_one_line_and_nothing_created(tmp_path):
+    """Issue 36: a machine that merely carries $KAGGLE_KERNEL_RUN_TYPE (no /kaggle/working) is not Kaggle: one line
+    says so, the workspace is the usual one, and nothing is created under the (absent) Kaggle root."""
+    root = tmp_path / "no-kaggle-here"
+    env = {k: v for k, v in os.environ.items() if k != "TRTLAB_WORKSPACE"}
+    env.update(TRTLAB_KAGGLE_ROOT=str(root), KAGGLE_KERNEL_RUN_TYPE="Interactive")
+    code = ("import logging; logging.basicConfig(level=logging.INFO, format='%(message)s')\n"
+            "import trtlab\nfrom trtlab.core.workspace import on_kaggle\n"
+            "print(on_kaggle(), on_kaggle(), trtlab.workspace_dir())")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False", str(REPO / "runs")]
+    said = [line for line in done.stderr.splitlines() if "KAGGLE_KERNEL_RUN_TYPE" in line]
+    assert len(said) == 1 and str(root / "working") in said[0] and "not a Kaggle kernel" in said[0]
+    assert not root.exists()

@@ -20,6 +20,8 @@ def _free(monkeypatch, free: int, total: int = 20 * GB) -> None:
 
 def test_imagenet_val_does_not_fit_in_what_is_left_of_kaggles_20_gb(tmp_path, demo_model, monkeypatch):
     monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
+    (tmp_path / "kaggle" / "working").mkdir(parents=True)  # Kaggle is its variable and its folders
+    monkeypatch.setenv("TRTLAB_KAGGLE_ROOT", str(tmp_path / "kaggle"))
     _free(monkeypatch, 5 * GB)
     model_bytes = demo_model.stat().st_size
     with pytest.raises(InsufficientDiskSpace) as refused:

@@ -112,20 +112,38 @@ def test_one_calibration_image_rule_for_trtlab_and_tensorrts_calibrator(demo_cac
     np.testing.assert_array_equal(real, demo_cache.valid_indices[::-1][:6])
 
 
-def test_a_variant_folder_made_for_another_identity_is_refused(demo_model, demo_cache, session_workspace):
+@pytest.mark.parametrize("edit", ["guards", "revision"])
+def test_a_variant_folder_made_for_another_identity_is_set_aside_and_rebuilt(edit, demo_model, demo_cache,
+                                                                             session_workspace, caplog):
+    """Issue 36: a folder whose record names another identity (an older trtlab revision's folder under this name, a
+    copied or hand-edited one) is set aside whole as `<folder>.stale-<time>`, named with the field that differs,
+    and the variant is built again — never refused, never overwritten, never reused."""
+    import logging
+
     from trtlab.quantization.recipe import Recipe
-    from trtlab.quantization.variants import build_variant
+    from trtlab.quantization.variants import VARIANT_REVISION, build_variant
 
     recipe = Recipe(precision="fp16", guards=("softmax",))
     built = build_variant(demo_model, recipe, workspace=session_workspace, progress=False)
     record_path = built.folder / "variant.json"
     record = json.loads(record_path.read_text())
     assert record["identity"]["recipe"] == recipe.to_dict()
-    record["identity"]["recipe"]["guards"] = ["first_layer"]  # a hand-edited record
+    expected = json.loads(json.dumps(record["identity"]))  # what this trtlab makes
+    if edit == "guards":
+        record["identity"]["recipe"]["guards"] = ["first_layer"]  # a hand-edited record
+        field, said = "recipe.guards", "it has ['first_layer']"
+    else:
+        record["identity"]["revision"] = VARIANT_REVISION - 1  # what an older trtlab wrote
+        field, said = "revision", f"it has {VARIANT_REVISION - 1}, this run needs {VARIANT_REVISION}"
     record_path.write_text(json.dumps(record))
-    with pytest.raises(ProvenanceMismatch) as err:
-        build_variant(demo_model, recipe, workspace=session_workspace, progress=False)
-    assert "variant folder" in err.value.line() and "recipe.guards" in err.value.line()
-    assert "force=True" in err.value.line()
-    rebuilt = build_variant(demo_model, recipe, workspace=session_workspace, progress=False, force=True)
-    assert not rebuilt.reused and json.loads(record_path.read_text())["identity"]["recipe"] == recipe.to_dict()
+    earlier = set(built.folder.parent.glob(f"{built.folder.name}.stale-*"))  # the session workspace's, if any
+    with caplog.at_level(logging.WARNING, logger="trtlab"):
+        rebuilt = build_variant(demo_model, recipe, workspace=session_workspace, progress=False)
+    assert not rebuilt.reused and rebuilt.folder == built.folder
+    assert json.loads(record_path.read_text())["identity"] == expected
+    stale = list(set(built.folder.parent.glob(f"{built.folder.name}.stale-*")) - earlier)
+    assert len(stale) == 1 and json.loads((stale[0] / "variant.json").read_text()) == record  # kept as it was
+    warning = next(r.getMessage() for r in caplog.records if ".stale-" in r.getMessage())
+    assert str(built.folder) in warning and field in warning and said in warning and "rebuilt" in warning
+    again = build_variant(demo_model, recipe, workspace=session_workspace, progress=False)
+    assert again.reused

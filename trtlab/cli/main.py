@@ -158,6 +158,18 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     except UserError as exc:
         return report_cli_error(exc)
+    except OSError as exc:
+        # A write the workspace cannot take, wherever it happens (a read-only workspace asked for something not
+        # stored, a full disk): one line naming the file, not a traceback. Other OSErrors are bugs: re-raised.
+        import errno
+
+        from trtlab.core.errors import write_error
+
+        unambiguous = (errno.EROFS, errno.ENOSPC, getattr(errno, "EDQUOT", -1))
+        converted = write_error(exc.filename, exc) if exc.filename and exc.errno in unambiguous else None
+        if converted is None:
+            raise
+        return report_cli_error(converted)
     except KeyboardInterrupt:
         print(interrupted_line(argv[0] if argv and argv[0] in COMMANDS else None), file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -26,16 +26,39 @@ _lock = threading.Lock()
 _file_logging = False
 
 
+def path_text(path: str | os.PathLike) -> str:
+    """A path as text that every UTF-8 writer (JSON, CSV, sqlite, a terminal) accepts: a file name whose bytes are
+    not UTF-8 reaches Python with surrogate escapes (os.fsdecode, PEP 383); those bytes are written as `\\xNN`.
+    UTF-8 names are returned unchanged. Opening a file always uses the path itself, never this text."""
+    text = os.fspath(path)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a lone surrogate that is no escaped byte (not from a file name)
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 class _Format(logging.Formatter):
-    """`[trtlab] message` for info, `[trtlab] warning: message` for warnings (what the CLI printed before)."""
+    """`[trtlab] message` for info, `[trtlab] warning: message` for warnings (what the CLI printed before); file
+    names that are not UTF-8 as `\\xNN` (path_text), so no stream refuses the line."""
 
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage()
         if record.exc_info and record.levelno >= logging.ERROR:
             message += "\n" + self.formatException(record.exc_info)
         if record.levelno >= logging.WARNING:
-            return f"[trtlab] {record.levelname.lower()}: {message}"
-        return f"[trtlab] {message}"
+            return path_text(f"[trtlab] {record.levelname.lower()}: {message}")
+        return path_text(f"[trtlab] {message}")
+
+
+class _FileFormat(logging.Formatter):
+    """The run log's lines: time, level, logger, message (path_text, as on screen)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return path_text(super().format(record))
 
 
 def setup(verbosity: int = 0, stream=None, info_stream=None) -> logging.Logger:
@@ -113,7 +136,7 @@ def attach_run_log(folder) -> str | None:
         current.close()
     setattr(handler, _HANDLER_FLAG, True)
     handler.setLevel(logging.DEBUG)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    handler.setFormatter(_FileFormat("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)  # the file takes everything; the screen handlers keep their own levels
     logger.debug("--- run started %s (pid %d): %s", time.strftime("%Y-%m-%d %H:%M:%S"), os.getpid(), run_name())

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 from trtlab.core.errors import DamagedArtefact, UserPermissionError, write_error
+from trtlab.core.log import path_text  # noqa: F401  (re-exported: the one text of a path)
 
 # Kaggle's layout, relocatable for tests ($TRTLAB_KAGGLE_ROOT emulates /kaggle in a temporary folder).
 KAGGLE_ROOT_ENV = "TRTLAB_KAGGLE_ROOT"
@@ -40,10 +41,22 @@ def kaggle_working() -> Path:
 
 
 def on_kaggle() -> bool:
-    """Whether this process runs in a Kaggle kernel: Kaggle sets $KAGGLE_KERNEL_RUN_TYPE ("Interactive", "Batch").
-    A folder named /kaggle/working alone says nothing (any machine may have one; a plain demo there must not send
-    its workspace into it). Tests emulate Kaggle with this variable and $TRTLAB_KAGGLE_ROOT."""
-    return bool(os.environ.get(KAGGLE_KERNEL_ENV))
+    """Whether this process runs in a Kaggle kernel: Kaggle sets $KAGGLE_KERNEL_RUN_TYPE ("Interactive", "Batch")
+    and every kernel has its working directory /kaggle/working (Kaggle's starter cell: "You can write … to the
+    current directory (/kaggle/working/) that gets preserved as output"). Both are needed: a folder named
+    /kaggle/working alone says nothing (any machine may have one), and the variable alone is a machine that merely
+    carries it (a copied environment, a container started with Kaggle's variables) — trtlab then says so once and
+    creates nothing under a /kaggle that is not there. Tests emulate Kaggle with the variable and
+    $TRTLAB_KAGGLE_ROOT."""
+    if not os.environ.get(KAGGLE_KERNEL_ENV):
+        return False
+    if kaggle_working().is_dir():
+        return True
+    if KAGGLE_KERNEL_ENV not in _announced:
+        _announced.add(KAGGLE_KERNEL_ENV)
+        log.warning("$%s is set but %s does not exist: not a Kaggle kernel's layout, so Kaggle's defaults are not "
+                    "used (nothing is created under %s)", KAGGLE_KERNEL_ENV, kaggle_working(), kaggle_root())
+    return False
 
 
 def read_only_roots() -> tuple[str, ...]:
@@ -90,10 +103,36 @@ def workspace_dir(override: str | os.PathLike | None = None) -> Path:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise (write_error(path, exc) or exc) from exc
+    if (path / "results").is_dir() and not os.access(path, os.W_OK):  # a finished workspace attached read-only
+        read_only_fs = bool(os.statvfs(path).f_flag & os.ST_RDONLY) if hasattr(os, "statvfs") else False
+        mark_read_only(path, "Read-only file system" if read_only_fs else "no write permission")
     from trtlab.core.log import attach_run_log
 
     attach_run_log(path)  # the run's messages go beside its results (when the CLI or a notebook set up logging)
     return path
+
+
+# -- a read-only workspace (a finished one attached as a Kaggle dataset, a read-only mount) ----------------------------
+_read_only: dict[str, str] = {}
+
+
+def mark_read_only(folder: str | os.PathLike, reason: str) -> None:
+    """Remember that `folder` (an existing workspace) cannot be written, and say once what that means: stored
+    results are read and shown; whatever is not stored yet cannot be made here."""
+    key = os.path.abspath(os.fspath(folder))
+    if key in _read_only:
+        return
+    _read_only[key] = reason
+    log.warning("the workspace %s is read-only (%s): stored results are read and shown; anything not stored yet "
+                "(decoding, variants, evaluations, reports) cannot be written there — choose a writable workspace "
+                "(--workspace or $TRTLAB_WORKSPACE) to compute more", key, reason)
+
+
+def read_only_workspace(path: str | os.PathLike) -> str | None:
+    """Why `path` lies in a workspace marked read-only (mark_read_only), else None."""
+    resolved = os.path.abspath(os.fspath(path))
+    return next((why for root, why in _read_only.items() if resolved == root or resolved.startswith(root + os.sep)),
+                None)
 
 
 def check_writable_location(path: str | os.PathLike) -> None:
@@ -146,7 +185,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    return atomic_write_bytes(path, text.encode("utf-8"))
+    """UTF-8 text; file names in it whose bytes are not UTF-8 are written as `\\xNN` (path_text)."""
+    return atomic_write_bytes(path, path_text(text).encode("utf-8"))
 
 
 def atomic_write_json(path: str | os.PathLike, obj) -> Path:
@@ -215,37 +255,50 @@ def hash_json(obj, length: int = 16) -> str:
 
 
 # -- damaged artefacts ----------------------------------------------------------------------------------------
-def set_aside(path: str | os.PathLike, reason: str) -> Path | None:
-    """Rename a damaged workspace file to `<name>.damaged-<UTC time>` (kept for inspection, never read again) and
-    log which file and why. Returns the new path (None when the file vanished meanwhile)."""
+def set_aside(path: str | os.PathLike, reason: str, kind: str = "damaged") -> Path | None:
+    """Rename a damaged workspace file or folder to `<name>.<kind>-<UTC time>` — kept for inspection, never read
+    again — and log which and why. `kind`: "damaged" (unreadable), or "stale" (readable, but made for another
+    identity than its place says: a variant folder of an older trtlab revision). Returns the new path; None when it
+    vanished meanwhile, or when it cannot be renamed (a read-only workspace: said in one line, and the caller still
+    does not trust it)."""
     path = Path(path)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    target = path.with_name(f"{path.name}.damaged-{stamp}")
+    target = path.with_name(f"{path.name}.{kind}-{stamp}")
     try:
         os.replace(path, target)
     except FileNotFoundError:
         return None
-    log.warning("%s is damaged (%s); set aside as %s and rebuilt", path, reason, target.name)
+    except OSError as exc:  # read-only workspace, or no permission: the file stays, unused
+        log.warning("%s is %s (%s) and cannot be set aside (%s): it is not used", path, kind, reason,
+                    exc.strerror or exc)
+        return None
+    log.warning("%s is %s (%s); set aside as %s and rebuilt", path, kind, reason, target.name)
     return target
 
 
 def _damage_errors() -> tuple:
     import pickle
+    import struct
     import zipfile
 
-    return (ValueError, KeyError, EOFError, TypeError, IndexError, zipfile.BadZipFile, pickle.UnpicklingError)
+    return (ValueError, KeyError, EOFError, TypeError, IndexError, OverflowError, struct.error, zipfile.BadZipFile,
+            pickle.UnpicklingError)
 
 
-_DAMAGE = _damage_errors()
+#: What a reader raises on content it cannot parse (never I/O errors: EACCES or EIO are not the file's content).
+#: A reader for another format converts its parser's error into one of these (ValueError), as load_npy does.
+DAMAGE_ERRORS = _damage_errors()
 
 
 def read_checked(path: str | os.PathLike, reader: Callable[[Path], T], check: Callable[[T], str | None] | None = None,
-                 missing=None, rebuild: bool = True):
+                 missing=None, rebuild: bool = True, set_aside_damaged: bool = True):
     """`reader(path)` for a file trtlab wrote itself, with damage detected instead of a bare parser error.
 
     When reading fails (truncated, garbage, wrong JSON) or `check(value)` returns a reason, the file is set aside
     (`set_aside`) and `missing` is returned so the caller rebuilds it; with `rebuild=False` a DamagedArtefact
-    naming the path is raised instead. A file that does not exist returns `missing`.
+    naming the path is raised instead. `set_aside_damaged=False` only looks (an estimate before the work, a view
+    of a read-only workspace): a damaged file is left where it is and `missing` returned. A file that does not
+    exist returns `missing`.
     """
     path = Path(path)
     if not path.exists():
@@ -253,36 +306,103 @@ def read_checked(path: str | os.PathLike, reader: Callable[[Path], T], check: Ca
     try:
         value = reader(path)
         reason = check(value) if check is not None else None
-    except _DAMAGE as exc:  # parser errors only: I/O errors (EACCES, EIO) are not the file's content
-        reason = f"{type(exc).__name__}: {exc}"
+    except DAMAGE_ERRORS as exc:  # parser errors only: I/O errors (EACCES, EIO) are not the file's content
+        reason = f"{type(exc).__name__}: {str(exc)[:200]}"
     if reason is None:
         return value
+    if not set_aside_damaged:
+        return missing
+    set_aside(path, reason)
     if not rebuild:
-        set_aside(path, reason)
         raise DamagedArtefact(f"{path} is damaged ({reason}) and was set aside",
                               "run the command again to rebuild it")
-    set_aside(path, reason)
     return missing
 
 
-def read_json_checked(path: str | os.PathLike, expect=dict, missing=None):
+def load_npy(path: str | os.PathLike):
+    """The one array of an .npy file trtlab wrote (np.load without pickles); anything else there — an .npz archive,
+    a pickle — raises ValueError (damage, for read_checked)."""
+    import numpy as np
+
+    with open(path, "rb") as fh:
+        check_magic(fh, NPY_MAGIC, ".npy")
+        return np.load(fh, allow_pickle=False)
+
+
+NPY_MAGIC, NPZ_MAGIC = b"\x93NUMPY", b"PK\x03\x04"  # numpy's format header; an .npz is a zip archive
+
+
+def check_magic(fh, magic: bytes, what: str) -> None:
+    """ValueError unless the open binary file `fh` starts with `magic` (then rewound): other bytes where trtlab
+    wrote a `what` are damage, said as such — not numpy's guess that they are a pickle."""
+    head = fh.read(len(magic))
+    fh.seek(0)
+    if head != magic:
+        raise ValueError(f"not an {what} file (it starts with {head[:8]!r})" if head else "empty file")
+
+
+def stored_model_ok(path: str | os.PathLike, set_aside_damaged: bool = True) -> bool:
+    """Whether the ONNX file trtlab wrote at `path` can be used again: it exists and onnx.checker accepts it (a file
+    cut short fails to parse; one cut at a field boundary loses its opset or graph and fails the check). A damaged
+    one is set aside (named) and False returned, so the caller writes it again."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    import onnx
+
+    try:
+        onnx.checker.check_model(str(path))
+        return True
+    except Exception as exc:  # noqa: BLE001 — protobuf's DecodeError, onnx's ValidationError, …: all mean damaged
+        reason = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
+    if set_aside_damaged:
+        set_aside(path, reason)
+    return False
+
+
+def files_differ(folder: str | os.PathLike, recorded: dict) -> dict[str, str]:
+    """{file name: reason} for each file of `recorded` ({name in folder: sha256 when written}) that is missing or
+    whose bytes changed since — a record that vouches for its files (a variant folder's model.onnx)."""
+    found = {}
+    for name, expected in recorded.items():
+        path = Path(folder) / name
+        try:
+            actual = sha256_file(path)
+        except FileNotFoundError:
+            found[name] = "missing"
+            continue
+        if actual != expected:
+            found[name] = f"sha256 {actual[:12]}… where {expected[:12]}… was recorded when it was written"
+    return found
+
+
+def read_json_checked(path: str | os.PathLike, expect=dict, missing=None, set_aside_damaged: bool = True):
     """A JSON file trtlab wrote (`read_checked` with json.loads; the top level must be an `expect`)."""
     def check(value):
         return None if isinstance(value, expect) else f"expected a JSON {expect.__name__}, found {type(value).__name__}"
 
-    return read_checked(path, lambda p: json.loads(p.read_text(encoding="utf-8")), check, missing)
+    return read_checked(path, lambda p: json.loads(p.read_text(encoding="utf-8")), check, missing,
+                        set_aside_damaged=set_aside_damaged)
 
 
-def read_npz_checked(path: str | os.PathLike, keys=(), missing=None) -> dict | None:
-    """All arrays of an .npz trtlab wrote, as a dict (`read_checked`); `keys` must all be present."""
+def read_npz_checked(path: str | os.PathLike, keys=(), missing=None, same_length: bool = False) -> dict | None:
+    """All arrays of an .npz trtlab wrote, as a dict (`read_checked`); `keys` must all be present and, with
+    `same_length`, have one first dimension (rows of the same images)."""
     import numpy as np
 
     def reader(p):
+        with open(p, "rb") as fh:
+            check_magic(fh, NPZ_MAGIC, ".npz")
         with np.load(p, allow_pickle=False) as data:
             return {k: data[k] for k in data.files}
 
     def check(arrays):
         absent = [k for k in keys if k not in arrays]
-        return f"missing arrays {absent}" if absent else None
+        if absent:
+            return f"missing arrays {absent}"
+        lengths = {k: len(arrays[k]) if arrays[k].ndim else None for k in keys}
+        if same_length and len(set(lengths.values())) > 1:
+            return f"arrays of different lengths {lengths}"
+        return None
 
     return read_checked(path, reader, check, missing)

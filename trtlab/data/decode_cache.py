@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from trtlab.core.errors import DamagedArtefact, UserError
-from trtlab.core.workspace import atomic_path, hash_json, workspace_dir
+from trtlab.core.workspace import DAMAGE_ERRORS, atomic_path, hash_json, load_npy, workspace_dir
 from trtlab.data.dataset import Dataset, describe_extensions
 from trtlab.data.decode_files import (DECODED, FAILED, PENDING, CacheFiles, CheckedCrops, CropRows, check_on_open,
                                       load_state, save_npy, save_state)
@@ -410,14 +410,11 @@ def open_decode_cache(key: str, workspace, fingerprint: str | None = None) -> St
         if not isinstance(meta, dict):
             raise unreadable(f"meta.json holds a {type(meta).__name__}, expected a JSON object")
         shape = tuple(int(n) for n in meta["shape"])
-        with open(folder / "status.npy", "rb") as fh:
-            status = np.load(fh, allow_pickle=False)
-        with open(folder / "checksums.npy", "rb") as fh:
-            checksums = np.load(fh, allow_pickle=False)
+        status, checksums = load_npy(folder / "status.npy"), load_npy(folder / "checksums.npy")
         size = (folder / "crops.u8").stat().st_size
     except UnreadableCache:
         raise
-    except (OSError, ValueError, KeyError, TypeError, EOFError, AttributeError) as exc:
+    except (OSError, AttributeError) + DAMAGE_ERRORS as exc:
         raise unreadable(f"{type(exc).__name__}: {exc}") from exc
     if meta.get("format") != CACHE_FORMAT or len(shape) != 4 or shape[3] != 3:
         raise unreadable(f"format {meta.get('format')} with crops of shape {list(shape)}; this trtlab reads "

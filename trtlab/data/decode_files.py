@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trtlab.core.workspace import atomic_path, read_checked, read_json_checked, set_aside
+from trtlab.core.workspace import atomic_path, load_npy, read_checked, read_json_checked, set_aside
 from trtlab.data.decode_workers import row_checksum
 from trtlab.data.disk import write_json, writing_to
 
@@ -70,10 +70,10 @@ def load_state(files: CacheFiles) -> tuple[np.ndarray, dict[int, str], np.ndarra
     if meta is not None and (meta.get("images") != count):
         set_aside(files.meta, f"it describes {meta.get('images')} images, this dataset has {count}")
     exists = files.crops.exists()
-    status = read_checked(files.status, _load_npy, _array_check((count,), np.int8, (PENDING, DECODED, FAILED))) \
+    status = read_checked(files.status, load_npy, _array_check((count,), np.int8, (PENDING, DECODED, FAILED))) \
         if exists else None
     status = np.zeros(count, np.int8) if status is None else status
-    checksums = read_checked(files.checksums, _load_npy, _array_check((count,), np.uint32)) if exists else None
+    checksums = read_checked(files.checksums, load_npy, _array_check((count,), np.uint32)) if exists else None
     if checksums is None:
         checksums = np.zeros(count, np.uint32)
         status[status == DECODED] = PENDING
@@ -96,11 +96,6 @@ def save_npy(path: Path, array: np.ndarray) -> None:
     with writing_to(path), atomic_path(path, suffix=".npy") as tmp:
         with open(tmp, "wb") as fh:
             np.save(fh, array)
-
-
-def _load_npy(path: Path) -> np.ndarray:
-    with open(path, "rb") as fh:
-        return np.load(fh, allow_pickle=False)
 
 
 def _array_check(shape: tuple, dtype, values=None):

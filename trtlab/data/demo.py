@@ -14,7 +14,7 @@ import numpy as np
 
 from trtlab.data.dataset import UNLABELLED, Dataset
 from trtlab.data.disk import writing_to
-from trtlab.core.workspace import atomic_path, workspace_dir
+from trtlab.core.workspace import atomic_path, stored_model_ok, workspace_dir
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def export_demo_model(name: str = "efficientnet-lite0", workspace: str | os.Path
                       opset: int = 18, force: bool = False) -> Path:
     """Export the demo model to ONNX (dynamic batch, N×3×224×224) once and cache it in the workspace."""
     target = workspace_dir(workspace) / "models" / f"{name}.onnx"
-    if target.is_file() and not force:
+    if target.is_file() and not force and stored_model_ok(target):  # a damaged export is set aside, made again
         return target
     import torch
 

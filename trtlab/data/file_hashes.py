@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from trtlab.core.log import warn_once
+from trtlab.core.workspace import path_text
 
 log = logging.getLogger(__name__)
 
@@ -152,11 +153,13 @@ class FileHashes:
             return {}
         rows = {}
         try:
-            for start in range(0, len(paths), 500):
-                chunk = paths[start:start + 500]
+            by_key = {path_text(p): p for p in paths}  # a name that is not UTF-8 is stored as its \\xNN text
+            keys = list(by_key)
+            for start in range(0, len(keys), 500):
+                chunk = keys[start:start + 500]
                 query = f"SELECT * FROM files WHERE path IN ({','.join('?' * len(chunk))})"
                 for path, *key, value, hashed in db.execute(query, chunk):
-                    rows[path] = (tuple(key), value, hashed)
+                    rows[by_key.get(path, path)] = (tuple(key), value, hashed)
         except sqlite3.DatabaseError as exc:
             self._store_failed(exc)
         finally:
@@ -172,7 +175,7 @@ class FileHashes:
         try:
             with db:
                 db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                               [(p, *self._memo[p][0], v, self._memo[p][2]) for p, _, v in entries
+                               [(path_text(p), *self._memo[p][0], v, self._memo[p][2]) for p, _, v in entries
                                 if p in self._memo])
         except sqlite3.DatabaseError as exc:
             self._store_failed(exc)

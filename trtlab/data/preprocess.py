@@ -177,6 +177,60 @@ def _png_complete(data: bytes) -> bool:
     return False
 
 
+# OpenCV refuses larger images (imgcodecs/src/loadsave.cpp, validateInputImageSize: OPENCV_IO_MAX_IMAGE_PIXELS,
+# default 1 << 30, and OPENCV_IO_MAX_IMAGE_WIDTH / _HEIGHT, default 1 << 20 each), with an assertion some builds
+# print to stderr and return no image for: checked here from the file's header, so the reason is trtlab's own line.
+_MAX_SIDE_DEFAULT, _MAX_PIXELS_DEFAULT = 1 << 20, 1 << 30
+_JPEG_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+
+
+def claimed_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) a PNG's IHDR or a JPEG's frame header (SOFn) claims; None for other formats or when the
+    header is not where the format puts it (OpenCV then judges the file)."""
+    if data[:8] == _PNG_SIGNATURE and data[12:16] == b"IHDR" and len(data) >= 24:
+        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    if data[:2] != _JPEG_SOI:
+        return None
+    pos = 2
+    while pos + 4 <= len(data) and data[pos] == 0xFF:
+        marker = data[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        length = int.from_bytes(data[pos + 2:pos + 4], "big")
+        if marker in _JPEG_SOF and pos + 9 <= len(data):
+            return int.from_bytes(data[pos + 7:pos + 9], "big"), int.from_bytes(data[pos + 5:pos + 7], "big")
+        if marker == 0xDA or length < 2:  # the scan starts before any frame header: not laid out as expected
+            return None
+        pos += 2 + length
+    return None
+
+
+def _check_size(data: bytes, path: str) -> None:
+    """Refuse, with the numbers, an image whose header claims more pixels than OpenCV decodes (a hand-made or
+    damaged header: a 2 KB PNG claiming 100000×100000)."""
+    size = claimed_size(data)
+    if size is None:
+        return
+    width, height = size
+    max_side = _env_int("OPENCV_IO_MAX_IMAGE_WIDTH", _MAX_SIDE_DEFAULT)
+    max_pixels = _env_int("OPENCV_IO_MAX_IMAGE_PIXELS", _MAX_PIXELS_DEFAULT)
+    if width * height > max_pixels or max(width, height) > max_side or not width or not height:
+        raise ImageDecodeError(f"{path}: its header claims {width}×{height} pixels ({width * height / 1e6:,.0f} "
+                               f"megapixels in a {len(data):,}-byte file), beyond what OpenCV decodes "
+                               f"({max_pixels / 1e6:,.0f} megapixels, {max_side:,} per side; "
+                               f"OPENCV_IO_MAX_IMAGE_PIXELS): skipped")
+
+
+def _env_int(name: str, default: int) -> int:
+    import os
+
+    try:
+        return int(os.environ.get(name) or default)
+    except ValueError:
+        return default
+
+
 def _check_complete(data: bytes, path: str) -> None:
     """OpenCV decodes truncated JPEGs into grey-padded images with only a warning; catch them here."""
     if data[:2] == _JPEG_SOI:
@@ -218,6 +272,7 @@ def decode_image_data(data: bytes, path: str, spec: Preprocess) -> np.ndarray:
     import cv2
 
     _check_complete(data, path)
+    _check_size(data, path)
     image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
     if image is None:
         from trtlab.data.photo_types import OTHER_PHOTO_EXTENSIONS

@@ -16,12 +16,13 @@ from trtlab.data.decode_cache import DecodeCache
 from trtlab.graph.classifier import inspect_classifier
 from trtlab.core.progress import progress_bar
 from trtlab.data.batches import iter_batches
-from trtlab.core.errors import UserValueError
+from trtlab.core.errors import DamagedArtefact, UserValueError
 from trtlab.evaluation.options import EvalTarget, RunOptions, with_shortcuts
 from trtlab.core.identity import Identity
 from trtlab.evaluation.outputs import describe_kind, interpret_outputs, report_non_finite
 from trtlab.evaluation.results import ResultsStore, VariantResult
-from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, read_checked, read_json_checked
+from trtlab.core.workspace import (atomic_path, atomic_write_json, hash_json, load_npy, read_checked,
+                                   read_json_checked)
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +188,10 @@ def reusable_result(store: ResultsStore, label: str | None, info, image_ids: lis
     """The stored result under `label` when it was computed from this model file on these images, else None."""
     if label is None:
         return None
-    stored = store.load(label)
+    try:
+        stored = store.load(label)
+    except DamagedArtefact:  # set aside (named) by the store: evaluated again now
+        return None
     if stored.record.get("model_sha256") != info.sha256 or stored.image_ids != image_ids:
         return None
     if progress:
@@ -284,7 +288,9 @@ class EvaluationCheckpoint:
         if (read_json_checked(self.folder / "key.json") or {}).get("key") != self.key:
             self.clear()
             return []
-        chunks = [read_checked(path, np.load) for path in sorted(self.folder.glob("chunk-*.npy"))]
+        chunks = [read_checked(path, load_npy, _logits_check) for path in sorted(self.folder.glob("chunk-*.npy"))]
+        if len({chunk.shape[1] for chunk in chunks if chunk is not None}) > 1:  # chunks of other runs mixed in
+            chunks.append(None)
         if any(chunk is None for chunk in chunks):  # a damaged chunk (set aside): start this evaluation over
             self.clear()
             return []
@@ -394,3 +400,10 @@ def evaluate_variant(built, cache, eval_indices, store=None, *, split=None, expe
                         store=store, record_extra=extra)
     return evaluate(built.model_path, cache, built.name, target=target,
                     run=dataclasses.replace(run, runner_options=options), workspace=workspace, on_images=on_images)
+
+
+def _logits_check(chunk) -> str | None:
+    """A saved chunk of logits is a 2-D float array (images × classes)."""
+    if chunk.ndim != 2 or chunk.dtype.kind != "f":
+        return f"shape {chunk.shape} {chunk.dtype}, expected images × classes floats"
+    return None

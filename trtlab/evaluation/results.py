@@ -307,7 +307,7 @@ class ResultsStore:
             known = ", ".join(self.variants()) or "none"
             raise KeyError(f"no stored results for variant {variant!r} in {self.folder} (stored: {known}); "
                            f"evaluate it first")
-        arrays = read_npz_checked(self.folder / f"{variant}.npz", RESULT_ARRAYS)
+        arrays = read_npz_checked(self.folder / f"{variant}.npz", RESULT_ARRAYS, same_length=True)
         record = read_json_checked(self.folder / f"{variant}.json")
         if arrays is None or record is None:  # damaged beyond the cheap check: set aside, named, evaluate again
             for path in (self.folder / f"{variant}.npz", self.folder / f"{variant}.json"):

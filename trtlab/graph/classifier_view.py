@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtlab.core.errors import UserValueError
-from trtlab.core.workspace import atomic_path, atomic_write_json, read_json_checked, workspace_dir
+from trtlab.core.workspace import atomic_path, atomic_write_json, read_json_checked, stored_model_ok, workspace_dir
 from trtlab.graph.classifier import (ModelInfo, ModelInputError, check_output, inspect_classifier, is_logits_shape,
                                      show_shape)
 from trtlab.graph.onnx_utils import reads
@@ -212,12 +212,8 @@ def _derived_copy(source: ModelInfo, output: str, drop_background: bool, workspa
     made = {"source": source.path, "source_sha256": source.sha256, "output": output,
             "background_dropped": drop_background, "revision": VIEW_REVISION}
     sidecar = target.with_name(target.name + ".json")
-    if target.exists() and read_json_checked(sidecar) == made:
-        try:
-            inspect_classifier(target)
-            return target
-        except ModelInputError:  # damaged copy: made again below
-            pass
+    if target.exists() and read_json_checked(sidecar) == made and stored_model_ok(target):
+        return target  # (a damaged copy is set aside, named, and made again below)
     _write_copy(source, output, drop_background, target)
     atomic_write_json(sidecar, made)
     return target

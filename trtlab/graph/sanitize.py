@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trtlab.core.errors import UserValueError
-from trtlab.core.workspace import atomic_path, set_aside, workspace_dir
+from trtlab.core.workspace import atomic_path, stored_model_ok, workspace_dir
 from trtlab.graph.onnx_utils import drop_unused_opsets, names_read, opset_of
 
 MIN_OPSET = 13
@@ -81,12 +81,8 @@ def sanitize_model(model_path, workspace=None, force: bool = False) -> Path:
     model_path = Path(model_path)
     sha = model_sha256(model_path)  # the model with its external-data files: new weights, new copy
     target = sanitized_path(model_path, sha, workspace)
-    if target.exists() and not force:
-        try:
-            onnx.checker.check_model(str(target))  # what trtlab wrote, unless hand-damaged or cut short
-            return target
-        except Exception as exc:  # damaged or truncated copy: set aside (named) and rebuilt below
-            set_aside(target, f"{type(exc).__name__}: {str(exc)[:200]}")
+    if target.exists() and not force and stored_model_ok(target):  # a damaged copy is set aside, made again below
+        return target
     model = onnx.load(str(model_path))
     opset = opset_of(model)
     if opset < MIN_OPSET:

@@ -41,6 +41,16 @@ class BadCalibrationCache(UserError, ValueError):
     """A calibration cache that cannot be used: unreadable lines or impossible scales (names file and line)."""
 
 
+class UnreadableCalibrationCache(BadCalibrationCache):
+    """A cache file whose text is not a calibration cache at all (binary, no header, a line that is no scale): for
+    a cache trtlab wrote itself, damage — set aside and calibrated again (tensorrt_calibrator)."""
+
+
+class DamagedCalibrationCache(StaleCacheError):
+    """A cache whose trtlab sidecar (`<cache>.json`) is damaged: it was set aside, so what the cache was made for
+    is unknown."""
+
+
 @dataclass(frozen=True)
 class CacheMetadata:
     """What a calibration cache was made for — the sidecar `<cache>.json` of trtlab's caches and of TensorRT's
@@ -109,10 +119,10 @@ def read_calibration_cache(path) -> tuple[str, dict[str, float]]:
     try:
         text = Path(path).read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError:
-        raise BadCalibrationCache(f"{path} is not a text TensorRT calibration cache (binary content)",
+        raise UnreadableCalibrationCache(f"{path} is not a text TensorRT calibration cache (binary content)",
                                   "give the cache file written by a TensorRT calibrator or by trtlab") from None
     if not text or not text[0].startswith("TRT-"):
-        raise BadCalibrationCache(f"{path} is not a TensorRT calibration cache (first line should be "
+        raise UnreadableCalibrationCache(f"{path} is not a TensorRT calibration cache (first line should be "
                                   f"TRT-<version>-<algorithm>)", "give the cache file written by a calibrator")
     scales = {}
     for line_no, line in enumerate(text[1:], start=2):
@@ -120,13 +130,14 @@ def read_calibration_cache(path) -> tuple[str, dict[str, float]]:
             continue
         name, sep, value = line.rpartition(":")
         if not sep:
-            raise BadCalibrationCache(f"{path}:{line_no}: expected '<tensor>: <hex scale>', got {line!r}",
+            raise UnreadableCalibrationCache(f"{path}:{line_no}: expected '<tensor>: <hex scale>', got {line!r}",
                                       "fix or delete that line")
         try:
             scale = decode_scale(value)
         except (ValueError, struct.error):
-            raise BadCalibrationCache(f"{path}:{line_no}: scale {value.strip()!r} of tensor {name.strip()!r} is not "
-                                      f"8 hexadecimal digits (a big-endian float32)", "fix or delete that line") from None
+            raise UnreadableCalibrationCache(f"{path}:{line_no}: scale {value.strip()!r} of tensor {name.strip()!r} is "
+                                             f"not 8 hexadecimal digits (a big-endian float32)",
+                                             "fix or delete that line") from None
         if not (math.isfinite(scale) and scale > 0):
             raise BadCalibrationCache(f"{path}:{line_no}: scale of tensor {name.strip()!r} is {scale!r}; a scale must "
                                       f"be finite and > 0", "recalibrate, or fix that line")
@@ -168,8 +179,8 @@ def load_if_valid(path, expected: CacheMetadata, observed_absmax: dict[str, floa
                               f"what it was made for", "delete it or pass reuse_cache=False")
     stored = read_json_checked(meta_path)
     if stored is None:  # damaged: set aside (and named) by read_json_checked
-        raise StaleCacheError(f"calibration cache metadata {meta_path} was damaged and set aside",
-                              "recalibrate (reuse_cache=False)")
+        raise DamagedCalibrationCache(f"calibration cache metadata {meta_path} was damaged and set aside",
+                                      "recalibrate (reuse_cache=False)")
     expected.check(stored, path)
     header, scales = read_calibration_cache(path)
     if not header.endswith(TRT_ALGORITHM_NAMES[expected.algorithm]):

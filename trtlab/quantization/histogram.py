@@ -16,7 +16,8 @@ larger than the first. Within a batch, growth is decided by the batch's max befo
 counts do not depend on how a batch is cut into chunks, threads or GPU kernels.
 
 Counters (`cpu_counter`): numba's compiled loop (histogram_numba: the GIL released, so counting threads use every
-core) where numba is installed, else numpy (the reference itself, slower: said once in the log).
+core) where numba works, else numpy (the reference itself, slower: said once in the log) — whatever fails: numba's
+import, a compile, its cache (pointed at a writable folder first when its own are not).
 $TRTLAB_HISTOGRAM_COUNTER=numpy forces numpy. Both give the reference's counts to the count (tests/test_counters.py).
 """
 from __future__ import annotations
@@ -82,17 +83,111 @@ def counter_name(name: str | None = None) -> str:
 
 
 def _load_numba():
+    """histogram_numba's counter behind `_GuardedCounter`, or None (numpy counts) when numba does not work here —
+    whatever the reason: not installed (ImportError), llvmlite's library missing (OSError), a half-removed numba
+    (AttributeError: no `njit`), no writable cache folder anywhere (RuntimeError "cannot cache function"), a
+    compile error on the first count. Said once, with the reason."""
+    relocated = _ensure_numba_cache_dir()
     try:
         from trtlab.quantization import histogram_numba
-    except ImportError as error:  # numba not installed (or its llvmlite does not load)
-        log.warning("numba is not installed (%s): calibration histograms on the CPU are counted by numpy, the same "
-                    "counts about 3× slower — pip install numba (Kaggle has it)", error)
+        counter = _GuardedCounter(histogram_numba)
+        counter.count(np.arange(-4, 5, dtype=np.float32), 1.0, 8)  # compiled (or loaded from numba's cache) now
+    except Exception as error:  # noqa: BLE001 — any failure of numba is numpy's turn, never the run's end
+        _numba_failed(error)
         return None
-    return histogram_numba
+    if counter.broken:
+        return None
+    if relocated:
+        log.info("numba caches its machine code in %s (its default folders are not writable here)", relocated)
+    return counter
+
+
+_numba_said: list = []
+
+
+def _numba_failed(error: BaseException) -> None:
+    """The one line saying numpy counts instead of numba, and why (once per process)."""
+    if _numba_said:
+        return
+    _numba_said.append(error)
+    reason = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}".rstrip(": ")
+    if isinstance(error, ImportError) and getattr(error, "name", None) in ("numba", "llvmlite"):
+        log.warning("numba is not installed (%s): calibration histograms on the CPU are counted by numpy, the same "
+                    "counts about 3× slower — pip install numba (Kaggle has it)", reason)
+    else:
+        log.warning("numba does not work here (%s): calibration histograms on the CPU are counted by numpy, the same "
+                    "counts about 3× slower — reinstall it (pip install --force-reinstall numba llvmlite), or set "
+                    "%s=numpy to silence this", reason, COUNTER_VARIABLE)
+
+
+class _GuardedCounter:
+    """histogram_numba's `count`, with numpy's count (the reference's bins, the same result) taking over for good
+    when a numba call fails — a compile error, a cache that cannot be written — instead of ending the run."""
+
+    def __init__(self, module):
+        self.module = module
+        self.broken = False
+
+    def count(self, values: np.ndarray, scale: float, bins: int) -> tuple[np.ndarray, float, bool]:
+        if not self.broken:
+            try:
+                return self.module.count(values, scale, bins)
+            except Exception as error:  # noqa: BLE001 — numba's errors are many classes; numpy counts the same
+                self.broken = True
+                _numba_failed(error)
+        return numpy_count(values, scale, bins)
+
+
+def numpy_count(values: np.ndarray, scale: float, bins: int) -> tuple[np.ndarray, float, bool]:
+    """What a counter's `count` returns, computed by numpy: (reference_bins, max |x|, finite)."""
+    flat = np.asarray(values, np.float32).reshape(-1)
+    top = float(np.abs(flat).max()) if flat.size else 0.0
+    if not math.isfinite(top):
+        return np.zeros(bins, np.int64), top, False
+    return reference_bins(flat, scale, bins).astype(np.int64), top, True
+
+
+def _ensure_numba_cache_dir() -> str | None:
+    """Point numba's cache at a writable folder when none of its own is (numba.core.caching tries, in order,
+    $NUMBA_CACHE_DIR, __pycache__ beside the module, the user cache folder, and raises "cannot cache function"
+    when none can be written: a read-only install with a read-only HOME). The folder chosen is the workspace's
+    default location's cache/numba, else one under the temporary folder; returns it (None when numba's own works)."""
+    import tempfile
+
+    own = [os.environ.get("NUMBA_CACHE_DIR") or None, os.path.join(os.path.dirname(__file__), "__pycache__"),
+           os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "numba")]
+    if any(folder and _writable_folder(folder) for folder in own):
+        return None
+    from trtlab.core.workspace import default_workspace
+
+    candidates = [os.path.join(default_workspace()[0], "cache", "numba"),
+                  os.path.join(tempfile.gettempdir(), f"trtlab-numba-{os.getuid() if hasattr(os, 'getuid') else 0}")]
+    chosen = next((folder for folder in candidates if _writable_folder(folder)), None)
+    if chosen is None:
+        return None  # nowhere to write: numba raises "cannot cache", and numpy counts (said once)
+    os.environ["NUMBA_CACHE_DIR"] = chosen
+    import sys
+
+    config = sys.modules.get("numba.core.config")
+    if config is not None:  # numba imported before (a notebook did): its config read the variable then
+        config.CACHE_DIR = chosen
+    return chosen
+
+
+def _writable_folder(folder: str) -> bool:
+    """Whether a file can be created in `folder` (made if missing) — numba's own test (caching.ensure_cache_path)."""
+    import tempfile
+
+    try:
+        os.makedirs(folder, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+        return True
+    except OSError:
+        return False
 
 
 def counter_label(counter) -> str:
-    return "numpy" if counter is None else "numba"
+    return "numpy" if counter is None or getattr(counter, "broken", False) else "numba"
 
 
 # -- the specification -------------------------------------------------------------------------------------------------

@@ -482,3 +482,10 @@ def plan_quantization(model, guards=(), rules=None, int8_float_path: str | None 
         position = {out: i for i, node in enumerate(model.graph.node) for out in node.output}
         plan.activations.sort(key=lambda t: position.get(t, -1))
     return plan
+
+
+def plan_for_recipe(model, recipe) -> QuantPlan:
+    """The plan a variant of `recipe` (quantization.recipe.Recipe) quantizes by: its guards, placement rules and
+    float path — what build_variant builds, and so what every check before the build (an imported cache's
+    tensors, calibration-size searches) must plan too."""
+    return plan_quantization(model, recipe.guards, recipe.placement, int8_float_path=recipe.high_precision)

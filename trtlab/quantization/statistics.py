@@ -101,7 +101,11 @@ class CalibrationStats:
     def load(cls, path) -> "CalibrationStats":
         import json
 
-        with np.load(path) as data:
+        from trtlab.core.workspace import NPZ_MAGIC, check_magic
+
+        with open(path, "rb") as fh:
+            check_magic(fh, NPZ_MAGIC, ".npz")  # other bytes are damage (ValueError), not a pickle numpy refuses
+        with np.load(path, allow_pickle=False) as data:
             meta = json.loads(str(data["meta"]))
             tensors = {}
             for i, name in enumerate(meta["names"]):

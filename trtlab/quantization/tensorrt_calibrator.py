@@ -28,8 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from trtlab.core.errors import UserValueError
-from trtlab.core.workspace import atomic_write_bytes, atomic_write_json, hash_json
-from trtlab.quantization.calibration_cache import CacheMetadata, load_if_valid
+from trtlab.core.workspace import atomic_write_bytes, atomic_write_json, hash_json, set_aside
+from trtlab.quantization.calibration_cache import (CacheMetadata, DamagedCalibrationCache,
+                                                   UnreadableCalibrationCache, load_if_valid)
 
 ALGORITHMS = {"entropy": "IInt8EntropyCalibrator2", "minmax": "IInt8MinMaxCalibrator"}
 
@@ -115,7 +116,13 @@ class _CalibratorMixin:
         # read_calibration_cache callback would surface as a failed build, not as this message).
         self.reuses_cache = bool(use_cache and self.cache_path is not None and self.cache_path.is_file())
         if self.reuses_cache:
-            load_if_valid(self.cache_path, meta)
+            try:
+                load_if_valid(self.cache_path, meta)
+            except (DamagedCalibrationCache, UnreadableCalibrationCache) as exc:
+                # Damaged (cut short, garbage, its sidecar unreadable): never used; set aside, calibrated again.
+                set_aside(self.cache_path, exc.what if isinstance(exc, UnreadableCalibrationCache) else
+                          "its sidecar was damaged")
+                self.reuses_cache = False
 
     @property
     def padded_rows(self) -> int:

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtlab.core.identity import Identity
-from trtlab.core.errors import UserValueError
-from trtlab.core.provenance import check_provenance
+from trtlab.core.errors import UserValueError, writing
 from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, read_json_checked, workspace_dir
 from trtlab.quantization.recipe import (DEFAULT_CALIBRATION_IMAGES, PRECISIONS,  # noqa: F401  (re-exported)
                                         CalibrationSizeError, Recipe, select_calibration_indices)
@@ -144,7 +143,17 @@ def stored_statistics(path) -> CalibrationStats | None:
     """The statistics at `path`, or None when absent or damaged (a damaged file is set aside, named)."""
     from trtlab.core.workspace import read_checked
 
-    return read_checked(path, CalibrationStats.load) if Path(path).exists() else None
+    return read_checked(path, CalibrationStats.load, _statistics_check) if Path(path).exists() else None
+
+
+def _statistics_check(stats: CalibrationStats) -> str | None:
+    """Histograms that can be what trtlab counted: 1-D non-negative counts, a finite max, a count of values."""
+    import math
+
+    for name, h in stats.tensors.items():
+        if h.counts.ndim != 1 or (h.counts < 0).any() or not math.isfinite(h.absmax) or h.values < 0:
+            return f"tensor {name!r}: counts {h.counts.shape}, max {h.absmax}, {h.values} values"
+    return None
 
 
 def calibration_statistics(model_path, cache, indices, batch_size: int, workspace=None,
@@ -173,17 +182,43 @@ def variant_folder(model_path: Path, sha: str, recipe: Recipe, key: str, workspa
 
 
 def reusable_record(folder: Path, identity: Identity) -> dict | None:
-    """The variant.json of `folder` when its model.onnx exists and it was made for `identity`; None when there is
-    nothing to reuse (absent, or damaged: set aside, named). A record made for another identity is refused naming
-    the field (the folder name is a hash of the identity, so only a hand-edited or copied folder gets there)."""
+    """The variant.json of `folder` when its files are whole and it was made for `identity`; None when there is
+    nothing to reuse, and the caller builds the variant again:
+    - absent, or its variant.json damaged (set aside, named);
+    - a file the record vouches for (model.onnx, calibration.cache and its .json, by their sha256 when written)
+      missing or changed since — cut short by a killed kernel or a full disk —, or, for a record that names no
+      sha256 (written by an older trtlab), a model.onnx onnx.checker refuses: that file is set aside as
+      `<name>.damaged-<time>`;
+    - made for another identity (an older trtlab revision's folder under this name, a copied or hand-edited
+      one): the whole folder is set aside as `<folder>.stale-<time>`, named with the fields that differ — never
+      overwritten, never reused."""
+    from trtlab.core.provenance import differences
+    from trtlab.core.workspace import files_differ, set_aside, stored_model_ok
+
     if not (folder / "model.onnx").exists():
         return None
     record = read_json_checked(folder / "variant.json")
     if record is None or "identity" not in record:  # damaged, or written before identities were recorded
         return None
-    check_provenance(record["identity"], identity.to_dict(), what=f"variant folder {folder}",
-                     fix="delete that folder or rebuild with force=True")
-    return record
+    changed = differences(record["identity"], identity.to_dict())
+    if changed:
+        set_aside(folder, "made for another " + "; ".join(d.describe() for d in changed), kind="stale")
+        return None
+    recorded = record.get("files")
+    if not isinstance(recorded, dict):  # an older record: the graph is checked instead
+        return record if stored_model_ok(folder / "model.onnx") else None
+    damaged = files_differ(folder, recorded)
+    for name, reason in damaged.items():
+        if reason != "missing":
+            set_aside(folder / name, reason)
+    return None if damaged else record
+
+
+def vouched_files(folder: Path, names=("model.onnx", "calibration.cache", "calibration.cache.json")) -> dict:
+    """{name: sha256} of the files of a variant folder that exist — what its variant.json vouches for."""
+    from trtlab.core.workspace import sha256_file
+
+    return {name: sha256_file(folder / name) for name in names if (folder / name).is_file()}
 
 
 def write_model(model, path: Path) -> Path:
@@ -212,7 +247,7 @@ def build_fp16_variant(model_path: Path, recipe: Recipe, workspace=None, force: 
                                  output_path=folder / "model.onnx")
     atomic_write_json(folder / "variant.json", {"identity": identity.to_dict(), "recipe": recipe.to_dict(),
                                                 "model": str(model_path), "model_sha256": sha,
-                                                "conversion": conversion.summary()})
+                                                "conversion": conversion.summary(), "files": vouched_files(folder)})
     return BuiltVariant(recipe, folder / "model.onnx", folder, conversion.summary())
 
 
@@ -283,7 +318,7 @@ class _Int8Build:
         from trtlab.graph.sanitize import sanitize_model
         from trtlab.quantization.calibration_cache import write_calibration_cache
         from trtlab.quantization.insertion import quantize_graph
-        from trtlab.quantization.placement import plan_quantization
+        from trtlab.quantization.placement import plan_for_recipe
 
         record = None if force else reusable_record(self.folder, self.identity)
         if record is not None:
@@ -294,14 +329,15 @@ class _Int8Build:
         source = sanitize_model(self.model_path, self.workspace)
         model = onnx.load(str(source))
         recipe = self.recipe
-        plan = plan_quantization(model, recipe.guards, recipe.placement, int8_float_path=recipe.high_precision)
+        plan = plan_for_recipe(model, recipe)
         scales = self.imported_scales(source, model, plan, progress) if self.imported else \
             self.calibrated_scales(source, plan, progress)
         graph = quantize_graph(model, plan, scales, recipe.high_precision)  # checked: onnx.checker + shapes
         quantized = graph.model
         described = {**plan.describe(), **graph.summary()}
         report_fp16_range(recipe.name, graph.fp16_range)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        with writing(self.folder):  # a read-only workspace: one line naming the folder
+            self.folder.mkdir(parents=True, exist_ok=True)
         # The cache always lives with the variant; a requested path gets a copy (export_calibration_cache).
         cache_file = write_calibration_cache(self.folder / "calibration.cache",
                                              {t: scales[t] for t in plan.activations}, self.cache_metadata())
@@ -309,7 +345,7 @@ class _Int8Build:
         atomic_write_json(self.folder / "variant.json", {
             "identity": self.identity.to_dict(), "recipe": self.recipe.to_dict(), "model": str(self.model_path),
             "model_sha256": self.sha, "calibration_ids": self.calib_ids, "calibration": self.calibration,
-            "scales": self.scales_source, "plan": described})
+            "scales": self.scales_source, "plan": described, "files": vouched_files(self.folder)})
         if self.cache_path and not self.imported:
             export_calibration_cache(cache_file, self.cache_path)
         return self.built(described, cache_file)

@@ -1,9 +1,10 @@
 """Reports from the results store: a table (CSV + Markdown) and a PNG. Reads stored results only."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
-from trtlab.core.workspace import atomic_path, atomic_write_text
+from trtlab.core.workspace import atomic_path, atomic_write_text, read_only_workspace
 from trtlab.evaluation.metrics import consistency_table
 from trtlab.evaluation.results import ResultsStore
 from trtlab.evaluation.stores import fp16_variant
@@ -11,6 +12,7 @@ from trtlab.views.figures import _figure, _short, draw_variant_summary, fit, sum
 from trtlab.views.formatting import Table
 from trtlab.views.tables import variant_view
 
+log = logging.getLogger(__name__)
 PHOTOS = 16  # photos in the report's grid
 PHOTO_COLUMNS = 8
 PHOTO_ROW_INCHES = 1.95  # a 1.55-inch photo and its caption
@@ -89,6 +91,15 @@ def write_report(store: ResultsStore, out_dir, variants=None, reference=None, de
     out_dir = Path(out_dir)
     fig, view = plot_summary(store, variants, reference, decode_cache)
     png = out_dir / "report.png"
+    if read_only_workspace(out_dir):  # a finished workspace attached read-only: its stored report, or none
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+        paths = {kind: out_dir / f"report.{kind}" for kind in ("png", "csv", "md")}
+        stored = all(path.is_file() for path in paths.values())
+        log.info("%s is in a read-only workspace: the report is not written%s", out_dir,
+                    " (the one stored there is shown)" if stored else "")
+        return {**(paths if stored else dict.fromkeys(paths)), "table": view.raw, "view": view}
     with atomic_path(png, suffix=".png") as tmp:
         fig.savefig(tmp, dpi=110, format="png")
     csv = out_dir / "report.csv"

@@ -256,7 +256,7 @@ class _Setting:
         from trtlab.data.preprocess import get_preprocess
         from trtlab.graph.classifier_view import preprocess_for
         from trtlab.graph.sanitize import sanitize_model
-        from trtlab.quantization.placement import plan_quantization
+        from trtlab.quantization.placement import plan_for_recipe
         from trtlab.quantization.recipe import Recipe, select_calibration_indices
         from trtlab.workflows.checks import check_model
         from trtlab.workflows.compare import default_calibration_pool, saved_split
@@ -277,8 +277,7 @@ class _Setting:
         self.evaluation = evaluation[np.isin(evaluation, self.cache.valid_indices)][:evaluation_images]
         self.source = sanitize_model(model, workspace)
         self.fp32 = onnx.load(str(self.source))
-        self.plan = plan_quantization(self.fp32, self.recipe.guards, self.recipe.placement,
-                                      int8_float_path=self.recipe.high_precision)  # as build_variant plans
+        self.plan = plan_for_recipe(self.fp32, self.recipe)  # as build_variant plans
         self.tensors = list(self.plan.activations)
         self._references, self._fp32_logits = {}, None
 

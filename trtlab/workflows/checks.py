@@ -20,6 +20,7 @@ syntax, sizes) were checked before that, by the CLI's argument groups (trtlab.cl
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import tempfile
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtlab.core.errors import UserError, UserFileNotFound, UserPermissionError, UserValueError, write_error
-from trtlab.core.workspace import check_writable_location, workspace_dir
+from trtlab.core.workspace import check_writable_location, load_npy, mark_read_only, read_checked, workspace_dir
 
 log = logging.getLogger(__name__)
 IMAGENET_CLASSES = 1000
@@ -74,7 +75,15 @@ def check_workspace(workspace=None, data=None) -> Path:
                 f"the workspace {folder} is inside the data folder {data}, so trtlab's own outputs (reports, "
                 f"figures) would be read back as photos",
                 "choose a workspace outside the data folder (--workspace or $TRTLAB_WORKSPACE)")
-    probe_writable(folder, "workspace")
+    try:
+        probe_writable(folder, "workspace")
+    except UserPermissionError as exc:
+        # A finished workspace that cannot be written (attached read-only): what it stores is still shown; a write
+        # it would need fails then, in one line naming the file. One that stores no results is refused now.
+        if not (folder / "results").is_dir() or not isinstance(exc.__cause__, OSError) or \
+                exc.__cause__.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        mark_read_only(folder, exc.__cause__.strerror or str(exc.__cause__))
     return workspace_dir(folder)
 
 
@@ -127,7 +136,7 @@ def check_calibration_cache(path, model_path, recipes, preprocess, workspace=Non
     from trtlab.graph.classifier import inspect_classifier
     from trtlab.graph.sanitize import sanitize_model
     from trtlab.quantization.calibration_cache import check_imported, read_imported_cache
-    from trtlab.quantization.placement import plan_quantization
+    from trtlab.quantization.placement import plan_for_recipe
     from trtlab.quantization.variants import tensor_names
 
     imported = read_imported_cache(path, flag)
@@ -139,7 +148,7 @@ def check_calibration_cache(path, model_path, recipes, preprocess, workspace=Non
     model = onnx.load(str(sanitize_model(model_path, workspace)), load_external_data=False)
     known = tensor_names(model)
     for recipe in int8:
-        plan = plan_quantization(model, recipe.guards)
+        plan = plan_for_recipe(model, recipe)  # as the build plans it: the tensors it will need scales for
         check_imported(imported, info.sha256, recipe.algorithm, preprocess.to_dict(), recipe.percentile,
                        plan.activations, known, model_name=model_name or Path(model_path).name)
     log.info("%s: %s (%s, %d scales, sha256 %s) checked against %s", path, imported.format, imported.header,
@@ -267,11 +276,13 @@ def decode_cache_pending(dataset, preprocess, workspace=None, progress: bool = T
 
     spec = get_preprocess(preprocess)
     status = cache_folder(dataset, spec, workspace, dataset.content_hashes(progress)) / "status.npy"
-    try:
-        rows = np.load(status, allow_pickle=False)
-    except (OSError, ValueError):
+    try:  # only looks: a damaged status file is set aside (named) by the decode cache itself, right after this
+        rows = read_checked(status, load_npy, set_aside_damaged=False)
+    except OSError:
+        rows = None
+    if rows is None or rows.shape != (len(dataset),):
         return len(dataset)
-    return int(np.count_nonzero(rows == PENDING)) if rows.shape == (len(dataset),) else len(dataset)
+    return int(np.count_nonzero(rows == PENDING))
 
 
 def check_free_space(workspace, images: int, crop: int, model_path=None, variants: int = 0) -> int:

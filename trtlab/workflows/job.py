@@ -128,4 +128,5 @@ def print_summary(job: JobResult) -> None:
     line = verdict_line(job.verdict) if len(job.variants) > 2 else None
     if line:
         print(line)
-    print(f"report: {job.report['png']}  {job.report['md']}  {job.report['csv']}")
+    if job.report.get("md") is not None:  # None: a read-only workspace without a stored report (said above)
+        print(f"report: {job.report['png']}  {job.report['md']}  {job.report['csv']}")

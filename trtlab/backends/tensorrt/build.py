@@ -201,8 +201,20 @@ def calibration_identity(calibrator, model_sha256: str) -> dict:
 
 
 def _reusable(plan: _Plan, trt, gpu, progress) -> EngineBuild | None:
+    from trtlab.core.workspace import files_differ, read_json_checked, set_aside
+
     if not (plan.engine_path.is_file() and sidecar_path(plan.engine_path).is_file()):
         return None
+    # trtlab's own engine and sidecar: a damaged sidecar, or engine bytes other than those it recorded (cut short
+    # by a killed kernel or a full disk), are set aside (named) and the engine is built again.
+    recorded = read_json_checked(sidecar_path(plan.engine_path))
+    if recorded is None:
+        return None
+    if recorded.get("engine_sha256"):
+        changed = files_differ(plan.engine_path.parent, {plan.engine_path.name: recorded["engine_sha256"]})
+        if changed:
+            set_aside(plan.engine_path, changed[plan.engine_path.name])
+            return None
     try:
         sidecar = check_engine_compatible(plan.engine_path, trt.__version__, gpu)
     except EngineCompatibilityError as exc:

@@ -7,7 +7,6 @@ remains (an FP32 guard means FP32, not TF32).
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -209,7 +208,14 @@ def check_engine_compatible(engine_path, tensorrt_version: str, gpu: dict) -> di
             f"engine {engine_path.name} has no sidecar {side.name}, so trtlab cannot tell which TensorRT and GPU "
             f"built it (engines only load where they were built); rebuild it with `python -m trtlab build --model "
             f"<model.onnx> --precision <fp32|fp16|int8>` or pass check_compatibility=False if you know it matches")
-    sidecar = json.loads(side.read_text())
+    from trtlab.core.workspace import read_json_checked
+
+    sidecar = read_json_checked(side, set_aside_damaged=False)  # only looks: the engine may be the user's
+    if sidecar is None:
+        raise EngineCompatibilityError(
+            f"engine {engine_path.name}'s sidecar {side.name} is damaged (not the JSON trtlab writes), so trtlab "
+            f"cannot tell which TensorRT and GPU built it; rebuild the engine with `python -m trtlab build --model "
+            f"<model.onnx> --precision <fp32|fp16|int8> --force`")
     command = sidecar.get("rebuild_command", "python -m trtlab build --model <model.onnx> --force")
     checks = (
         ("TensorRT version", sidecar.get("tensorrt_version"), str(tensorrt_version),

@@ -1,7 +1,6 @@
 """TrtRunner: a TensorRT engine behind trtlab's Runner interface (execute_async_v3 on one cuda-python stream)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +52,9 @@ class TrtRunner(Runner):
         if self.check_compatibility:
             self.sidecar = check_engine_compatible(self.engine_path, trt.__version__, gpu)
         elif sidecar_path(self.engine_path).is_file():
-            self.sidecar = json.loads(sidecar_path(self.engine_path).read_text())
+            from trtlab.core.workspace import read_json_checked
+
+            self.sidecar = read_json_checked(sidecar_path(self.engine_path), set_aside_damaged=False) or {}
         self._check_built_from_model()
         self._logger = make_logger(trt)
         self._runtime = trt.Runtime(self._logger)

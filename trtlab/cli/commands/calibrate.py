@@ -112,4 +112,5 @@ def print_ab(result, workspace) -> None:
         print()
     if line:
         print(line)
-    print(f"report: {report['md']}  {report['png']}  {report['csv']}")
+    if report.get("md") is not None:  # None: a read-only workspace without a stored report (said above)
+        print(f"report: {report['md']}  {report['png']}  {report['csv']}")
