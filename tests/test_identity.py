@@ -11,7 +11,7 @@ import pytest
 
 from trtlab.evaluation.identity import LegacyStoreError, MixedExperimentError
 from trtlab.evaluation.results import ResultsStore, VariantResult, top5_from_logits
-from trtlab.quantization.variants import CalibrationSizeError, Recipe
+from trtlab.quantization.variants import VARIANT_REVISION, CalibrationSizeError, Recipe
 
 
 def _hand_result(name, labels, top1, classes=10, record=None):
@@ -186,7 +186,7 @@ def test_variant_result_and_engine_identities_are_one_dataclass_hashed_one_way(d
     assert built.folder.name.endswith(variant.key) and variant.model_sha256 and variant.preprocess
     assert variant.calibration == built.calibration and variant.scales == {"source": "calibration"}
     # ... and the code that made it (issue 36): the graph's and the statistics' fingerprints
-    assert set(variant.code) == {"graph", "statistics"} and variant.revision == 4
+    assert set(variant.code) == {"graph", "statistics"} and variant.revision == VARIANT_REVISION
     # a result: the same dataclass (no preprocessing: the store's experiment), the sha256 of the graph that
     # computed it (the variant's model.onnx, not the experiment's model), plus the backend
     result = evaluate_variant(built, demo_cache, demo_cache.valid_indices[4:8], backend="ort", progress=False,
