@@ -170,18 +170,25 @@ class LayerDebugger:
             raise KeyError(f"{layer!r} is not a weighted layer; layers are e.g. {self.all_layers[:6]}")
         return self.fp32.graph.node[self.node_index[layer]].input[0]
 
-    def guard_strings(self, extra_layers=(), precision: str = "fp32") -> list[Guard]:
-        """The recipe's guards followed by a node Guard (written `node:<name>`, with '=fp16' for precision='fp16')
-        for each extra layer: Guard values, which a Recipe takes; their str() is what notebook 03,
-        `python -m trtlab calibrate --guards` and `build --guard` accept."""
-        return list(self.recipe.guards) + [node_guard(name, precision) for name in extra_layers]
+    def guard_strings(self, extra_layers=(), precision: str | None = None) -> list[Guard]:
+        """The recipe's guards followed by a node Guard (`node:<name>=fp16`, or '=fp32'; default: the recipe's float
+        path, guard_precision) for each extra layer: Guard values, which a Recipe takes; their str() is what notebook
+        03, `python -m trtlab calibrate --guards` and `build --guard` accept."""
+        return list(self.recipe.guards) + [node_guard(name, precision or self.guard_precision)
+                                           for name in extra_layers]
 
-    def node_guards(self, extra_layers=(), precision: str = "fp32") -> list[Guard]:
+    def node_guards(self, extra_layers=(), precision: str | None = None) -> list[Guard]:
         """Recipe guards resolved to node names (with their precision), plus the extra layers."""
         return ([node_guard(g.name, g.precision) for g in self.base_guards]
-                + [node_guard(n, precision) for n in extra_layers])
+                + [node_guard(n, precision or self.guard_precision) for n in extra_layers])
 
-    def quantized_model(self, extra_layers=(), start: int | None = None, precision: str = "fp32"):
+    @property
+    def guard_precision(self) -> str:
+        """The precision a guarded layer runs in unless asked otherwise: the recipe's float path (FP16 on the
+        default FP16 path), as a guard without '=…' means in a Recipe."""
+        return "fp16" if self.recipe.high_precision == "fp16" else "fp32"
+
+    def quantized_model(self, extra_layers=(), start: int | None = None, precision: str | None = None):
         """(ModelProto, cut inputs): the INT8 variant with `extra_layers` guarded, built in memory by the quantizer;
         with `start`, only the graph from node `start` on (cut tensors as inputs) when its Q/DQ plan provably
         equals the full graph's there, else the full graph (cut inputs = [the graph input])."""
@@ -236,7 +243,7 @@ class LayerDebugger:
         return progress_bar(total=total, desc=desc, unit=unit, enabled=self.progress)
 
     # -- the analyses ----------------------------------------------------------------------------------------------
-    def tensor_errors(self, extra_layers=(), indices=None, precision: str = "fp32", batch_size: int | None = None,
+    def tensor_errors(self, extra_layers=(), indices=None, precision: str | None = None, batch_size: int | None = None,
                       jump_db: float = JUMP_MIN_DB) -> TensorErrors:
         """Every original tensor against FP32, in graph order, and where the error jumps (debug.tensor_errors)."""
         return _tensor_errors.compare_tensors(self, extra_layers, indices, precision, batch_size, jump_db)
@@ -250,13 +257,13 @@ class LayerDebugger:
         """Where sensitivity() saves its progress for these layers, images and batch size."""
         return _sensitivity.state_path(self, layers)
 
-    def evaluate_guards(self, extra_layers=(), precision: str = "fp32", indices=None) -> dict:
+    def evaluate_guards(self, extra_layers=(), precision: str | None = None, indices=None) -> dict:
         """Top-1 agreement / logit cosine with FP32 on the search images (or `indices`), INT8 variant built in
         memory."""
         return _guard_search.evaluate_guards(self, extra_layers, precision, indices)
 
     def search_guards(self, target=None, sensitivity: Sensitivity | None = None,
-                      max_guards: int | None = None, precision: str = "fp32", prune: bool = True,
+                      max_guards: int | None = None, precision: str | None = None, prune: bool = True,
                       resume: bool = True) -> GuardSearch:
         """The fewest most-sensitive layers to guard for `target` (None: mean logit cosine ≥ 0.99 with FP32; a
         number: top-1 agreement; 'top1=0.995,sqnr=20': both; debug.targets) on the search images

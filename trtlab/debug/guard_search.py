@@ -153,7 +153,7 @@ class Verification(dict):
         printer.text(self.summary())
 
 
-def evaluate_guards(debugger, extra_layers=(), precision: str = "fp32", indices=None) -> dict:
+def evaluate_guards(debugger, extra_layers=(), precision: str | None = None, indices=None) -> dict:
     """Top-1 agreement / logit cosine with FP32 on the search images (or `indices`), INT8 variant built in
     memory."""
     indices = debugger.search_indices if indices is None else np.asarray(indices, np.int64)
@@ -183,8 +183,9 @@ def fp32_logits(debugger, indices) -> np.ndarray:
 
 
 def search_guards(debugger, target=None, sensitivity=None, max_guards: int | None = None,
-                  precision: str = "fp32", prune: bool = True, resume: bool = True) -> GuardSearch:
-    """Guard the most sensitive layers one by one (in `precision`: 'fp32' or 'fp16') until the logits on the search
+                  precision: str | None = None, prune: bool = True, resume: bool = True) -> GuardSearch:
+    """Guard the most sensitive layers one by one (in `precision`: 'fp16' or 'fp32'; default the recipe's float
+    path, FP16 on the default path) until the logits on the search
     images meet `target` (debug.targets.Target.of: None = mean logit cosine ≥ 0.99; a number = a top-1 agreement
     fraction; 'top1=0.995,cosine=0.99' = both), stopping at the first guard set that does. Then, with `prune`, try
     removing each guard (least sensitive first) and keep every removal that still meets the target: greedy order
@@ -192,6 +193,7 @@ def search_guards(debugger, target=None, sensitivity=None, max_guards: int | Non
     import pandas as pd
 
     target = Target.of(target)
+    precision = precision or debugger.guard_precision
     if precision not in ("fp32", "fp16"):
         raise ValueError(f"guard precision must be 'fp32' or 'fp16', got {precision!r}")
     evaluate = _ResumableEvaluation(debugger, precision, resume)

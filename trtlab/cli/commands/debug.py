@@ -45,9 +45,9 @@ class DebugArgs(ArgGroup):
                                 "(mean softmax KL), top1=F (top-1 agreement; a bare number means top1), "
                                 f"comma-joined to require several (default: {DEFAULT_TARGET})")
         group.add_argument("--max-guards", type=int, metavar="N", default=None, help="stop the search after N guards")
-        group.add_argument("--guard-precision", metavar="PRECISION", default="fp32",
-                           help="precision the found guards keep: fp32 or fp16 (Casts in the graph, layer precision "
-                                "on TensorRT 10) (default: fp32)")
+        group.add_argument("--guard-precision", metavar="PRECISION", default=None,
+                           help="precision the found guards keep: fp16 or fp32 (Casts in the graph, layer precision "
+                                "on TensorRT 10) (default: the recipe's float path, fp16)")
         group.add_argument("--scale-override", action=Items, metavar="NAME=FACTOR", default=None,
                            help="debugging aid: multiply a tensor's (or a layer input's) calibrated scale; repeat "
                                 "or comma-separate")
@@ -63,8 +63,9 @@ class DebugArgs(ArgGroup):
                                  "e.g. --target cosine=0.99, --target sqnr=20 or --target top1=0.995 (a top-1 "
                                  "agreement fraction in (0, 1])") from None
         args.max_guards = positive("--max-guards", args.max_guards)
-        args.guard_precision = check_choice("--guard-precision", args.guard_precision, GUARD_PRECISIONS,
-                                            "a guard precision")
+        if args.guard_precision is not None:
+            args.guard_precision = check_choice("--guard-precision", args.guard_precision, GUARD_PRECISIONS,
+                                                "a guard precision")
         args.scale_overrides = parse_overrides(args.scale_override)
 
 
