@@ -61,6 +61,19 @@ class Verdict:
     def __str__(self) -> str:
         return self.sentence
 
+    def record(self) -> dict:
+        """What a results store keeps of it (ResultsStore.save_verdict): the pair, the decision, its sentence, and
+        `closer` — the variant whose logits are closer to the reference on average, the one to debug or build on
+        when the verdict could not decide."""
+        import time
+
+        cos = self.fidelity.get("cosine", {}) if self.fidelity else {}
+        first, second = cos.get("first", math.nan), cos.get("second", math.nan)
+        closer = self.ship or (self.second if math.isfinite(second) and not second <= first else self.first)
+        return {"first": self.first, "second": self.second, "reference": self.reference, "ship": self.ship,
+                "decided_by": self.decided_by, "closer": closer, "sentence": self.sentence,
+                "images_needed": self.images_needed, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+
     def _repr_markdown_(self) -> str:
         return f"**{self.sentence}**"
 

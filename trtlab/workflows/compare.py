@@ -19,6 +19,7 @@ from trtlab.data.split import CalibrationSizeError, Split, saved_split  # noqa: 
 from trtlab.evaluation.evaluate import evaluate_variant
 from trtlab.evaluation.options import RunOptions, with_shortcuts
 from trtlab.quantization.variants import BuiltVariant, Recipe, build_variant, default_calibration_pool
+from trtlab.views.verdict import PairError
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,9 @@ GUARD_CHOICES = ("first_layer", "last_layer", "softmax")
 
 @dataclass
 class ABResult:
+    """What compare() found. Its display opens with the answer (issue 35): the verdict between the two variants
+    compared head to head (answer()), then which devices ran, the variant table and the engines."""
+
     table: object  # views.formatting.Table: the variant table for people (index: the stored labels); `.raw` = data
     store: ResultsStore
     cache: DecodeCache
@@ -34,10 +38,33 @@ class ABResult:
     variants: dict[str, BuiltVariant] = field(default_factory=dict)  # stored label → built variant
     ran_on: str = ""  # which devices computed the literal results, in words
     engines: object = None  # workflows.ab_engines.EngineColumn where TensorRT engines were built, else None
+    same_graph: dict = field(default_factory=dict)  # label → the label evaluated for it (a byte-identical graph)
+    _default: object = field(default=None, repr=False)  # the default head-to-head, computed once
+
+    @property
+    def reference(self) -> str:
+        return next(label for label, v in self.variants.items() if v.recipe.precision == "fp32")
+
+    def answer(self) -> str:
+        """The one-sentence answer: the verdict between the two variants compared head to head (default pair), or,
+        with one variant besides the reference, how close it is to it."""
+        from trtlab.views.verdict import PairError
+
+        try:
+            return self.verdict().sentence
+        except PairError:
+            others = [label for label in self.table.index if label != self.reference]
+            return one_variant_sentence(self.store, others[0], self.reference) if others else \
+                f"Only {self.reference} was evaluated: add a recipe to compare."
+
+    def notes(self) -> list[str]:
+        return [f"{label} makes the same graph as {kept} (byte-identical): evaluated once, shown as {kept}."
+                for label, kept in self.same_graph.items()]
 
     def __repr__(self) -> str:
-        parts = [self.ran_on] if self.ran_on else []
+        parts = [self.answer(), ""] + ([self.ran_on] if self.ran_on else [])
         parts.append(self.table.text())
+        parts += self.notes()
         if self.engines is not None:
             parts.append(repr(self.engines))
         return "\n".join(parts)
@@ -45,8 +72,10 @@ class ABResult:
     def _repr_html_(self) -> str:
         from html import escape
 
-        parts = [f"<p>{escape(self.ran_on)}</p>"] if self.ran_on else []
+        parts = [f"<p><b>{escape(self.answer())}</b></p>"]
+        parts += [f"<p>{escape(self.ran_on)}</p>"] if self.ran_on else []
         parts.append(self.table.html())
+        parts += [f"<p>{escape(note)}</p>" for note in self.notes()]
         if self.engines is not None:
             parts.append(self.engines._repr_html_())
         return "\n".join(parts)
@@ -65,14 +94,42 @@ class ABResult:
         return FigureView(fig)
 
     def verdict(self, first: str | None = None, second: str | None = None, reference: str = "fp32"):
-        """Head to head of two variants compared here (default: minmax vs entropy when both ran, else the best two
-        INT8 variants): accuracy and agreement with intervals, McNemar between the two, the classes each loses, the
-        calibration thresholds that differ most, and one sentence saying whether the difference is real."""
+        """Head to head of two variants compared here (default: minmax vs entropy when both ran, calibrated alike,
+        else the best two INT8 variants): accuracy and agreement with intervals, McNemar between the two, the
+        classes each loses, the calibration thresholds that differ most, and one sentence saying whether the
+        difference is real. The default one is kept as this results store's last verdict, which notebooks 04 and
+        05 follow."""
         from trtlab.views.verdict import head_to_head
 
+        default = first is None and second is None and reference == "fp32"
+        if default and self._default is not None:
+            return self._default
+        first, second = (self.same_graph.get(name, name) if name else name for name in (first, second))
         results = self.store.load_all(list(self.table.index))
         caches = {name: built.calibration_cache for name, built in self.variants.items() if built.calibration_cache}
-        return head_to_head(results, first, second, reference, caches=caches)
+        h2h = head_to_head(results, first, second, reference, caches=caches)
+        if default:
+            self._default = h2h
+            if h2h.decision is not None:
+                self.store.save_verdict(h2h.decision.record())
+        return h2h
+
+
+def one_variant_sentence(store: ResultsStore, label: str, reference: str) -> str:
+    """'int8-entropy@43+… against fp32 over 20 images: logit cosine 0.9802 (worst 0.9664), top-1 agreement
+    100.0 %; top-1 90.0 % vs 90.0 % on 20 labelled images.' — the answer of an A/B of one variant."""
+    from trtlab.evaluation.metrics import accuracy, agreement
+    from trtlab.views.formatting import cosine, percent
+
+    result, ref = store.load(label), store.load(reference)
+    agree = agreement(result, ref)
+    text = (f"{label} against {reference} over {agree['compared']} images: logit cosine "
+            f"{cosine(agree['cosine_mean'])} (worst {cosine(agree['cosine_min'])}), top-1 agreement "
+            f"{percent(agree['top1_agreement'])}")
+    mine, theirs = accuracy(result), accuracy(ref)
+    if mine["labelled"]:
+        text += f"; top-1 {percent(mine['top1'])} vs {percent(theirs['top1'])} on {mine['labelled']} labelled images"
+    return text + "."
 
 
 def check_calibration_sizes(recipes, split: Split, dataset: Dataset) -> None:
@@ -144,7 +201,7 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", *, spli
     from trtlab.workflows.checks import (check_backend, check_calibration_cache, check_free_space, check_guards,
                                          check_labels, decode_cache_pending)
 
-    recipes = recipes_of(recipes)
+    recipes = list(dict.fromkeys(recipes_of(recipes)))  # a recipe asked for twice is one variant
     if not any(r.precision == "fp32" for r in recipes):
         recipes = [Recipe(precision="fp32")] + recipes
     check_backend(run.backend)
@@ -180,6 +237,7 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", *, spli
         variants = [build_variant(model_path, recipe, cache, split.calibration, workspace=workspace, force=run.force,
                                   progress=progress, calibration_cache_path=import_cache,
                                   reuse_cache=import_cache is not None) for recipe in recipes]
+    variants, same_graph = one_per_graph(variants)
     if devices:
         shared = SharedEvaluation(dataset=dataset, preprocess=spec, split=split, experiment=experiment,
                                   store_folder=store.folder, workspace=workspace,
@@ -191,14 +249,44 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", *, spli
     built: dict[str, BuiltVariant] = dict(zip(labels, variants))  # recipes that named no size now name the one used
     reference = next(label for label, v in zip(labels, variants) if v.recipe.precision == "fp32")
     _, table = report_tables(store.load_all(list(built)), reference=reference)
-    result = ABResult(table, store, cache, split, variants=built, ran_on=ran_on(resolved, devices))
+    result = ABResult(table, store, cache, split, variants=built, ran_on=ran_on(resolved, devices),
+                      same_graph={twin.name: built_name(kept, built) for twin, kept in same_graph})
     if progress:
         log.info(result.ran_on)
+    try:
+        result.verdict()  # the answer, kept as this store's last verdict (notebooks 04 and 05 follow it)
+    except PairError:
+        pass
     if with_engines:  # after the literal results are stored: whatever happens here, they stand
         from trtlab.workflows.ab_engines import engine_column
 
         result.engines = engine_column(result, model_path, experiment=experiment, workspace=workspace, run=run)
     return result
+
+
+def one_per_graph(variants: list[BuiltVariant]) -> tuple[list[BuiltVariant], list]:
+    """(the variants with one per distinct graph file, [(left-out variant, the variant kept for it)]): two recipes
+    whose graphs are byte-identical are one variant — evaluated once, shown under the first one's label."""
+    import hashlib
+
+    kept, twins, digests = [], [], {}
+    for variant in variants:
+        path = Path(variant.model_path)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else str(path)
+        if digest in digests and digests[digest].recipe.precision == variant.recipe.precision:
+            twins.append((variant, digests[digest]))
+            log.info(f"{variant.name} makes the same graph as {digests[digest].name} (byte-identical): evaluated "
+                     f"once, shown as {digests[digest].name}")
+            continue
+        digests.setdefault(digest, variant)
+        kept.append(variant)
+    return kept, twins
+
+
+def built_name(variant: BuiltVariant, built: dict) -> str:
+    """The stored label of a built variant (recipes that named no calibration size are stored under the size
+    they used)."""
+    return next((label for label, v in built.items() if v is variant), variant.name)
 
 
 def engines_wanted(engines) -> bool:

@@ -169,19 +169,29 @@ class Dashboard:
         return self.significance_view().shown
 
     def compare(self, first: str | None = None, second: str | None = None):
-        """Head to head of two stored variants (labels, or algorithm names: 'minmax' is the best variant
-        calibrated with minmax) against the reference (default: minmax vs entropy when both are here, else the best
+        """Head to head of two stored variants (labels, or algorithm names: 'minmax' is the variant calibrated
+        with minmax alike with the other side, else the unguarded one) against the reference (default: the pair
+        the last stated verdict compared — notebook 03's — else minmax vs entropy when both are here, else the best
         two INT8 variants): accuracy and agreement with intervals, McNemar between the two, the
         classes each loses side by side, the calibration thresholds that differ most, and whether the difference
         is real. Displays itself in a notebook; `.sentence`, `.summary`, `.drift`, `.scales` hold the parts."""
-        return head_to_head(self.results, first, second, self.reference)
+        return head_to_head(self.results, first, second, self.reference, preferred=self.verdict_pair())
+
+    def verdict_pair(self) -> tuple[str, str] | None:
+        """The pair the last verdict stated on this store compared (notebook 03's), when both are shown here."""
+        record = self.store.last_verdict()
+        if record and record["reference"] == self.reference and record["first"] in self.results \
+                and record["second"] in self.results:
+            return record["first"], record["second"]
+        return None
 
     def head_to_head_pair(self) -> tuple[str, str] | None:
-        """The pair the HTML report compares head to head: the focus when it is two variants, else the default."""
+        """The pair the HTML report compares head to head: the focus when it is two variants, else the pair of the
+        last stated verdict, else the default."""
         if len(self.focus) == 2:
             return self.focus[0], self.focus[1]
         try:
-            return default_pair(self.results, self.reference)
+            return default_pair(self.results, self.reference, self.verdict_pair())
         except PairError:
             return None
 
@@ -316,8 +326,11 @@ def _resolved(results, name: str, reference: str) -> str:
 
 
 def _default_focus(dash: Dashboard) -> list[str]:
-    """minmax and entropy (the head-to-head the workbench exists for) when both are compared; else the two that
-    agree least with the reference."""
+    """The pair the last stated verdict compared (notebook 03's); else minmax and entropy (the head-to-head the
+    workbench exists for) when both are compared; else the two that agree least with the reference."""
+    pair = dash.verdict_pair()
+    if pair is not None:
+        return list(pair)
     algorithms = {int8_algorithm(dash.results[name]) for name in dash.compared}
     if {"minmax", "entropy"} <= algorithms:
         return list(default_pair(dash.results, dash.reference))
@@ -361,8 +374,9 @@ def _notes(dash: Dashboard, stored_count: int, alpha: float = 0.05) -> list[str]
         if row.labelled and row.first == reference:  # every other pair is in the significance table
             notes.append(_against_reference(row, alpha))
     if len(dash.focus) < len(dash.compared):
-        why = "minmax and entropy" if {int8_algorithm(dash.results[n]) for n in dash.focus} == {"minmax", "entropy"} \
-            else f"the least agreeing with {reference}"
+        why = ("the pair the last verdict compared" if dash.verdict_pair() == tuple(dash.focus) else
+               "minmax and entropy" if {int8_algorithm(dash.results[n]) for n in dash.focus} == {"minmax", "entropy"}
+               else f"the least agreeing with {reference}")
         notes.append(f"Per-variant figures for {', '.join(dash.focus)} ({why}); `dash.show_variant(name)` or "
                      f"`focus=[...]` for the others, `dash.compare(a, b)` for any two side by side.")
     return notes
