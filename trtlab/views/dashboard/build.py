@@ -39,6 +39,7 @@ class Dashboard:
     flips: dict = field(default_factory=dict)  # variant → flips
     confusions: dict = field(default_factory=dict)  # variant → introduced_confusions
     notes: list = field(default_factory=list)
+    reference_tests: list = field(default_factory=list)  # one McNemar sentence per variant against the reference
     focus: list = field(default_factory=list)  # compared variants whose per-variant figures are drawn
     decode_cache: object = None
     image_root: str | None = None
@@ -195,6 +196,29 @@ class Dashboard:
         except PairError:
             return None
 
+    def answered_variant(self) -> tuple[str | None, str]:
+        """(the variant the answer is about, why): the last verdict's choice (notebook 03's recommendation, or the
+        one closer to the reference where it could not decide), else the INT8 variant closest to the reference."""
+        record = self.store.last_verdict()
+        if record and record.get("closer") in self.compared and record["reference"] == self.reference:
+            chosen = record["closer"]
+            return chosen, ("notebook 03's recommendation" if record.get("ship") == chosen else
+                            f"closer to {self.reference} of the pair the last verdict could not decide")
+        int8 = [n for n in self.compared if int8_algorithm(self.results[n])] or self.compared
+        if not int8:
+            return None, ""
+        rows = self.table.loc[int8]
+        return str(rows.sort_values("cosine_mean", ascending=False, kind="stable").index[0]), \
+            f"the INT8 variant closest to {self.reference}"
+
+    def answer(self):
+        """The dashboard's answer in one sentence (views.dashboard.answer): what the variant to ship costs per
+        class against the reference — 'int8-minmax@43 (notebook 03's recommendation) changes top-1 on 2 of 20
+        classes; worst: tench, −50 points (2 → 1 of 2 images)' — or, without labels, per image."""
+        from trtlab.views.dashboard.answer import dashboard_answer
+
+        return dashboard_answer(self)
+
     def show_significance(self) -> None:
         """Display the pairwise McNemar table in a notebook, or say why there is none."""
         notebook.show_significance(self)
@@ -315,6 +339,9 @@ def build_dashboard(store=None, variants=None, reference=None, decode_cache=None
                        f"{', '.join(dash.compared) or 'none'}")
     dash.focus = list(focus)
     dash.notes = _notes(dash, stored_count=len(available), alpha=alpha) + list(table.attrs.get("notes", []))
+    # Shown below the variant table (issue 35): the evidence comes after the answer and the table.
+    dash.reference_tests = [_against_reference(row, alpha) for row in dash.significance.itertuples()
+                            if row.labelled and row.first == reference]
     return dash
 
 
@@ -370,9 +397,6 @@ def _notes(dash: Dashboard, stored_count: int, alpha: float = 0.05) -> list[str]
         if common < max(len(result), len(ref)):
             notes.append(f"{variant} holds {len(result)} images and {reference} {len(ref)}: compared on the "
                          f"{common} they share.")
-    for row in dash.significance.itertuples():
-        if row.labelled and row.first == reference:  # every other pair is in the significance table
-            notes.append(_against_reference(row, alpha))
     if len(dash.focus) < len(dash.compared):
         why = ("the pair the last verdict compared" if dash.verdict_pair() == tuple(dash.focus) else
                "minmax and entropy" if {int8_algorithm(dash.results[n]) for n in dash.focus} == {"minmax", "entropy"}

@@ -44,6 +44,9 @@ def render_html(dash: Dashboard) -> str:
              f"stored results; nothing was re-run.</p>",
              "<ul class='notes'>" + "".join(f"<li>{html.escape(note).replace('**', '')}</li>" for note in dash.notes)
              + "</ul>", "<h2>Variants</h2>", dash.table_view().html()]
+    if dash.reference_tests:
+        parts.append("<ul class='notes'>" + "".join(f"<li>{html.escape(line)}</li>" for line in dash.reference_tests)
+                     + "</ul>")
     parts += _runs_section(dash) + _significance_section(dash)
     parts += ["<h2>Overview</h2>", _img(pngs["summary"], "summary")]
     parts += _head_to_head_section(dash)
