@@ -6,6 +6,7 @@ one layer on purpose and watch the tools find it. Overrides never reach a Recipe
 """
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from trtlab.debug import tensor_errors as _tensor_errors
 from trtlab.graph.block_names import block_names
 from trtlab.graph.guards import Guard
 from trtlab.debug.graphs import node_guard, plan_signature, suffix_model
+
+log = logging.getLogger(__name__)
 from trtlab.debug.guard_search import GuardSearch
 from trtlab.debug.sensitivity import Sensitivity
 from trtlab.debug.tensor_errors import JUMP_MIN_DB, TensorErrors
@@ -71,6 +74,7 @@ class LayerDebugger:
         self.folder = (workspace_dir(workspace) / "debug" / f"{self.model_path.stem}-{self.model_sha256[:8]}"
                        / f"{recipe.name}-{self.key}")
         self.reference_logits: dict[bytes, np.ndarray] = {}  # FP32 logits per image set (guard_search.fp32_logits)
+        self.recipe_reason = ""  # why this recipe is debugged (layer_debugger: notebook 03's recommendation, …)
 
     def _split_search_and_verification(self, search_images: int | None) -> None:
         """The guard search evaluates on the first `search_images` evaluation images, verification on the rest:
@@ -182,6 +186,14 @@ class LayerDebugger:
         return ([node_guard(g.name, g.precision) for g in self.base_guards]
                 + [node_guard(n, precision or self.guard_precision) for n in extra_layers])
 
+    def mac_share(self, extra_layers=(), precision: str | None = None) -> dict:
+        """{'INT8', 'FP16', 'FP32': share of the weighted layers' MACs} of the variant with `extra_layers` guarded,
+        as TensorRT would compute it (graph.fusion's fusion-aware prediction, the numbers notebook 02 shows)."""
+        from trtlab.graph.fusion import precision_report
+
+        model, _ = self.quantized_model(extra_layers, precision=precision)
+        return dict(precision_report(model, name=self.recipe.name).mac_share)
+
     @property
     def guard_precision(self) -> str:
         """The precision a guarded layer runs in unless asked otherwise: the recipe's float path (FP16 on the
@@ -290,13 +302,44 @@ def layer_debugger(model_path, dataset, split=None, recipe=None, preprocess="tf-
     from trtlab.graph.classifier_view import preprocess_for
     from trtlab.workflows.checks import check_guards, check_model
 
-    recipe = Recipe.of(recipe or Recipe(algorithm="entropy"))
+    asked = Recipe.of(recipe) if recipe is not None else None
     # A wrong model, recipe, guard or preprocessing: refused before any image is decoded.
     spec = preprocess_for(check_model(model_path), get_preprocess(preprocess))
-    check_guards(model_path, recipe.guards, workspace, "recipe guards")
+    if asked is not None:
+        check_guards(model_path, asked.guards, workspace, "recipe guards")
     cache = build_decode_cache(dataset, spec, workspace, progress=progress)
-    split = split or saved_split(dataset, recipe.calibration_images or default_calibration_pool(dataset),
-                                 workspace=workspace)
-    return LayerDebugger(model_path, cache, split.calibration, split.evaluation, recipe, images=images,
-                         batch_size=batch_size, scale_overrides=scale_overrides, workspace=workspace,
-                         progress=progress, search_images=search_images)
+    split = split or saved_split(dataset, (asked.calibration_images if asked else None)
+                                 or default_calibration_pool(dataset), workspace=workspace)
+    reason = "the recipe asked for"
+    if asked is None:  # what notebook 03's verdict recommends for this model and data (issue 35)
+        asked, reason = recommended_recipe(model_path, dataset, cache, split, workspace)
+        log.info(f"layer debugging {asked.name}: {reason} (recipe=… debugs another"
+                 + ("; run notebook 03 or python -m trtlab calibrate first to debug its recommendation)"
+                    if reason.startswith("the default") else ")"))
+    debugger = LayerDebugger(model_path, cache, split.calibration, split.evaluation, asked, images=images,
+                             batch_size=batch_size, scale_overrides=scale_overrides, workspace=workspace,
+                             progress=progress, search_images=search_images)
+    debugger.recipe_reason = reason
+    return debugger
+
+
+def recommended_recipe(model_path, dataset, cache, split, workspace=None):
+    """(Recipe, why): the INT8 recipe the last verdict stated on this model's results for these evaluation images
+    recommends — notebook 03's `Ship …`, or the variant closer to FP32 where it could not decide — else the default
+    recipe, saying that no verdict is stored."""
+    from trtlab.evaluation.identity import Experiment
+    from trtlab.evaluation.results import ResultsStore
+    from trtlab.graph.classifier_view import classifier_view
+    from trtlab.quantization.recipe import Recipe
+
+    view = classifier_view(model_path, dataset, workspace=workspace, announce=False)
+    store = ResultsStore(ResultsStore.folder_for(Experiment.for_evaluation(view.info, cache, split.evaluation, split),
+                                                 workspace))
+    record = store.last_verdict() if store.folder.is_dir() else None
+    stored = (store.record(record["closer"]).get("recipe") or {}) if record else {}
+    if stored.get("precision") != "int8":
+        return Recipe(), "the default recipe: no A/B verdict is stored for this model and these evaluation images"
+    label = record["closer"]
+    why = ("notebook 03's recommendation" if record.get("ship") == label else
+           f"the closer to {record['reference']} of the two notebook 03's verdict could not decide between")
+    return Recipe.from_dict(stored), why

@@ -99,10 +99,15 @@ class ResultsStore:
     @classmethod
     def for_experiment(cls, experiment, workspace=None) -> "ResultsStore":
         """The store of `experiment` (identity.Experiment) under <workspace>/results, created when new."""
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{experiment.dataset_name[:32]}-{experiment.model_name[:24]}")
-        store = cls(workspace_dir(workspace) / "results" / f"{name}-{experiment.key}")
+        store = cls(cls.folder_for(experiment, workspace))
         store.bind(experiment)
         return store
+
+    @staticmethod
+    def folder_for(experiment, workspace=None) -> Path:
+        """Where the store of `experiment` is (or would be), without creating it."""
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{experiment.dataset_name[:32]}-{experiment.model_name[:24]}")
+        return workspace_dir(workspace) / "results" / f"{name}-{experiment.key}"
 
     # -- identity ------------------------------------------------------------------------------------------------
     @property
