@@ -57,6 +57,18 @@ class ABResult:
             return one_variant_sentence(self.store, others[0], self.reference) if others else \
                 f"Only {self.reference} was evaluated: add a recipe to compare."
 
+    def recommended(self, **changes) -> Recipe:
+        """The recipe of the variant the answer recommends — the verdict's `Ship …`, else the one closer to the
+        reference; with one variant besides the reference, that one — changed by `changes` (e.g.
+        `result.recommended(guards=('first_layer', 'last_layer'))`)."""
+        from trtlab.views.verdict import PairError
+
+        try:
+            label = self.verdict().decision.record()["closer"]
+        except PairError:
+            label = next(label for label in self.table.index if label != self.reference)
+        return dataclasses.replace(self.variants[label].recipe, **changes)
+
     def notes(self) -> list[str]:
         return [f"{label} makes the same graph as {kept} (byte-identical): evaluated once, shown as {kept}."
                 for label, kept in self.same_graph.items()]
@@ -344,10 +356,11 @@ def gpu_names() -> dict:
 
 # -- widget callbacks (plain functions) -------------------------------------------------------------------------
 def recipes_from_selection(algorithms, calibration_images: int, calibration_batch: int, guards=(),
-                           node_guards: str = "", guard_precision: str = "fp32", percentile: float = 99.99,
+                           node_guards: str = "", guard_precision: str | None = None, percentile: float = 99.99,
                            include_fp16: bool = False):
-    """Widget state → recipes: one INT8 recipe per chosen algorithm, all with the same guards (and an FP16 variant
-    first when asked, to see INT8 against FP16 as well as FP32)."""
+    """Widget state → recipes: one INT8 recipe per chosen algorithm, all with the same guards — in
+    `guard_precision` when given, else each guard's own (the float path's, FP16; softmax FP32) — and an FP16
+    variant first when asked, to see INT8 against FP16 as well as FP32."""
     from trtlab.core.errors import UserValueError
 
     if not algorithms:
@@ -359,8 +372,8 @@ def recipes_from_selection(algorithms, calibration_images: int, calibration_batc
     from trtlab.graph.guards import parse_guards
 
     guard_list = parse_guards(list(guards) + [f"node:{n.strip()}" for n in node_guards.split(",") if n.strip()])
-    if guard_precision == "fp16":
-        guard_list = [g.with_precision("fp16") for g in guard_list]
+    if guard_precision:
+        guard_list = [g.with_precision(guard_precision) for g in guard_list]
     fp16 = [Recipe(precision="fp16")] if include_fp16 else []
     return fp16 + [Recipe(precision="int8", algorithm=a, calibration_images=_whole(calibration_images),
                           calibration_batch=_whole(calibration_batch), guards=tuple(guard_list),
@@ -393,7 +406,9 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
     percentile = w.FloatText(value=99.99, description="percentile (for percentile)", **full)
     guard_boxes = [w.Checkbox(value=False, description=g, indent=False, **full) for g in GUARD_CHOICES]
     nodes = w.Text(value="", description="node guards", placeholder="node names, comma separated", **full)
-    precision = w.ToggleButtons(options=["fp32", "fp16"], value="fp32", description="guarded layers run in", **full)
+    # One vocabulary (issue 35): guarded layers run in the float path's precision, FP16, unless FP32 is asked for.
+    precision = w.ToggleButtons(options=[("FP16 (the float path)", "fp16"), ("FP32", "fp32")], value="fp16",
+                                description="guarded layers run in", **full)
     with_fp16 = w.Checkbox(value=True, description="also an FP16 variant", indent=False, **full)
     from trtlab.backends import tensorrt_available
 

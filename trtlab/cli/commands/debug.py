@@ -92,9 +92,11 @@ def run(args) -> int:
                             batch_size=args.batch_size, calibration_images=args.calibration_images,
                             calibration_batch=args.calibration_batch, outputs=[args.out] if args.out else (),
                             **args.model_options)
+    # Without --algorithms (or another recipe option) the recipe the last A/B verdict recommends is debugged, as in
+    # notebook 05 (layer_debugger(recipe=None) says which and why).
     recipe = Recipe(precision="int8", algorithm=args.algorithms[0], percentile=args.percentile,
                     calibration_images=args.calibration_images, calibration_batch=inputs.sizes.calibration_batch,
-                    guards=args.guards)
+                    guards=args.guards) if args.calibration_given or args.guards else None
     debugger = layer_debugger(inputs.model, inputs.dataset, split=inputs.split, recipe=recipe, preprocess=inputs.preset,
                               images=args.images, batch_size=inputs.sizes.batch_size,
                               scale_overrides=args.scale_overrides, workspace=args.workspace,
@@ -131,6 +133,7 @@ def _analyse(debugger, args, out: Path) -> int:
         print(verified.summary())
     found.save(out)
     status, verdict = _verdict(found, verified)
+    print(found.answer())
     print(verdict)
     command = found.calibrate_command(model=args.model, data=args.data, labels=args.labels, preset=args.preset,
                                       workspace=args.workspace)
