@@ -315,8 +315,8 @@ def _signed(value, metric: str) -> str:
         return MISSING
     if metric in ("top1_flip", "top5_flip"):
         return points(value)
-    if metric == "kl":
-        return ("+" if value >= 0 else "-") + nats(abs(value))
+    if metric == "kl":  # interval bounds read alike: fixed decimals, never an exponent (-8.6e-04 → -0.0009)
+        return ("+" if value >= 0 else "-") + (nats(abs(value)) if abs(value) >= 1e-3 else f"{abs(value):.4f}")
     return f"{value:+.4f}"
 
 
