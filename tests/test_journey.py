@@ -69,6 +69,17 @@ def test_the_answer_comes_first_and_is_kept_as_the_stores_verdict(ab):
     assert result.recommended(guards=("first_layer",)).name == "int8-minmax@6+first_layer-fp16"
 
 
+def test_an_ab_of_one_variant_answers_how_close_it_is(ab, demo_model, demo_data):
+    import trtlab
+
+    result, split, workspace = ab
+    one = trtlab.compare(demo_model, demo_data, [result.recommended(guards=("last_layer",))], split=split,
+                         workspace=workspace, progress=False)
+    assert one.answer().startswith("int8-minmax@6+last_layer-fp16 against fp32 over 20 images: logit cosine 0.")
+    assert "(worst 0." in one.answer() and "labelled images." in one.answer()
+    assert one.store.last_verdict()["first"] == "int8-minmax@6"  # no pair here: the stored verdict stands
+
+
 def test_the_dashboard_compares_the_verdicts_pair_and_answers_with_its_cost_per_class(ab, demo_model, demo_data):
     import trtlab
 

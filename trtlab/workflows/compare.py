@@ -136,7 +136,7 @@ def one_variant_sentence(store: ResultsStore, label: str, reference: str) -> str
     result, ref = store.load(label), store.load(reference)
     agree = agreement(result, ref)
     text = (f"{label} against {reference} over {agree['compared']} images: logit cosine "
-            f"{cosine(agree['cosine_mean'])} (worst {cosine(agree['cosine_min'])}), top-1 agreement "
+            f"{cosine(agree['cosine_mean'])} (worst {cosine(agree['cosine_worst'])}), top-1 agreement "
             f"{percent(agree['top1_agreement'])}")
     mine, theirs = accuracy(result), accuracy(ref)
     if mine["labelled"]:
