@@ -383,7 +383,7 @@ def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(brok
     assert recipe == Recipe(algorithm="entropy", calibration_images=6, guards=tuple(found.guards),
                             high_precision="fp32")
     assert Recipe.from_dict(json.loads(json.dumps(recipe.to_dict()))) == recipe
-    assert "node:node" not in recipe.name and recipe.name.endswith("".join(f"+{n}-fp32" for n in found.added))
+    assert "node_node" not in recipe.name and recipe.name.endswith("".join(f"+{n}-fp32" for n in found.added))
     # Searched on the first half of the 20 evaluation photos, verified on the other half: disjoint, and said so.
     ids = broken.cache.dataset.image_ids()
     assert found.search_image_ids == [ids[i] for i in broken.evaluation_indices[:10]] and found.evaluation_images == 10
