@@ -57,7 +57,7 @@ def test_python_api_mistakes_are_one_line_before_decoding(demo_model, photo_fold
             lambda: trtlab.compare(demo_model, data, [{"algorithm": "percentile", "percentile": 200}], workspace=ws),
         "guard 'firstlayer' is not understood":
             lambda: trtlab.compare(demo_model, data, [{"guards": ["firstlayer"]}], workspace=ws),
-        "guards: guard 'node:nope': no node named 'nope'":
+        "guards: guard 'node:nope=fp16': no node named 'nope'":
             lambda: trtlab.compare(demo_model, data, [{"guards": ["node:nope"]}], workspace=ws),
         "unknown preprocessing preset 'tflite'":
             lambda: trtlab.compare(demo_model, data, [{}], preprocess="tflite", workspace=ws),
@@ -74,7 +74,7 @@ def test_python_api_mistakes_are_one_line_before_decoding(demo_model, photo_fold
         "Preprocess channel_order='rgb' is not RGB or BGR": lambda: trtlab.Preprocess(channel_order="rgb"),
         "percentile 'abc' is not a number — type e.g. 99.99":
             lambda: recipes_from_selection(["percentile"], 8, 8, percentile="abc"),
-        "recipe guards: guard 'node:nope': no node named 'nope'":
+        "recipe guards: guard 'node:nope=fp16': no node named 'nope'":
             lambda: trtlab.layer_debugger(demo_model, data, recipe={"guards": ["node:nope"]}, workspace=ws),
         "recipe field(s) 'guard' do not exist":
             lambda: trtlab.layer_debugger(demo_model, data, recipe={"guard": "last_layer"}, workspace=ws),
@@ -102,7 +102,7 @@ def test_a_widget_mistake_is_one_line_in_the_panel_before_decoding(demo_model, p
     nodes.value = "Conv_1, nope"  # node guards typed by hand
     assert panel.run_callback() is None
     text = "".join(o.get("text", "") for o in panel.children[-1].outputs).strip()
-    assert text.count("\n") == 0 and text.startswith("error: guards: guard 'node:Conv_1'"), text
+    assert text.count("\n") == 0 and text.startswith("error: guards: guard 'node:Conv_1=fp16'"), text
     assert "name a node of efficientnet-lite0.onnx's graph, e.g. node:" in text
     assert panel.last_result is None and om.unchanged(before)
 

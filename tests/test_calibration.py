@@ -276,7 +276,7 @@ def test_variant_build_is_deterministic_and_cached_by_recipe(demo_model, demo_ca
                                              guards=("first_layer",)), demo_cache, calib, session_workspace,
                           progress=False)
     assert other.model_path != first.model_path
-    assert Recipe.from_dict(recipe.to_dict()) == recipe and recipe.name == "int8-percentile99.9@4+first_layer"
+    assert Recipe.from_dict(recipe.to_dict()) == recipe and recipe.name == "int8-percentile99.9@4+first_layer-fp16"
 
 
 def test_reused_calibration_cache_for_another_algorithm_is_refused(demo_model, demo_cache, session_workspace,
@@ -575,7 +575,7 @@ def test_self_check_catches_an_onnx_runtime_that_disagrees_with_the_qdq_graph(de
 
 def test_fp16_recipe_converts_the_graph_and_keeps_guarded_nodes_fp32(demo_model, demo_cache, session_workspace):
     recipe = Recipe(precision="fp16", guards=("last_layer",))
-    assert recipe.name == "fp16+last_layer" and Recipe.from_dict(recipe.to_dict()) == recipe
+    assert recipe.name == "fp16+last_layer-fp32" and Recipe.from_dict(recipe.to_dict()) == recipe
     built = build_variant(demo_model, recipe, workspace=session_workspace, progress=False)
     model = onnx.load(str(built.model_path))
     gemm = next(n for n in model.graph.node if n.op_type == "Gemm")

@@ -394,11 +394,20 @@ def test_dashboard_states_what_it_cannot_show(hand_store, unlabelled_store, tmp_
         f"Experiment: {hand_store.folder}.",
         f"Results store {hand_store.folder}; reference **fp32**; variants: fp32, fp16, int8-a.",
         "7 of 8 images are labelled: accuracy, significance and per-class drift use those; agreement, cosine and "
-        "flips use all 8.",
+        "flips use all 8."]
+    # Each variant's McNemar test against the reference: shown below the variant table, not among the notes.
+    assert labelled.reference_tests == [
         "fp16 vs fp32: +14.3 pts top-1 on 7 labelled images; only fp32 right on 0, only fp16 on 1 (McNemar exact "
         "p = 1.00): not a real difference at the 5 % level.",
         "int8-a vs fp32: -14.3 pts top-1 on 7 labelled images; only fp32 right on 2, only int8-a on 1 (McNemar exact "
         "p = 1.00): not a real difference at the 5 % level."]
+    # The answer: what the INT8 variant costs per class (no verdict stored: the INT8 variant closest to fp32).
+    assert str(labelled.answer()) == (
+        "int8-a (the INT8 variant closest to fp32) changes top-1 on 3 of 4 labelled classes against fp32 (2 lose, "
+        "1 gain); worst: tench, −50 points (100 % → 50 % of 2 images); each class's figure rests on 2 labelled "
+        "images (median), too few to tell a real per-class change from chance.")
+    assert str(dashboard.build_dashboard(unlabelled_store).answer()).startswith(
+        "int8-a (the INT8 variant closest to fp32) changes the top-1 prediction of ")
 
     single = dashboard.build_dashboard(hand_store, variants=["fp32"])
     assert single.compared == [] and single.figure_names() == ["summary"] and len(single.significance) == 0
@@ -440,7 +449,9 @@ def test_notebook_display_order_and_what_it_says_when_empty(hand_store, monkeypa
     described = _describe(shown)
     assert described[0] == "markdown: " + "\n".join(f"- {note}" for note in dash.notes)
     sentences = {name: f"markdown: {dash.figure_sentence(name)}" for name in dash.figure_names()}
-    assert described[1:] == ["html", "html", "image", "markdown: **fp16 vs fp32**", "image",
+    assert described[1] == "html" and described[2] == "markdown: " + "\n".join(f"- {line}" for line in
+                                                                          dash.reference_tests)
+    assert described[3:] == ["html", "image", "markdown: **fp16 vs fp32**", "image",
                              sentences["class_scatter-fp16"], "image", sentences["confusions-fp16"],
                              "markdown: **int8-a vs fp32**", "image", sentences["class_scatter-int8-a"], "image",
                              "image"]

@@ -50,11 +50,14 @@ def test_parse_guard_returns_a_value_and_refuses_bad_text_in_one_line():
     assert isinstance(guard, Guard) and (guard.kind, guard.target, guard.precision) == ("last_layer", "", "fp16")
     assert str(guard) == "last_layer=fp16" and parse_guard(guard) is guard
     assert guard != "last_layer=fp16" and not isinstance(guard, str)  # a value, not a text that travels as one
-    node = parse_guard("node:node_Conv_875")
-    assert (node.kind, node.target, node.precision, node.selector) == ("node", "node_Conv_875", "fp32",
+    node = parse_guard("node:node_Conv_875")  # no precision yet: a Recipe gives it the float path's
+    assert (node.kind, node.target, node.precision, node.selector) == ("node", "node_Conv_875", "",
                                                                       "node:node_Conv_875")
-    assert str(parse_guard("op:Softmax=fp32")) == "op:Softmax"  # the default precision is not spelled out
-    assert parse_guard("op:Softmax=fp32") == parse_guard("op:Softmax") == Guard("op", "Softmax")  # one value
+    assert node.precision_in("fp16") == "fp16" and node.precision_in("fp32") == node.precision_in(None) == "fp32"
+    assert parse_guard("softmax").precision_in("fp16") == "fp32"  # the seeds' FP32 Softmax
+    assert str(parse_guard("op:Softmax=fp32")) == "op:Softmax=fp32"  # a precision, once given, is always spelled
+    assert parse_guard("op:Softmax=fp32") == Guard("op", "Softmax", "fp32") != parse_guard("op:Softmax")
+    assert parse_guard("op:Softmax").resolved("fp16") == Guard("op", "Softmax", "fp16")
     assert {parse_guard("softmax"), Guard("softmax")} == {Guard("softmax")}  # hashed by value
     assert parse_guards("first_layer,last_layer=fp16") == (Guard("first_layer"), Guard("last_layer", precision="fp16"))
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -71,10 +74,10 @@ def test_parse_guard_returns_a_value_and_refuses_bad_text_in_one_line():
 def test_recipe_holds_guards_labels_them_once_and_refuses_bad_values_in_one_line():
     recipe = Recipe(guards=("node:node_Conv_875", "last_layer=fp16"), calibration_images=6)
     assert all(isinstance(g, Guard) for g in recipe.guards)
-    assert recipe.name == "int8-entropy@6+node_Conv_875+last_layer-fp16"  # no doubled 'node_node_' prefix
-    assert recipe.to_dict()["guards"] == ["node:node_Conv_875", "last_layer=fp16"]
+    assert recipe.name == "int8-entropy@6+node_Conv_875-fp16+last_layer-fp16"  # no doubled 'node_node_' prefix
+    assert recipe.to_dict()["guards"] == ["node:node_Conv_875=fp16", "last_layer=fp16"]
     assert Recipe.from_dict(recipe.to_dict()) == recipe
-    assert Recipe(precision="fp16", guards=("op:Softmax",)).name == "fp16+op_Softmax"
+    assert Recipe(precision="fp16", guards=("op:Softmax",)).name == "fp16+op_Softmax-fp32"
     for kwargs, named in [({"precision": "int4"}, "'int4'"), ({"algorithm": "kl"}, "'kl'"),
                           ({"algorithm": "percentile", "percentile": 0}, "percentile 0"),
                           ({"percentile": 100.5}, "percentile 100.5"), ({"calibration_images": 0}, "calibration_images"),

@@ -241,7 +241,7 @@ def test_calibrate_command_names_the_recipe():
                     guards=("node:node_Conv_840", "node:node_Conv_875=fp16"))
     assert calibrate_command(recipe) == ("python -m trtlab calibrate --algorithms percentile --percentile 99.9 "
                                          "--calibration-images 64 --calibration-batch 4 "
-                                         "--guards node:node_Conv_840,node:node_Conv_875=fp16")
+                                         "--guards node:node_Conv_840=fp16,node:node_Conv_875=fp16")
     line = calibrate_command(Recipe(algorithm="minmax", calibration_images=6), model="/my models/m.onnx",
                              data="/data", preset="torch", workspace=None)
     assert shlex.split(line)[4:] == ["--model", "/my models/m.onnx", "--data", "/data", "--preset", "torch",
@@ -364,7 +364,8 @@ def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(brok
                                                                              broken_layer):
     found = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity)
     assert found.reached and found.added[0] == broken_layer
-    assert [str(g) for g in found.guards] == [f"node:{name}" for name in found.added]
+    # Guarded layers keep the recipe's float path precision, spelt out (issue 35: one guard vocabulary).
+    assert [str(g) for g in found.guards] == [f"node:{name}={broken.guard_precision}" for name in found.added]
     forward = found.steps[found.steps["phase"] == "add"]
     agreement = list(forward["top1_agreement"])
     assert agreement[0] < TARGET  # the broken variant needed guarding at all
@@ -382,7 +383,7 @@ def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(brok
     assert recipe == Recipe(algorithm="entropy", calibration_images=6, guards=tuple(found.guards),
                             high_precision="fp32")
     assert Recipe.from_dict(json.loads(json.dumps(recipe.to_dict()))) == recipe
-    assert "node_node" not in recipe.name and recipe.name.endswith("+" + "+".join(found.added))
+    assert "node_node" not in recipe.name and recipe.name.endswith("".join(f"+{n}-fp32" for n in found.added))
     # Searched on the first half of the 20 evaluation photos, verified on the other half: disjoint, and said so.
     ids = broken.cache.dataset.image_ids()
     assert found.search_image_ids == [ids[i] for i in broken.evaluation_indices[:10]] and found.evaluation_images == 10
@@ -398,8 +399,9 @@ def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(brok
     assert abs(verified["top1_agreement"] - in_memory["top1_agreement"]) <= 1 / 10 + 1e-9
     assert verified["meets_target"] == (verified["top1_agreement"] >= TARGET) and verified["target"] == {"top1": TARGET}
     assert "10 evaluation images the search did not use" in verified.summary()
-    assert ("meets the target top-1 agreement ≥ 99.5%" if verified["meets_target"] else
-            "MISSES the target top-1 agreement ≥ 99.5%") in verified.summary()
+    agreement = f"top-1 agreement {100 * verified['top1_agreement']:.1f}%"
+    assert (f"meets the target on these 10 images ({agreement} ≥ 99.5%)" if verified["meets_target"] else
+            f"MISSES the target on these 10 images ({agreement} < 99.5%)") in verified.summary()
     built = onnx.load(verified["model_path"])
     batch = next(broken.batches(broken.debug_indices))[1]
     np.testing.assert_array_equal(  # the searched in-memory variant is bit for bit the file build_variant wrote
@@ -497,7 +499,8 @@ def test_the_default_fidelity_target_finds_the_broken_layer_where_top1_is_blind(
     verified = by_top1.verify()
     assert verified["images"] == 18 and not verified["meets_target"]
     text = verified.summary()
-    assert "MISSES the target top-1 agreement ≥ 99.5%" in text and "so the search added no guards" in text
+    assert "MISSES the target on these 18 images (top-1 agreement " in text and "< 99.5%)" in text
+    assert "so the search added no guards" in text
 
 
 def test_targets_bound_fidelity_and_refuse_nonsense():

@@ -152,6 +152,35 @@ def displayed(nb):
                     yield cell.source, mime, output["data"][mime]
 
 
+# What each notebook's answer sentence starts like (issue 35): the verdict; the recommended variant's cost per class;
+# the guards the recommended recipe needs (or that it needs none).
+ANSWERS = {"03": re.compile(r"(\*\*)?(Ship int8-\S+ — this rests on|int8-\S+ and int8-\S+ are equivalent|Neither int8-)"),
+           "04": re.compile(r"(\*\*)?int8-\S+ \(notebook 03's recommendation\) changes top-1 (on|accuracy on)"),
+           "05": re.compile(r"(\*\*)?int8-\S+ \(notebook 03's recommendation\): (keep|no layer needs|no guard set)")}
+
+
+def first_answer(nb) -> str:
+    """The text of a notebook's first output that is neither a progress bar (a widget, or tqdm on stderr) nor a
+    warning: what a reader sees first."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for output in cell.outputs:
+            data = output.get("data", {})
+            if "application/vnd.jupyter.widget-view+json" in data:
+                continue
+            if output.output_type == "stream":
+                text = "".join(line for line in output.text.splitlines(keepends=True)
+                               if not WARNING_LINE.search(line) and not line.startswith("  ") and "%|" not in line)
+                if text.strip():
+                    return text.strip()
+                continue
+            for mime in ("text/markdown", "text/html", "text/plain"):
+                if mime in data:
+                    return re.sub(r"<[^>]+>", "", data[mime]).strip()
+    return ""
+
+
 def stderr_problems(nb) -> list[str]:
     """stderr lines that are not a real warning (a Python warning's second line, the source it quotes, counts as
     part of it): JupyterLab paints stderr pink, so an info line, a progress bar or a traceback there reads as an
@@ -197,11 +226,14 @@ def test_notebook_runs_on_kaggle_in_order(stem, kaggle_run):
         assert any("image/png" in o.get("data", {}) for o in outputs), f"{stem} shows no figure"
         assert not any("<Figure size" in o.get("data", {}).get("text/plain", "") for o in outputs)
     if stem[:2] in ("02", "03", "04", "05"):
-        # The first thing each says (after the workspace line each kernel prints once) is which data it uses:
-        # notebook 01 prepared the attached photo dataset.
+        # Each says which data it uses (under its first cell's answer): notebook 01 prepared the attached photos.
         lines = [line for o in outputs if o.output_type == "stream" for line in o.get("text", "").splitlines()]
-        first = next(line for line in lines if not line.startswith("[trtlab] workspace: "))
-        assert first.startswith("[trtlab] data: ") and "prepared by notebook 01" in first, first
+        data = next(line for line in lines if line.startswith("[trtlab] data: "))
+        assert "prepared by notebook 01" in data, data
+    if stem[:2] in ("03", "04", "05"):
+        # Issue 35: the output opens with the one-sentence answer (progress bars and loud warnings aside).
+        answer = first_answer(nb)
+        assert ANSWERS[stem[:2]].match(answer), f"{stem} opens with {answer[:300]!r}"
 
 
 @pytest.mark.slow
@@ -217,35 +249,49 @@ def test_kaggle_run_writes_only_its_workspace_and_never_the_inputs(kaggle_run):
 
 
 @pytest.mark.slow
-def test_tables_show_intervals_in_one_column_and_03_ends_with_the_verdict(kaggle_run):
+def test_the_notebooks_follow_03s_answer_and_name_guard_precisions(kaggle_run):
+    """Issue 35: 03 answers first and keeps its verdict; 04 compares that pair and answers with its per-class cost;
+    05 debugs the recipe 03 recommends, saying so; guards read with their precision."""
     executed = kaggle_run["notebooks"]
     quick = {source: text for source, mime, text in displayed(executed["00_quickstart"]) if mime == "text/html"}
     assert "<th>top-1 (95 % CI)</th>" in quick["job.table"] and "90.0 % (69.9–97.2)" in quick["job.table"]
     assert "top1_low" not in quick["job.table"]
     ab = executed["03_calibration_ab"]
-    # the verdict closes the A/B; only the calibration-size study (issue 26.3) follows it
-    codes = [c for c in ab.cells if c.cell_type == "code"]
-    assert [c.source.splitlines()[0] for c in codes[-2:]] == [
-        "result.verdict()", "stability = trtlab.calibration_size_study(model, data, split=split)"]
-    last = codes[-2]
-    text = "".join(o["data"].get("text/markdown", "") + o["data"].get("text/html", "") for o in last.outputs
-                   if "data" in o)
+    answer = first_answer(ab)
+    shipped = re.match(r"(?:\*\*)?Ship (int8-\S+) —", answer)
+    codes = {c.source.splitlines()[0]: c for c in ab.cells if c.cell_type == "code"}
+    text = "".join(o["data"].get("text/markdown", "") + o["data"].get("text/html", "")
+                   for o in codes["result.verdict()"].outputs if "data" in o)
     pair = re.search(r"Head to head: (int8-minmax@\d+) vs (int8-entropy@\d+)", text)
     assert pair, text[:400]
     minmax, entropy = pair.groups()
-    # The verdict decides (issue 26): a variant to ship, equivalence, or what would settle it.
-    assert re.search(rf"(Ship ({minmax}|{entropy}): |{minmax} and {entropy} are equivalent|Neither {minmax} nor "
-                     rf"{entropy} can be recommended)", text), text[:600]
     assert "Which is closer to fp32? Paired per-image fidelity" in text
     assert f"<th>only {minmax}</th>" in text and "threshold</th>" in text
-    # The side-by-side drift, unless no class changed (then the losses line says so and no empty axes are drawn).
-    assert any(o.get("data", {}).get("image/png") for o in last.outputs) or \
-        re.search(r"loses 0 classes; \S+ loses 0 classes against", text)
+    # The guarded example guards the recommended recipe, its guards read with their precision.
+    guarded = "".join(o.get("data", {}).get("text/html", "") for o in codes[next(k for k in codes if
+                                                                                  k.startswith("guarded ="))].outputs)
+    assert re.search(r"int8-\w+@\d+\+first_layer-fp16\+last_layer-fp16", guarded), guarded[:400]
+    if shipped:
+        assert shipped.group(1) in (minmax, entropy) and f"{shipped.group(1)}+first_layer-fp16" in guarded
+    # 04: the pair 03's verdict compared, and the answer about 03's recommendation.
     dash = executed["04_accuracy_dashboard"]
     compared = [c for c in dash.cells if c.cell_type == "code" and c.source.startswith("dash.compare(")]
     assert [c.source for c in compared] == ["dash.compare()", "dash.compare('minmax', 'percentile')"]
+    first = "".join(o["data"].get("text/markdown", "") for o in compared[0].outputs if "data" in o)
+    assert re.search(rf"Head to head: {re.escape(minmax)} vs {re.escape(entropy)}", first), first[:400]
     second = "".join(o["data"].get("text/markdown", "") for o in compared[1].outputs if "data" in o)
     assert re.search(r"Head to head: int8-minmax@\d+ vs int8-percentile99\.99@\d+", second), second[:400]
+    if shipped:
+        assert first_answer(dash).lstrip("*").startswith(f"{shipped.group(1)} (notebook 03's recommendation)")
+    # 05: the recommended recipe, its layers kept in FP16.
+    debug = first_answer(executed["05_layer_debug"])
+    if shipped:
+        assert debug.lstrip("*").startswith(f"{shipped.group(1)} (notebook 03's recommendation): "), debug
+    assert "in FP32" not in debug and ("in FP16" in debug or "no layer needs" in debug), debug
+    commands = [o.get("text", "") for c in executed["05_layer_debug"].cells if c.cell_type == "code"
+                for o in c.outputs if o.output_type == "stream"]
+    guards = re.findall(r"--guards (\S+)", "".join(commands))
+    assert all(g.endswith("=fp16") for text in guards for g in text.split(",")), guards
 
 
 def test_output_checks_catch_info_on_stderr_and_raw_floats():

@@ -148,7 +148,7 @@ def test_guard_help_says_the_real_defaults_and_a_typo_gets_one_fix(capsys):
 
     text = calibrate.COMMAND.parser().format_help()
     flat = " ".join(text.split())
-    assert "first_layer/last_layer follow the float path, FP16" in flat and "softmax, op:, node: FP32" in flat
+    assert "default: the float path's precision, FP16; softmax: FP32" in flat
     assert "kept in FP32" not in flat
     code, err = run_cli(capsys, "calibrate", "--guards", "frist_layer")
     line = one_error_line(err)

@@ -36,11 +36,12 @@ def test_head_to_head_on_the_hand_store(hand_store):
     # Top-1 cannot decide (p = 0.50) and the cosine interval spans 0 on 8 images: no recommendation yet, and
     # Connor's sample size for a 2-of-7 discordance: (1.96·√ψ + 0.8416·√(ψ − δ²))² / δ², ψ = δ = 2/7 → 25.
     assert h2h.sentence.startswith("Neither fp16 nor int8-a can be recommended yet: their logits are not "
-                                   "distinguishably closer to fp32 (cosine 0.9977 vs 0.9250, paired 95 % CI of the "
-                                   "difference ")
-    assert h2h.sentence.endswith("top-1 is not distinguishable (100.0 % vs 71.4 % on 7 labelled images, McNemar "
-                                 "p = 0.50); about 25 labelled images would resolve a top-1 difference of this size "
-                                 "(28.6 points; Connor 1987 sample size for McNemar, α 0.05, power 0.8).")
+                                   "distinguishably closer to fp32 over 8 images (cosine 0.9977 vs 0.9250, paired 95 "
+                                   "% CI of the difference ")
+    assert h2h.sentence.endswith("7 labelled images cannot tell whether the top-1 difference is real (100.0 % vs "
+                                 "71.4 % on 7 labelled images, McNemar p = 0.50); about 25 labelled images would "
+                                 "resolve a top-1 difference of this size (28.6 points; Connor 1987 sample size for "
+                                 "McNemar, α 0.05, power 0.8).")
     assert (h2h.decision.ship, h2h.decision.decided_by, h2h.decision.images_needed) == (None, "undecided", 25)
     tests = h2h.test_table().shown
     assert list(tests.columns) == ["only fp16", "only int8-a", "McNemar p", "real difference? (5 %)"]
@@ -115,11 +116,13 @@ def test_unlabelled_images_compare_agreement_with_the_reference(tmp_path):
     store.save(_result("int8-entropy@8", [-1] * 12, truth, _int8("entropy", 8)))
     h2h = head_to_head(store.load_all())
     # Identical outputs: the paired cosine interval is 0…0, inside the margin — equivalent, ship either.
-    assert h2h.sentence.startswith("int8-minmax@8 and int8-entropy@8 are equivalent: their logits are equally close "
-                                   "to fp32 (cosine 1.0000 vs 1.0000, paired 95 % CI of the difference "
-                                   "+0.0000…+0.0000, within ±0.001)")
-    assert "agreement 100.0 % vs 100.0 % on 12 images, agreement with fp32, McNemar p = 1.00" in h2h.sentence
-    assert h2h.sentence.endswith("so no number of images is predicted to resolve one; ship either.")
+    assert h2h.sentence.startswith("int8-minmax@8 and int8-entropy@8 are equivalent — this rests on logit fidelity "
+                                   "over 12 images: their logits are equally close to fp32 (cosine 1.0000 vs "
+                                   "1.0000, paired 95 % CI of the difference +0.0000…+0.0000, within ±0.001); ship "
+                                   "either. 12 images (agreement with fp32; no labels) cannot measure a top-1 cost "
+                                   "(agreement 100.0 % vs 100.0 % on 12 images, agreement with fp32, McNemar p = "
+                                   "1.00): a difference of up to 24 points would go unseen")
+    assert h2h.sentence.endswith("so no number of images is predicted to resolve one.")
     assert h2h.decision.decided_by == "equivalent" and h2h.decision.ship is None
     assert list(h2h.test_table().shown.index) == ["top-1 agrees with fp32 (12 images)"]
 
@@ -167,7 +170,9 @@ def test_demo_ab_verdict_reads_the_variants_calibration_caches(demo_model, sessi
     # and says how many images would settle top-1.
     decision = h2h.decision
     assert decision.decided_by == "fidelity" and decision.ship == "int8-minmax@6"
-    assert h2h.sentence.startswith("Ship int8-minmax@6: its logits are closer to fp32 (cosine ")
+    assert h2h.sentence.startswith("Ship int8-minmax@6 — this rests on logit fidelity over 20 images: its logits are "
+                                   "closer to fp32 (cosine ")
+    assert "20 labelled images cannot tell whether the top-1 difference is real" in h2h.sentence
     assert "on 20 labelled images, McNemar p = 1.00" in h2h.sentence and "Connor 1987" in h2h.sentence
     cos = decision.fidelity["cosine"]
     assert cos["first"] > cos["second"] and cos["low"] > 0 and decision.fidelity["kl"]["difference"] < 0
@@ -202,13 +207,15 @@ def test_ab_widget_ends_with_the_verdict(demo_model, session_workspace, capsys):
 
 
 # -- the decision (issue 26.1) ---------------------------------------------------------------------------------------
-def _noisy(name, labels, noise, recipe, seed, classes=10):
-    """A result whose logits are the reference's plus Gaussian noise of size `noise` (top-1 kept)."""
-    result = _result(name, labels, labels, recipe, classes)
+def _noisy(name, labels, noise, recipe, seed, classes=10, truth=None):
+    """A result whose logits are the reference's plus Gaussian noise of size `noise` (top-1 kept); `truth`: the
+    reference's top-1 where it differs from the labels (unlabelled images)."""
+    truth = labels if truth is None else truth
+    result = _result(name, labels, truth, recipe, classes)
     rng = np.random.default_rng(seed)
     logits = result.logits.astype(np.float32)
     jitter = rng.normal(0, noise, logits.shape).astype(np.float32)
-    jitter[np.arange(len(labels)), labels] = 0  # the top-1 logit (5) stays on top: only fidelity differs
+    jitter[np.arange(len(labels)), truth] = 0  # the top-1 logit (5) stays on top: only fidelity differs
     logits = logits + np.clip(jitter, -1, 1)
     indices, probs = top5_from_logits(logits)
     return VariantResult(name, result.image_ids, result.labels, indices, probs, logits.astype(np.float16),
@@ -245,11 +252,14 @@ def test_fidelity_decides_where_top1_cannot(tmp_path):
     assert (verdict.ship, verdict.decided_by) == ("int8-minmax@64", "fidelity")
     cos = verdict.fidelity["cosine"]
     assert cos["high"] < 0 and verdict.fidelity["kl"]["low"] > 0  # far − close: lower cosine, higher KL
-    assert verdict.sentence.startswith(f"Ship int8-minmax@64: its logits are closer to fp32 (cosine "
+    assert verdict.sentence.startswith(f"Ship int8-minmax@64 — this rests on logit fidelity over 40 images: its "
+                                       f"logits are closer to fp32 (cosine "
                                        f"{cos['second']:.4f} vs {cos['first']:.4f}, paired 95 % CI of the difference "
                                        f"+{-cos['high']:.4f}…+{-cos['low']:.4f}; KL ")
-    assert "top-1 is not distinguishable (100.0 % vs 100.0 % on 40 labelled images, McNemar p = 1.00)" in \
-        verdict.sentence
+    assert verdict.sentence.endswith("40 labelled images cannot measure a top-1 cost (100.0 % vs 100.0 % on 40 "
+                                     "labelled images, McNemar p = 1.00): a difference of up to 9 points would go "
+                                     "unseen; none was seen (0 vs 0 images where only one is right), so no number "
+                                     "of images is predicted to resolve one.")
     twin = _noisy("int8-percentile99.99@64", labels, 0.02, _int8("percentile"), seed=1)
     same = decide({**results, twin.variant: twin}, close.variant, twin.variant, "fp32")
     assert same.decided_by == "equivalent" and same.ship is None and "within ±0.001" in same.sentence
@@ -291,5 +301,26 @@ def test_one_image_is_too_few_to_decide():
     verdict = decide(results, "int8-minmax@1", "int8-entropy@1", "fp32")
     assert (verdict.ship, verdict.decided_by) == (None, "undecided")
     assert verdict.sentence.startswith("Neither int8-minmax@1 nor int8-entropy@1 can be recommended: too few images "
-                                       "to compare their fidelity to fp32 (1 images); top-1 100.0 % vs 100.0 % on 1 "
-                                       "labelled images, McNemar p = 1.00; no top-1 difference was seen")
+                                       "to compare their fidelity to fp32 (1 images); 1 labelled image cannot "
+                                       "measure a top-1 cost (100.0 % vs 100.0 % on 1 labelled images, McNemar p = "
+                                       "1.00): a difference of up to 79 points would go unseen")
+
+
+def test_few_labels_say_top1_cannot_be_measured_and_what_the_recommendation_rests_on():
+    """Issue 35: 24 photos, 5 of them labelled — the verdict names the basis (logit fidelity over all 24) and says
+    in words that 5 labelled images cannot measure a top-1 cost, with the difference they could miss."""
+    from trtlab.views.decision import decide
+
+    labels = [k % 10 if k < 5 else -1 for k in range(24)]
+    truth = [k % 10 for k in range(24)]
+    reference = _result("fp32", labels, truth, {"precision": "fp32"})
+    close = _noisy("int8-minmax@12", labels, 0.02, _int8("minmax", 12), seed=1, truth=truth)
+    far = _noisy("int8-entropy@12", labels, 0.3, _int8("entropy", 12), seed=2, truth=truth)
+    verdict = decide({"fp32": reference, close.variant: close, far.variant: far}, close.variant, far.variant, "fp32")
+    assert (verdict.ship, verdict.decided_by) == ("int8-minmax@12", "fidelity")
+    assert verdict.sentence.startswith("Ship int8-minmax@12 — this rests on logit fidelity over 24 images: ")
+    # 0 of 5 discordant: Wilson's 95 % upper bound is 43 %, the top-1 difference 5 labels could miss.
+    assert "5 labelled images cannot measure a top-1 cost (100.0 % vs 100.0 % on 5 labelled images, McNemar p = " \
+           "1.00): a difference of up to 43 points would go unseen" in verdict.sentence
+    assert verdict.images_needed is None and "so no number of images is predicted to resolve one." in \
+        verdict.sentence

@@ -17,10 +17,10 @@ from pathlib import Path
 from trtlab.core.errors import UserValueError
 
 SUPPRESS = argparse.SUPPRESS
-# The real defaults (trtlab.graph.guards.DEFAULT_PRECISION): a bare first_layer / last_layer follows the INT8
-# graph's float path (FP16 by default), softmax, op: and node: mean FP32.
+# The real defaults (trtlab.graph.guards.DEFAULT_PRECISION): a guard without '=…' follows the INT8 graph's float
+# path (FP16 by default); softmax alone means FP32.
 GUARD_FORMS = ("first_layer, last_layer, softmax, op:<OpType> or node:<node name>, each optionally with =fp16 or "
-               "=fp32 (default: first_layer/last_layer follow the float path, FP16; softmax, op:, node: FP32)")
+               "=fp32 (default: the float path's precision, FP16; softmax: FP32)")
 # What users type for TensorRT's algorithms under other names: named in the error, never accepted silently.
 ALGORITHM_HINTS = {"kl": "entropy", "kl-divergence": "entropy", "entropy2": "entropy", "max": "minmax",
                    "min-max": "minmax", "min_max": "minmax", "absmax": "minmax", "percent": "percentile"}

@@ -2,7 +2,10 @@
 
 - CLI: `python -m trtlab ... -q` shows warnings and errors only, `-v` adds debug messages (`setup(verbosity)`).
 - Notebooks: importing trtlab inside IPython shows INFO as ordinary output (stdout: JupyterLab paints stderr pink,
-  and an info line is not an error); warnings and errors go to stderr.
+  and an info line is not an error), after the cell's own result (issue 35: a notebook's output opens with its
+  answer, then the evidence — how it ran comes last); warnings and errors go to stderr at once, and an INFO line
+  logged with `extra=NOW` (a time estimate before a long step) shows at once too. A `UserError` raised in a cell
+  shows as its one line (`error: <what> — <fix>`), its traceback kept in the run log and one `%tb` away.
 - Library use elsewhere: nothing is configured; the application's logging decides.
 - A run log: once the CLI or a notebook configured logging, every message (with time and level, debug included)
   is also appended to `<workspace>/trtlab.log`, the workspace the run writes its results to.
@@ -21,6 +24,8 @@ import time
 ROOT = "trtlab"
 LOG_FILE = "trtlab.log"
 _HANDLER_FLAG = "_trtlab_handler"
+#: `log.info(message, extra=NOW)`: shown at once in a notebook, not after the cell's result.
+NOW = {"trtlab_now": True}
 _warned: set = set()
 _lock = threading.Lock()
 _file_logging = False
@@ -95,7 +100,8 @@ def setup(verbosity: int = 0, stream=None, info_stream=None) -> logging.Logger:
 
 
 class _StreamHandler(logging.StreamHandler):
-    """A StreamHandler that writes to whatever sys.stderr / sys.stdout is at emit time unless a stream was given."""
+    """A StreamHandler that writes to whatever sys.stderr / sys.stdout is at emit time unless a stream was given;
+    while a notebook cell runs (`_cell_notes` active) an info handler keeps its lines for the end of the cell."""
 
     def __init__(self, stream=None, follow: str = "stderr"):
         super().__init__(stream)
@@ -103,9 +109,37 @@ class _StreamHandler(logging.StreamHandler):
         self._follow = follow
 
     def emit(self, record):
+        if self._follow == "stdout" and _cell_notes.keep(self, record):
+            return
         if not self._fixed:
             self.stream = getattr(sys, self._follow)
         super().emit(record)
+
+
+class _CellNotes:
+    """Info lines of the running notebook cell, shown after the cell's result (post_run_cell): the answer first."""
+
+    def __init__(self):
+        self.active = False
+        self.lines: list[str] = []
+
+    def keep(self, handler: logging.Handler, record: logging.LogRecord) -> bool:
+        if not self.active or record.levelno >= logging.WARNING or getattr(record, "trtlab_now", False):
+            return False
+        self.lines.append(handler.format(record))
+        return True
+
+    def start(self, *_):
+        self.active, self.lines = True, []
+
+    def flush(self, *_):
+        lines, self.active, self.lines = self.lines, False, []
+        if lines:
+            sys.stdout.write("\n".join(lines) + "\n")
+            sys.stdout.flush()
+
+
+_cell_notes = _CellNotes()
 
 
 class _RunLogHandler(logging.FileHandler):
@@ -195,8 +229,46 @@ def _in_ipython() -> bool:
 
 
 def setup_for_notebook() -> None:
-    """In a notebook: INFO as ordinary output (stdout), warnings on stderr — unless the user configured the trtlab
-    logger already."""
+    """In a notebook: INFO as ordinary output (stdout) after the cell's result, warnings on stderr — unless the user
+    configured the trtlab logger already — and a UserError in a cell as its one line."""
     logger = logging.getLogger(ROOT)
     if _in_ipython() and not logger.handlers:
         setup(0, info_stream="stdout")
+        shell = sys.modules["IPython"].get_ipython()
+        _hook_cells(shell)
+        _cell_notes.start()  # `import trtlab` runs inside a cell whose pre_run_cell has passed
+        _show_user_errors_as_one_line(shell)
+
+
+def _hook_cells(shell) -> None:
+    events = getattr(shell, "events", None)
+    if events is None:
+        return
+    for name, callback in (("pre_run_cell", _cell_notes.start), ("post_run_cell", _cell_notes.flush)):
+        try:
+            events.unregister(name, callback)
+        except ValueError:
+            pass
+        events.register(name, callback)
+
+
+def _show_user_errors_as_one_line(shell) -> None:
+    """A UserError (a mistake in what the user asked for, with what to do) is its one line in a notebook, as on
+    the command line; its traceback goes to the run log and stays one `%tb` away. Other exceptions (bugs) keep
+    IPython's traceback."""
+    from trtlab.core.errors import UserError
+
+    def one_line(shell, etype, value, tb, tb_offset=None):
+        _cell_notes.flush()  # what ran before the mistake, then the mistake
+        sys.last_type, sys.last_value, sys.last_traceback = etype, value, tb  # what %tb shows
+        if sys.version_info >= (3, 12):
+            sys.last_exc = value
+        logging.getLogger(ROOT).debug("user error in a notebook cell", exc_info=(etype, value, tb))
+        where = _run_log_handler()
+        sys.stderr.write(f"{value.line()}\n(the full traceback: run %tb in a new cell"
+                         f"{'; it is also in ' + where.baseFilename if where is not None else ''})\n")
+        sys.stderr.flush()
+        return None
+
+    if hasattr(shell, "set_custom_exc"):
+        shell.set_custom_exc((UserError,), one_line)

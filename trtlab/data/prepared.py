@@ -33,10 +33,11 @@ def prepared_data(workspace=None, eval_per_class: int | None = None, announce: b
     note saying so. `eval_per_class` evaluates on the nested N-per-class subset of the evaluation images (quick
     runs on ImageNet). A prepared set whose images changed since is refused (prep says how to refresh it), never
     silently replaced by the demo photos."""
-    from trtlab.data.imagenet import PREP_JSON, load_imagenet
+    from trtlab.data.imagenet import PREP_JSON, last_failed_attempt, load_imagenet
     from trtlab.core.workspace import workspace_dir
 
     folder = workspace_dir(workspace) / "imagenet"
+    failed = last_failed_attempt(workspace)
     if (folder / PREP_JSON).exists():
         prep = load_imagenet(workspace)
         split = prep.split
@@ -44,9 +45,8 @@ def prepared_data(workspace=None, eval_per_class: int | None = None, announce: b
             subset = split.evaluation_subset(prep.dataset, eval_per_class)
             split = replace(split, evaluation=subset,
                             params={**split.params, "evaluation_per_class": eval_per_class})
-        what = "the demo stand-in (labelled demo photos, NOT ImageNet)" if prep.standin else "ImageNet val"
         data = PreparedData(prep.dataset, split, "prepared",
-                            f"{what} prepared by notebook 01 in {folder}: {len(prep.dataset):,} images, "
+                            f"{prep.what} prepared by notebook 01 in {folder}: {len(prep.dataset):,} images, "
                             f"calibration {len(split.calibration):,} / evaluation {len(split.evaluation):,} "
                             f"(seed {split.seed})", prep)
     else:
@@ -60,5 +60,16 @@ def prepared_data(workspace=None, eval_per_class: int | None = None, announce: b
                             f"{len(split.calibration)} / evaluation {len(split.evaluation)}")
     if announce:
         log.info(f"data: {data.description}")
+        # Said loudly (a warning, shown at once): results about other photos than the user meant to use.
+        if failed and data.source == "demo":
+            log.warning(f"notebook 01 did not prepare your data — its last run failed: {failed['error']}. These "
+                        f"results are about the {len(data.dataset)} demo photos, NOT your data: fix that in notebook "
+                        f"01 and run it again")
+        elif failed:
+            log.warning(f"notebook 01's last run failed ({failed['error']}); using what it prepared before: "
+                        f"{data.description}")
+        elif data.source == "prepared" and data.prep.standin:
+            log.warning("notebook 01 found no ImageNet or photos of yours and prepared the demo stand-in: these "
+                        "results are about the labelled demo photos, NOT your data (set DATA in notebook 01)")
     return data
 

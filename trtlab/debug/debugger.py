@@ -6,6 +6,7 @@ one layer on purpose and watch the tools find it. Overrides never reach a Recipe
 """
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from trtlab.debug import tensor_errors as _tensor_errors
 from trtlab.graph.block_names import block_names
 from trtlab.graph.guards import Guard
 from trtlab.debug.graphs import node_guard, plan_signature, suffix_model
+
+log = logging.getLogger(__name__)
 from trtlab.debug.guard_search import GuardSearch
 from trtlab.debug.sensitivity import Sensitivity
 from trtlab.debug.tensor_errors import JUMP_MIN_DB, TensorErrors
@@ -69,6 +72,7 @@ class LayerDebugger:
         self.folder = (workspace_dir(workspace) / "debug" / f"{self.model_path.stem}-{self.model_sha256[:8]}"
                        / f"{recipe.name}-{self.key}")
         self.reference_logits: dict[bytes, np.ndarray] = {}  # FP32 logits per image set (guard_search.fp32_logits)
+        self.recipe_reason = ""  # why this recipe is debugged (layer_debugger: notebook 03's recommendation, …)
 
     def _identity(self, recipe) -> Identity:
         """What the saved work under self.folder is made from: the model, recipe, calibration images and
@@ -183,18 +187,33 @@ class LayerDebugger:
             raise KeyError(f"{layer!r} is not a weighted layer; layers are e.g. {self.all_layers[:6]}")
         return self.fp32.graph.node[self.node_index[layer]].input[0]
 
-    def guard_strings(self, extra_layers=(), precision: str = "fp32") -> list[Guard]:
-        """The recipe's guards followed by a node Guard (written `node:<name>`, with '=fp16' for precision='fp16')
-        for each extra layer: Guard values, which a Recipe takes; their str() is what notebook 03,
-        `python -m trtlab calibrate --guards` and `build --guard` accept."""
-        return list(self.recipe.guards) + [node_guard(name, precision) for name in extra_layers]
+    def guard_strings(self, extra_layers=(), precision: str | None = None) -> list[Guard]:
+        """The recipe's guards followed by a node Guard (`node:<name>=fp16`, or '=fp32'; default: the recipe's float
+        path, guard_precision) for each extra layer: Guard values, which a Recipe takes; their str() is what notebook
+        03, `python -m trtlab calibrate --guards` and `build --guard` accept."""
+        return list(self.recipe.guards) + [node_guard(name, precision or self.guard_precision)
+                                           for name in extra_layers]
 
-    def node_guards(self, extra_layers=(), precision: str = "fp32") -> list[Guard]:
+    def node_guards(self, extra_layers=(), precision: str | None = None) -> list[Guard]:
         """Recipe guards resolved to node names (with their precision), plus the extra layers."""
         return ([node_guard(g.name, g.precision) for g in self.base_guards]
-                + [node_guard(n, precision) for n in extra_layers])
+                + [node_guard(n, precision or self.guard_precision) for n in extra_layers])
 
-    def quantized_model(self, extra_layers=(), start: int | None = None, precision: str = "fp32"):
+    def mac_share(self, extra_layers=(), precision: str | None = None) -> dict:
+        """{'INT8', 'FP16', 'FP32': share of the weighted layers' MACs} of the variant with `extra_layers` guarded,
+        as TensorRT would compute it (graph.fusion's fusion-aware prediction, the numbers notebook 02 shows)."""
+        from trtlab.graph.fusion import precision_report
+
+        model, _ = self.quantized_model(extra_layers, precision=precision)
+        return dict(precision_report(model, name=self.recipe.name).mac_share)
+
+    @property
+    def guard_precision(self) -> str:
+        """The precision a guarded layer runs in unless asked otherwise: the recipe's float path (FP16 on the
+        default FP16 path), as a guard without '=…' means in a Recipe."""
+        return "fp16" if self.recipe.high_precision == "fp16" else "fp32"
+
+    def quantized_model(self, extra_layers=(), start: int | None = None, precision: str | None = None):
         """(ModelProto, cut inputs): the INT8 variant with `extra_layers` guarded, built in memory by the quantizer;
         with `start`, only the graph from node `start` on (cut tensors as inputs) when its Q/DQ plan provably
         equals the full graph's there, else the full graph (cut inputs = [the graph input])."""
@@ -249,7 +268,7 @@ class LayerDebugger:
         return progress_bar(total=total, desc=desc, unit=unit, enabled=self.progress)
 
     # -- the analyses ----------------------------------------------------------------------------------------------
-    def tensor_errors(self, extra_layers=(), indices=None, precision: str = "fp32", batch_size: int | None = None,
+    def tensor_errors(self, extra_layers=(), indices=None, precision: str | None = None, batch_size: int | None = None,
                       jump_db: float = JUMP_MIN_DB) -> TensorErrors:
         """Every original tensor against FP32, in graph order, and where the error jumps (debug.tensor_errors)."""
         return _tensor_errors.compare_tensors(self, extra_layers, indices, precision, batch_size, jump_db)
@@ -263,13 +282,13 @@ class LayerDebugger:
         """Where sensitivity() saves its progress for these layers, images and batch size."""
         return _sensitivity.state_path(self, layers)
 
-    def evaluate_guards(self, extra_layers=(), precision: str = "fp32", indices=None) -> dict:
+    def evaluate_guards(self, extra_layers=(), precision: str | None = None, indices=None) -> dict:
         """Top-1 agreement / logit cosine with FP32 on the search images (or `indices`), INT8 variant built in
         memory."""
         return _guard_search.evaluate_guards(self, extra_layers, precision, indices)
 
     def search_guards(self, target=None, sensitivity: Sensitivity | None = None,
-                      max_guards: int | None = None, precision: str = "fp32", prune: bool = True,
+                      max_guards: int | None = None, precision: str | None = None, prune: bool = True,
                       resume: bool = True) -> GuardSearch:
         """The fewest most-sensitive layers to guard for `target` (None: mean logit cosine ≥ 0.99 with FP32; a
         number: top-1 agreement; 'top1=0.995,sqnr=20': both; debug.targets) on the search images
@@ -296,13 +315,44 @@ def layer_debugger(model_path, dataset, split=None, recipe=None, preprocess="tf-
     from trtlab.graph.classifier_view import preprocess_for
     from trtlab.workflows.checks import check_guards, check_model
 
-    recipe = Recipe.of(recipe or Recipe(algorithm="entropy"))
+    asked = Recipe.of(recipe) if recipe is not None else None
     # A wrong model, recipe, guard or preprocessing: refused before any image is decoded.
     spec = preprocess_for(check_model(model_path), get_preprocess(preprocess))
-    check_guards(model_path, recipe.guards, workspace, "recipe guards")
+    if asked is not None:
+        check_guards(model_path, asked.guards, workspace, "recipe guards")
     cache = build_decode_cache(dataset, spec, workspace, progress=progress)
-    split = split or saved_split(dataset, recipe.calibration_images or default_calibration_pool(dataset),
-                                 workspace=workspace)
-    return LayerDebugger(model_path, cache, split.calibration, split.evaluation, recipe, images=images,
-                         batch_size=batch_size, scale_overrides=scale_overrides, workspace=workspace,
-                         progress=progress, search_images=search_images)
+    split = split or saved_split(dataset, (asked.calibration_images if asked else None)
+                                 or default_calibration_pool(dataset), workspace=workspace)
+    reason = "the recipe asked for"
+    if asked is None:  # what notebook 03's verdict recommends for this model and data (issue 35)
+        asked, reason = recommended_recipe(model_path, dataset, cache, split, workspace)
+        log.info(f"layer debugging {asked.name}: {reason} (recipe=… debugs another"
+                 + ("; run notebook 03 or python -m trtlab calibrate first to debug its recommendation)"
+                    if reason.startswith("the default") else ")"))
+    debugger = LayerDebugger(model_path, cache, split.calibration, split.evaluation, asked, images=images,
+                             batch_size=batch_size, scale_overrides=scale_overrides, workspace=workspace,
+                             progress=progress, search_images=search_images)
+    debugger.recipe_reason = reason
+    return debugger
+
+
+def recommended_recipe(model_path, dataset, cache, split, workspace=None):
+    """(Recipe, why): the INT8 recipe the last verdict stated on this model's results for these evaluation images
+    recommends — notebook 03's `Ship …`, or the variant closer to FP32 where it could not decide — else the default
+    recipe, saying that no verdict is stored."""
+    from trtlab.evaluation.identity import Experiment
+    from trtlab.evaluation.results import ResultsStore
+    from trtlab.graph.classifier_view import classifier_view
+    from trtlab.quantization.recipe import Recipe
+
+    view = classifier_view(model_path, dataset, workspace=workspace, announce=False)
+    store = ResultsStore(ResultsStore.folder_for(Experiment.for_evaluation(view.info, cache, split.evaluation, split),
+                                                 workspace))
+    record = store.last_verdict() if store.folder.is_dir() else None
+    stored = (store.record(record["closer"]).get("recipe") or {}) if record else {}
+    if stored.get("precision") != "int8":
+        return Recipe(), "the default recipe: no A/B verdict is stored for this model and these evaluation images"
+    label = record["closer"]
+    why = ("notebook 03's recommendation" if record.get("ship") == label else
+           f"the closer to {record['reference']} of the two notebook 03's verdict could not decide between")
+    return Recipe.from_dict(stored), why

@@ -45,6 +45,8 @@ class GuardSearch:
     verified: dict | None = None
     search_image_ids: list[str] = field(default_factory=list)  # which images the search evaluated on
     blocks: dict = field(default_factory=dict)  # {node name: block name} of the added and pruned layers
+    precision: str = "fp16"  # the precision the guarded layers keep
+    mac_share: dict = field(default_factory=dict)  # {'INT8', 'FP16', 'FP32': share of the MACs} with the guards
 
     @property
     def int8_fraction(self) -> float:
@@ -57,6 +59,40 @@ class GuardSearch:
         data = dict(self.recipe_template)
         data["guards"] = list(self.guards)
         return Recipe.from_dict(data)
+
+    def answer(self):
+        """The one-sentence answer (issue 35): which layers to keep in which precision, what they cost in MACs
+        (fusion-aware, graph.fusion), and whether the target holds — on the search images, and on the verification
+        images once verify() ran — with the figures."""
+        from trtlab.graph.block_names import labelled
+        from trtlab.views.formatting import Sentence
+
+        debugger = self.debugger
+        recipe = self.recipe_template.get("algorithm", "")
+        about = f"{debugger.recipe.name} ({debugger.recipe_reason})" if debugger is not None and \
+            getattr(debugger, "recipe_reason", "") else (debugger.recipe.name if debugger is not None else recipe)
+        precision = self.precision.upper()
+        named = [labelled(self.blocks.get(n, n), n) for n in self.added]
+        cost = _share_text(self.mac_share, precision)
+        search = f"on the {self.evaluation_images} search images ({self.target.compared(self.metrics)})"
+        if not self.reached:
+            text = (f"{about}: no guard set of up to {len(self.added)} layers reaches the target {search}; raise "
+                    f"max_guards, calibrate with another algorithm or more images, or loosen the target")
+        elif not self.added:
+            text = f"{about}: no layer needs to leave INT8 — it meets the target as it is {search}"
+        else:
+            text = (f"{about}: keep {'this layer' if len(named) == 1 else f'these {len(named)} layers'} in "
+                    f"{precision} — {', '.join(named)}{cost} — to meet the target {search}")
+        verified = self.verified
+        if verified is not None and "meets_target" in verified:
+            target = Target.of(verified["target"])
+            text += (f"; verified on the other {verified['images']} images ({target.compared(verified)})"
+                     if verified["meets_target"] else
+                     f"; but on the other {verified['images']} images (verification) it MISSES "
+                     f"({target.compared(verified)}): debug with more evaluation images, or loosen the target")
+        elif self.reached:
+            text += "; not yet verified on the other evaluation images (found.verify())"
+        return Sentence(text + ".", answer=True)
 
     def summary(self) -> str:
         from trtlab.graph.block_names import labelled
@@ -116,6 +152,12 @@ class GuardSearch:
 
         display(self.summary(), table=search_steps_table(self.steps))
 
+    def _repr_markdown_(self) -> str:
+        return self.answer()._repr_markdown_()
+
+    def __repr__(self) -> str:
+        return str(self.answer())
+
 
 class Verification(dict):
     """What verify_recipe found (a dict, saved as JSON) that reads as a sentence where it is shown."""
@@ -130,9 +172,9 @@ class Verification(dict):
         if "meets_target" in self:
             target = Target.of(self["target"])
             if self["meets_target"]:
-                text += f": meets the target {target.describe()}"
+                text += f": meets the target on these {self['images']} images ({target.compared(self)})"
             else:
-                text += f": MISSES the target {target.describe()} ({'; '.join(self.get('missed', []))})"
+                text += (f": MISSES the target on these {self['images']} images ({target.compared(self)})")
                 if self.get("search_added_none"):
                     text += (" — the recipe alone met it on the search images, so the search added no guards; these "
                              "images need more: debug with more evaluation images (the search then sees more), or "
@@ -153,7 +195,7 @@ class Verification(dict):
         printer.text(self.summary())
 
 
-def evaluate_guards(debugger, extra_layers=(), precision: str = "fp32", indices=None) -> dict:
+def evaluate_guards(debugger, extra_layers=(), precision: str | None = None, indices=None) -> dict:
     """Top-1 agreement / logit cosine with FP32 on the search images (or `indices`), INT8 variant built in
     memory."""
     indices = debugger.search_indices if indices is None else np.asarray(indices, np.int64)
@@ -183,8 +225,9 @@ def fp32_logits(debugger, indices) -> np.ndarray:
 
 
 def search_guards(debugger, target=None, sensitivity=None, max_guards: int | None = None,
-                  precision: str = "fp32", prune: bool = True, resume: bool = True) -> GuardSearch:
-    """Guard the most sensitive layers one by one (in `precision`: 'fp32' or 'fp16') until the logits on the search
+                  precision: str | None = None, prune: bool = True, resume: bool = True) -> GuardSearch:
+    """Guard the most sensitive layers one by one (in `precision`: 'fp16' or 'fp32'; default the recipe's float
+    path, FP16 on the default path) until the logits on the search
     images meet `target` (debug.targets.Target.of: None = mean logit cosine ≥ 0.99; a number = a top-1 agreement
     fraction; 'top1=0.995,cosine=0.99' = both), stopping at the first guard set that does. Then, with `prune`, try
     removing each guard (least sensitive first) and keep every removal that still meets the target: greedy order
@@ -192,6 +235,7 @@ def search_guards(debugger, target=None, sensitivity=None, max_guards: int | Non
     import pandas as pd
 
     target = Target.of(target)
+    precision = precision or debugger.guard_precision
     if precision not in ("fp32", "fp16"):
         raise ValueError(f"guard precision must be 'fp32' or 'fp16', got {precision!r}")
     evaluate = _ResumableEvaluation(debugger, precision, resume)
@@ -214,7 +258,18 @@ def search_guards(debugger, target=None, sensitivity=None, max_guards: int | Non
                        len(debugger.all_layers), len(debugger.layers) - len(final), debugger.recipe.to_dict(),
                        len(debugger.search_indices), evaluate(final), pruned, debugger,
                        search_image_ids=debugger.image_ids(debugger.search_indices),
-                       blocks={name: debugger.block(name) for name in added})
+                       blocks={name: debugger.block(name) for name in added}, precision=precision,
+                       mac_share=debugger.mac_share(final, precision))
+
+
+def _share_text(share: dict, precision: str) -> str:
+    """' (3.4 % of the MACs in FP16, the rest INT8)' from a precision report's MAC shares."""
+    if not share:
+        return ""
+    kept = share.get(precision, 0.0)
+    rest = " ".join(f"{100 * v:.1f} % {k}" for k, v in share.items() if k not in (precision, "INT8") and v > 0)
+    return (f" ({100 * kept:.1f} % of the MACs in {precision}" + (f", {rest}" if rest else "")
+            + f", {100 * share.get('INT8', 0.0):.1f} % INT8)")
 
 
 class _ResumableEvaluation:

@@ -107,6 +107,17 @@ class Target:
                            f"{metric.bound_text(bound)}")
         return out
 
+    def compared(self, metrics: dict) -> str:
+        """Each bound with the measured value beside it, held or missed: 'mean logit cosine 0.9930 ≥ 0.99'."""
+        out = []
+        for name, bound in self.bounds:
+            metric = METRICS[name]
+            value = metrics.get(metric.key, math.nan)
+            ok = (value >= bound) if metric.higher_is_better else (value <= bound)
+            sign = ("≥" if ok else "<") if metric.higher_is_better else ("≤" if ok else ">")
+            out.append(f"{metric.label} {metric.text(value)} {sign} {metric.bound_text(bound)}")
+        return " and ".join(out)
+
     def describe(self) -> str:
         """For people: 'mean logit cosine ≥ 0.99'."""
         return " and ".join(f"{METRICS[n].label} {'≥' if METRICS[n].higher_is_better else '≤'} "

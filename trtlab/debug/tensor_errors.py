@@ -88,7 +88,7 @@ class TensorErrors:
         display(self.summary(), self.plot(), tensor_errors_table(self.worst()))
 
 
-def compare_tensors(debugger, extra_layers=(), indices=None, precision: str = "fp32", batch_size: int | None = None,
+def compare_tensors(debugger, extra_layers=(), indices=None, precision: str | None = None, batch_size: int | None = None,
                     jump_db: float = JUMP_MIN_DB) -> TensorErrors:
     """Every original tensor of `debugger`'s INT8 variant (with `extra_layers` guarded in `precision`) against
     FP32, in graph order, on the debug images (or `indices`). `qdq_sqnr_db` is the SQNR of a quantized tensor's own

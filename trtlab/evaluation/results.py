@@ -77,6 +77,9 @@ def top5_from_logits(logits: np.ndarray, k: int = 5) -> tuple[np.ndarray, np.nda
 
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.+@~-]{1,100}$")
 STORE_FILE = "store.json"
+#: The last head-to-head verdict stated on this store's variants (views.decision.Verdict.record): what notebook 03
+#: recommended, which notebook 04 compares by default and notebook 05 debugs (issue 35).
+VERDICT_FILE = "verdict.json"
 LOCK_FILE = ".lock"
 _held = threading.local()  # .folders: store folder → how deep this thread holds the store's lock
 _held_guard = threading.Lock()
@@ -96,12 +99,18 @@ class ResultsStore:
     @classmethod
     def for_experiment(cls, experiment, workspace=None) -> "ResultsStore":
         """The store of `experiment` (identity.Experiment) under <workspace>/results, created when new."""
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{experiment.dataset_name[:32]}-{experiment.model_name[:24]}")
-        folder = workspace_dir(workspace) / "results" / f"{name}-{experiment.key}"
-        earlier = folder.with_name(f"{name}-{experiment.earlier_key}")  # named by an earlier trtlab: kept, used
-        store = cls(earlier if not folder.exists() and earlier.exists() else folder)
+        store = cls(cls.folder_for(experiment, workspace))
         store.bind(experiment)
         return store
+
+    @staticmethod
+    def folder_for(experiment, workspace=None) -> Path:
+        """Where the store of `experiment` is (or would be), without creating it: its folder, or the one an earlier
+        trtlab named it by when only that one exists (kept and used)."""
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{experiment.dataset_name[:32]}-{experiment.model_name[:24]}")
+        folder = workspace_dir(workspace) / "results" / f"{name}-{experiment.key}"
+        earlier = folder.with_name(f"{name}-{experiment.earlier_key}")
+        return earlier if not folder.exists() and earlier.exists() else folder
 
     # -- identity ------------------------------------------------------------------------------------------------
     @property
@@ -322,6 +331,23 @@ class ResultsStore:
 
     def load_all(self, variants=None) -> dict[str, VariantResult]:
         return {v: self.load(v) for v in (variants or self.variants())}
+
+    def save_verdict(self, record: dict) -> None:
+        """Keep the verdict just stated (views.decision.Verdict.record()) as this store's last one. A store that
+        cannot be written (a finished workspace attached read-only) keeps the one it has."""
+        try:
+            atomic_write_json(self.folder / VERDICT_FILE, record)
+        except PermissionError:
+            pass
+
+    def last_verdict(self) -> dict | None:
+        """The last verdict stated on this store's variants, while both its variants are still stored; else
+        None (a damaged file is set aside by read_json_checked)."""
+        path = self.folder / VERDICT_FILE
+        record = read_json_checked(path) if path.exists() else None
+        if not record or not all(record.get(k) in self for k in ("first", "second", "reference")):
+            return None
+        return record
 
     def describe(self) -> str:
         experiment = self.experiment

@@ -2,10 +2,12 @@
 
 A guard is written `<selector>[=<precision>]`: the selector is `first_layer`, `last_layer` (the first / last
 weighted node: Conv, ConvTranspose, Gemm, MatMul), `softmax` (Softmax and LogSoftmax), `op:<OpType>` or
-`node:<name>`; the precision `fp32` or `fp16`. Without one, the seeds' meaning (issue 17; seed 000's FAQ names them
-INT8_FP16_FIRST / INT8_FP16_LAST / INT8_FP32_SOFTMAX): `first_layer` and `last_layer` run in the float path's
-precision — FP16 inside an INT8 graph with the FP16 float path (the default), FP32 on the FP32 float path and in FP16
-variants, where keeping FP32 is the only thing a guard can mean — while `softmax`, `op:` and `node:` mean FP32.
+`node:<name>`; the precision `fp16` or `fp32`. One vocabulary (issue 35): a guard without a precision runs in the
+float path's precision — FP16 inside an INT8 graph with the FP16 float path (the default), FP32 on the FP32 float
+path and inside FP16 variants, where keeping FP32 is the only thing a guard can mean; `softmax` alone defaults to
+FP32 (the seeds' INT8_FP32_SOFTMAX). FP32 elsewhere only when asked (`=fp32`). A `Recipe` resolves every guard to
+its precision when it is made, so its guards always read with their precision (`first_layer=fp16`,
+`node:Conv_12=fp16`) and a bare guard and the same guard spelt out are one recipe, one graph, one label.
 `parse_guard` turns text into a Guard at the boundary (CLI, Recipe, widgets) and refuses anything else in one line;
 everything after that reads the Guard's fields, and `resolve_guards(..., int8_float_path=)` gives every selected node
 its precision. The quantizer leaves guarded nodes unquantized, and the one precision converter
@@ -27,24 +29,24 @@ PRECISIONS = ("fp32", "fp16")
 #: what a bare guard means: variants made with the old meaning are rebuilt, since this module's code is part of
 #: their identity (trtlab.quantization.variants.GRAPH_SOURCES).
 FLOAT_PATH = "float-path"
-DEFAULT_PRECISION = {"first_layer": FLOAT_PATH, "last_layer": FLOAT_PATH, "softmax": "fp32", "op": "fp32",
-                     "node": "fp32"}
+DEFAULT_PRECISION = {"first_layer": FLOAT_PATH, "last_layer": FLOAT_PATH, "softmax": "fp32", "op": FLOAT_PATH,
+                     "node": FLOAT_PATH}
 INT8_FLOAT_PATHS = ("fp16", "fp32")
 ACCEPTED_FORMS = ("first_layer, last_layer, softmax, op:<OpType> or node:<node name>, optionally followed by "
-                  "=fp16 or =fp32 (e.g. last_layer=fp16, node:Conv_12)")
+                  "=fp16 or =fp32 (e.g. last_layer=fp16, node:Conv_12=fp16; without it the float path's precision, "
+                  "FP16 by default, and FP32 for softmax)")
 
 
 @dataclass(frozen=True)
 class Guard:
     """A node selector and the precision its nodes keep: `kind`, `target` (op type or node name) and `precision`,
     parsed once at the edges (CLI, widgets, Recipe, the public graph functions) and passed as this value everywhere
-    after. `str(guard)` is its canonical text (the selector, with '=precision' unless it is the selector's default):
-    what records store and hashes see. `precision` is '' for a bare `first_layer` / `last_layer` (the float path's
-    precision, given by `precision_in`)."""
+    after. `str(guard)` is its canonical text, the selector and its precision (`first_layer=fp16`) — what records
+    store and hashes see; a guard not yet resolved against a float path (`precision` '') is the bare selector."""
 
     kind: str  # 'first_layer' | 'last_layer' | 'softmax' | 'op' | 'node'
     target: str = ""  # the op type (kind 'op') or node name (kind 'node'); '' otherwise
-    precision: str = ""  # 'fp32' | 'fp16' | '' (bare first_layer / last_layer: the float path's)
+    precision: str = ""  # 'fp32' | 'fp16' | '' (not given: the float path's, or the selector's default)
 
     def __post_init__(self):
         kind, target, precision = self.kind, self.target, self.precision
@@ -57,9 +59,6 @@ class Guard:
         if precision and precision not in PRECISIONS:
             raise UserValueError(f"guard precision {precision!r} is not one of {', '.join(PRECISIONS)}",
                                  f"write a guard as {ACCEPTED_FORMS}")
-        default = DEFAULT_PRECISION[kind]
-        if precision == default or not precision:  # spelled like the default: one value, the bare selector's
-            object.__setattr__(self, "precision", "" if default == FLOAT_PATH else default)
 
     @classmethod
     def parse(cls, text) -> "Guard":
@@ -67,8 +66,7 @@ class Guard:
         return parse_guard(text)
 
     def __str__(self) -> str:
-        default = DEFAULT_PRECISION[self.kind]
-        return self.selector + ("" if self.precision in ("", default) else f"={self.precision}")
+        return self.selector + (f"={self.precision}" if self.precision else "")
 
     def to_json(self) -> str:
         """What JSON records and hashes hold: the canonical text."""
@@ -81,26 +79,34 @@ class Guard:
 
     @property
     def label(self) -> str:
-        """The guard's part of a variant label: 'last_layer', 'Conv_12' (a node guard is its node's name, without
-        a 'node' prefix), 'op_Softmax'; '-fp16' / '-fp32' when spelled out. Safe in file names."""
+        """The guard's part of a variant label: 'last_layer-fp16', 'Conv_12-fp16' (a node guard is its node's name,
+        without a 'node' prefix), 'op_Softmax-fp32'; the precision always shows once resolved. Safe in file
+        names."""
         base = self.target if self.kind == "node" else (f"op_{self.target}" if self.kind == "op" else self.kind)
-        suffix = "" if self.precision in ("", DEFAULT_PRECISION[self.kind]) else f"-{self.precision}"
-        return re.sub(r"[^A-Za-z0-9_.-]", "_", base) + suffix
+        return re.sub(r"[^A-Za-z0-9_.-]", "_", base) + (f"-{self.precision}" if self.precision else "")
 
     @property
     def explicit(self) -> bool:
         """True when the precision does not depend on where the guard is used."""
         return bool(self.precision)
 
+    def resolved(self, int8_float_path: str | None = None) -> "Guard":
+        """This guard with its precision spelt out for the graph it guards (see precision_in)."""
+        return self if self.precision else Guard(self.kind, self.target, self.precision_in(int8_float_path))
+
     def precision_in(self, int8_float_path: str | None = None) -> str:
-        """The precision this guard's nodes run in: its own, or for a bare first_layer / last_layer the float path's
-        — 'fp16' only in an INT8 graph with the FP16 float path (`int8_float_path='fp16'`); FP32 on the FP32 float
-        path and in FP16 variants (None), where a guard can only mean "keep FP32"."""
+        """The precision this guard's nodes run in: its own, or the selector's default — for every selector but
+        `softmax` (FP32) the float path's: 'fp16' only in an INT8 graph with the FP16 float path
+        (`int8_float_path='fp16'`); FP32 on the FP32 float path and in FP16 variants (None), where a guard can only
+        mean "keep FP32"."""
         if self.precision:
             return self.precision
         if int8_float_path not in (None,) + INT8_FLOAT_PATHS:
             raise UserValueError(f"float path {int8_float_path!r} is not one of {', '.join(INT8_FLOAT_PATHS)}",
                                  "use 'fp16' (the default INT8 float path) or 'fp32'")
+        default = DEFAULT_PRECISION[self.kind]
+        if default != FLOAT_PATH:
+            return default
         return "fp16" if int8_float_path == "fp16" else "fp32"
 
     def with_precision(self, precision: str) -> "Guard":

@@ -74,7 +74,9 @@ class Recipe:
         default = self.default_placement
         object.__setattr__(self, "placement", default if self.placement is None else
                            resolve_rules(self.placement, base=default))
-        object.__setattr__(self, "guards", parse_guards(self.guards))
+        # Every guard with its precision spelt out (issue 35): 'first_layer' and 'first_layer=fp16' make the same
+        # graph on the FP16 float path, so they are one recipe — one identity, one label.
+        object.__setattr__(self, "guards", tuple(g.resolved(self.int8_float_path) for g in parse_guards(self.guards)))
 
     @property
     def default_placement(self) -> tuple:
@@ -88,13 +90,13 @@ class Recipe:
 
     @property
     def int8_float_path(self) -> str | None:
-        """The float path bare first_layer / last_layer guards follow (None outside INT8: they mean FP32)."""
+        """The float path a guard without a precision follows (None outside INT8: there it means FP32)."""
         return self.high_precision if self.precision == "int8" else None
 
     @property
     def name(self) -> str:
-        """Readable variant label, e.g. 'int8-entropy@64+first_layer+last_layer-fp16' (@ calibration images; a node
-        guard shows its node's name, e.g. '+Conv_12-fp16')."""
+        """Readable variant label, e.g. 'int8-entropy@64+first_layer-fp16+last_layer-fp16' (@ calibration images;
+        each guard with its precision; a node guard shows its node's name, e.g. '+Conv_12-fp16')."""
         guards = "".join(f"+{g.label}" for g in self.guards)
         if self.precision == "fp32":
             return "fp32"

@@ -6,8 +6,11 @@ agreement with the reference without). Where it cannot — the usual case on a n
 per-image fidelity to the reference decides: the variant whose logits are closer to the reference's (logit cosine,
 paired 95 % t-interval of the per-image difference excluding 0, KL of the softmax not contradicting it) is the one
 to ship; two variants whose cosine difference lies within ±COSINE_MARGIN are equivalent. Where top-1 did not
-decide, the sentence also says how many images would resolve a top-1 difference of the size observed (Connor 1987
-sample size for the paired McNemar design, α 0.05, power 0.8).
+decide, the sentence says so in words (issue 35: a handful of labelled photos cannot measure a top-1 cost, and a
+recommendation must say what it rests on): how many labelled images there were, what top-1 difference they could
+have missed (the 95 % Wilson upper bound of the share of images where only one variant is right, which bounds any
+top-1 difference), and how many labelled images would resolve a top-1 difference of the size observed (Connor 1987
+sample size for the paired McNemar design, α 0.05, power 0.8) — or why there is no such number.
 """
 from __future__ import annotations
 
@@ -58,6 +61,19 @@ class Verdict:
     def __str__(self) -> str:
         return self.sentence
 
+    def record(self) -> dict:
+        """What a results store keeps of it (ResultsStore.save_verdict): the pair, the decision, its sentence, and
+        `closer` — the variant whose logits are closer to the reference on average, the one to debug or build on
+        when the verdict could not decide."""
+        import time
+
+        cos = self.fidelity.get("cosine", {}) if self.fidelity else {}
+        first, second = cos.get("first", math.nan), cos.get("second", math.nan)
+        closer = self.ship or (self.second if math.isfinite(second) and not second <= first else self.first)
+        return {"first": self.first, "second": self.second, "reference": self.reference, "ship": self.ship,
+                "decided_by": self.decided_by, "closer": closer, "sentence": self.sentence,
+                "images_needed": self.images_needed, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+
     def _repr_markdown_(self) -> str:
         return f"**{self.sentence}**"
 
@@ -95,19 +111,20 @@ def decide(results: dict[str, VariantResult], first: str, second: str, reference
                     f"{_fidelity_aside(fidelity, winner == first)}.")
         return Verdict(sentence, winner, "top-1", **kwargs)
 
-    needed = mcnemar_sample_size(test["b"] / n, test["c"] / n, alpha, power) if n else None
-    power_clause = _power_clause(test, n, needed, labelled, alpha, power)
+    needed = mcnemar_sample_size(test["b"] / n, test["c"] / n, alpha, power) if n and test["b"] != test["c"] \
+        else None
+    undecided_top1 = _undecided_top1(test, n, needed, labelled, top1_clause, reference, alpha, power)
     cos, kl = fidelity["cosine"], fidelity["kl"]
     if not fidelity["images"] or not math.isfinite(cos["low"]):
         sentence = (f"Neither {first} nor {second} can be recommended: too few images to compare their fidelity to "
-                    f"{reference} ({fidelity['images']} images); top-1 {top1_clause}{power_clause}.")
+                    f"{reference} ({fidelity['images']} images); {undecided_top1}.")
         return Verdict(sentence, None, "undecided", images_needed=needed, **kwargs)
     interval = _interval(cos)
+    basis = f"this rests on logit fidelity over {fidelity['images']} images"
     if -margin <= cos["low"] and cos["high"] <= margin:
-        sentence = (f"{first} and {second} are equivalent: their logits are equally close to {reference} (cosine "
-                    f"{cosine(cos['first'])} vs {cosine(cos['second'])}, paired 95 % CI of the difference "
-                    f"{interval}, within ±{margin:g}) and top-1 is not distinguishable ({top1_clause})"
-                    f"{power_clause}; ship either.")
+        sentence = (f"{first} and {second} are equivalent — {basis}: their logits are equally close to {reference} "
+                    f"(cosine {cosine(cos['first'])} vs {cosine(cos['second'])}, paired 95 % CI of the difference "
+                    f"{interval}, within ±{margin:g}); ship either. {_capital(undecided_top1)}.")
         return Verdict(sentence, None, "equivalent", images_needed=needed, **kwargs)
     if cos["low"] > 0 or cos["high"] < 0:
         first_closer = cos["low"] > 0
@@ -118,21 +135,48 @@ def decide(results: dict[str, VariantResult], first: str, second: str, reference
             mine, theirs = (cos["first"], cos["second"]) if first_closer else (cos["second"], cos["first"])
             if not first_closer:
                 interval = _interval({"low": -cos["high"], "high": -cos["low"]})
-            sentence = (f"Ship {winner}: its logits are closer to {reference} (cosine {cosine(mine)} vs "
+            sentence = (f"Ship {winner} — {basis}: its logits are closer to {reference} (cosine {cosine(mine)} vs "
                         f"{cosine(theirs)}, paired 95 % CI of the difference {interval}; KL "
                         f"{nats(kl['first' if first_closer else 'second'])} vs "
-                        f"{nats(kl['second' if first_closer else 'first'])} nats) and top-1 is not distinguishable "
-                        f"({top1_clause}){power_clause}.")
+                        f"{nats(kl['second' if first_closer else 'first'])} nats). {_capital(undecided_top1)}.")
             return Verdict(sentence, winner, "fidelity", images_needed=needed, **kwargs)
         sentence = (f"Neither {first} nor {second} can be recommended yet: logit cosine favours "
                     f"{first if first_closer else second} (paired 95 % CI of the difference {interval}) but KL of "
-                    f"the softmax favours the other, and top-1 is not distinguishable ({top1_clause}){power_clause}.")
+                    f"the softmax favours the other, over {fidelity['images']} images. {_capital(undecided_top1)}.")
         return Verdict(sentence, None, "undecided", images_needed=needed, **kwargs)
     sentence = (f"Neither {first} nor {second} can be recommended yet: their logits are not distinguishably "
-                f"closer to {reference} (cosine {cosine(cos['first'])} vs {cosine(cos['second'])}, paired 95 % CI "
-                f"of the difference {interval}) and top-1 is not distinguishable "
-                f"({top1_clause}){power_clause}.")
+                f"closer to {reference} over {fidelity['images']} images (cosine {cosine(cos['first'])} vs "
+                f"{cosine(cos['second'])}, paired 95 % CI of the difference {interval}). {_capital(undecided_top1)}.")
     return Verdict(sentence, None, "undecided", images_needed=needed, **kwargs)
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _undecided_top1(test: dict, n: int, needed: int | None, labelled: bool, top1_clause: str, reference: str,
+                    alpha: float, power: float) -> str:
+    """What top-1 could and could not say, in words: '5 labelled images cannot measure a top-1 cost (…): a
+    difference of up to 43 points would go unseen; no difference was seen, so no number of images is predicted to
+    resolve one' — or, with a difference seen, how many labelled images would resolve it."""
+    from trtlab.evaluation.metrics import wilson_interval
+
+    if not n:
+        return (f"there are no labelled images, and no image to compare top-1 agreement with {reference} on, so top-1 "
+                f"says nothing")
+    unit = "labelled images" if labelled else f"images (agreement with {reference}; no labels)"
+    count = f"{n:,} {unit}" if n != 1 else f"1 {unit.replace('images', 'image', 1)}"
+    if test["b"] == test["c"]:
+        # |top-1 difference| ≤ share of discordant images: its upper bound is what these images could miss.
+        unseen = wilson_interval(int(test["b"] + test["c"]), n)[1]
+        return (f"{count} cannot measure a top-1 cost ({top1_clause}): a difference of up to "
+                f"{100 * unseen:.0f} points would go unseen; none was seen ({test['b']} vs {test['c']} images where "
+                f"only one is {'right' if labelled else 'in agreement'}), so no number of images is predicted to "
+                f"resolve one")
+    gap = abs(test["b"] - test["c"]) / n
+    return (f"{count} cannot tell whether the top-1 difference is real ({top1_clause}); about {needed:,} "
+            f"{'labelled ' if labelled else ''}images would resolve a top-1 difference of this size ({100 * gap:.1f} "
+            f"points; Connor 1987 sample size for McNemar, α {alpha:g}, power {power:g})")
 
 
 def _top1_clause(test: dict, labelled: bool, reference: str, n: int) -> str:
@@ -146,19 +190,6 @@ def _top1_clause(test: dict, labelled: bool, reference: str, n: int) -> str:
     else:
         rates = f"agreement {percent(test['first_agreement'])} vs {percent(test['second_agreement'])}"
     return f"{rates} on {n} {what}, McNemar {p}"
-
-
-def _power_clause(test: dict, n: int, needed: int | None, labelled: bool, alpha: float, power: float) -> str:
-    """How many images would resolve a top-1 difference of the size seen, or why no number is given."""
-    unit = "labelled images" if labelled else "images"
-    if not n:
-        return ""
-    if test["b"] == test["c"]:
-        return (f"; no top-1 difference was seen ({test['b']} vs {test['c']} images where only one is "
-                f"{'right' if labelled else 'in agreement'}), so no number of images is predicted to resolve one")
-    gap = abs(test["b"] - test["c"]) / n
-    return (f"; about {needed:,} {unit} would resolve a top-1 difference of this size ({100 * gap:.1f} points; "
-            f"Connor 1987 sample size for McNemar, α {alpha:g}, power {power:g})")
 
 
 def _fidelity_aside(fidelity: dict, winner_is_first: bool) -> str:

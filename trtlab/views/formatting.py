@@ -228,3 +228,20 @@ def frame_markdown(frame, index: bool = True) -> str:
         values = ([cell(label)] if index else []) + [cell(v) for v in row.tolist()]
         lines.append("| " + " | ".join(values) + " |")
     return "\n".join(lines)
+
+
+class Sentence(str):
+    """A sentence for people — an answer or a note — that a notebook shows as text (bold when it is an answer),
+    never as a quoted Python string. It is a str, so code can read it as one."""
+
+    def __new__(cls, text: str, answer: bool = False):
+        sentence = super().__new__(cls, text)
+        sentence.answer = answer
+        return sentence
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_markdown_(self) -> str:
+        text = str(self).replace("*", r"\*").replace("_", r"\_")
+        return f"**{text}**" if self.answer else text

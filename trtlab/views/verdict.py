@@ -47,12 +47,18 @@ def _rank_key(result: VariantResult, reference: VariantResult):
     return (-(top1 if math.isfinite(top1) else -1), -agree["top1_agreement"], -agree["cosine_mean"])
 
 
-def default_pair(results: dict[str, VariantResult], reference: str) -> tuple[str, str]:
-    """minmax vs entropy when both are stored (the best of each, preferring a pair calibrated alike: same images
-    and guards); else the best two INT8 variants; else the best two variants other than the reference."""
+def default_pair(results: dict[str, VariantResult], reference: str, preferred=None) -> tuple[str, str]:
+    """The pair to compare when none is named: `preferred` (the pair the last stated verdict compared,
+    ResultsStore.last_verdict) when both are stored; else minmax vs entropy when both are stored (the best of each,
+    calibrated alike — same images and guards — and the unguarded pair before a guarded one: plain algorithm names
+    never pair a guarded variant with an unguarded one); else the best two INT8 variants; else the best two
+    variants other than the reference."""
+    if preferred and all(name in results and name != reference for name in preferred) and \
+            preferred[0] != preferred[1]:
+        return tuple(preferred)
     ref = results[reference]
     others = [name for name in results if name != reference]
-    ranked = sorted(others, key=lambda name: _rank_key(results[name], ref))
+    ranked = sorted(others, key=lambda name: (_guard_count(results[name]), _rank_key(results[name], ref)))
     algorithms = {name: int8_algorithm(results[name]) for name in ranked}
     minmax = [n for n in ranked if algorithms[n] == "minmax"]
     entropy = [n for n in ranked if algorithms[n] == "entropy"]
@@ -67,17 +73,24 @@ def default_pair(results: dict[str, VariantResult], reference: str) -> tuple[str
     return pool[0], pool[1]
 
 
-def resolve_variant(results: dict[str, VariantResult], name: str | None, reference: str) -> str | None:
-    """A stored label, or an algorithm name ('minmax', 'entropy', 'percentile') for the best INT8 variant
-    calibrated with it — so notebooks need not spell calibration sizes ('int8-minmax@512')."""
+def resolve_variant(results: dict[str, VariantResult], name: str | None, reference: str,
+                    like: str | None = None) -> str | None:
+    """A stored label, or an algorithm name ('minmax', 'entropy', 'percentile') for an INT8 variant calibrated with
+    it — so notebooks need not spell calibration sizes ('int8-minmax@512'): the one calibrated alike with `like`
+    (the other side of a pair) when there is one, else the unguarded one, else the best."""
     if name is None or name in results:
         return name
     ref = results[reference]
     matching = sorted((n for n in results if n != reference and int8_algorithm(results[n]) == name),
-                      key=lambda n: _rank_key(results[n], ref))
+                      key=lambda n: (like is None or not _calibrated_alike(results[n], results[like]),
+                                     _guard_count(results[n]), _rank_key(results[n], ref)))
     if not matching:
         raise PairError(f"{name!r} is neither a stored variant nor the algorithm of one; stored: {', '.join(results)}")
     return matching[0]
+
+
+def _guard_count(result: VariantResult) -> int:
+    return len((result.record.get("recipe") or {}).get("guards") or ())
 
 
 def _calibrated_alike(a: VariantResult, b: VariantResult) -> bool:
@@ -302,8 +315,8 @@ def _signed(value, metric: str) -> str:
         return MISSING
     if metric in ("top1_flip", "top5_flip"):
         return points(value)
-    if metric == "kl":
-        return ("+" if value >= 0 else "-") + nats(abs(value))
+    if metric == "kl":  # interval bounds read alike: fixed decimals, never an exponent (-8.6e-04 → -0.0009)
+        return ("+" if value >= 0 else "-") + (nats(abs(value)) if abs(value) >= 1e-3 else f"{abs(value):.4f}")
     return f"{value:+.4f}"
 
 
@@ -313,24 +326,32 @@ def _with_delta(value, delta) -> str:
 
 # -- computing it ---------------------------------------------------------------------------------------------------
 def head_to_head(results: dict[str, VariantResult], first: str | None = None, second: str | None = None,
-                 reference: str | None = None, caches: dict | None = None, alpha: float = ALPHA) -> HeadToHead:
-    """The head-to-head of `first` and `second` (default: default_pair) against `reference` (default fp32). Each
-    is a stored label or an algorithm name ('minmax': the best variant calibrated with minmax).
+                 reference: str | None = None, caches: dict | None = None, alpha: float = ALPHA,
+                 preferred=None) -> HeadToHead:
+    """The head-to-head of `first` and `second` (default: default_pair, which takes `preferred` — the pair of the
+    last stated verdict — when both are stored) against `reference` (default fp32). Each is a stored label or an
+    algorithm name ('minmax': the variant calibrated with minmax alike with the other side, else the unguarded
+    one).
 
     caches: {variant: calibration cache path} where known (A/B results know theirs); otherwise each INT8 variant's
     cache is looked up beside the model its run record names."""
     reference = reference or ("fp32" if "fp32" in results else next(iter(results)))
     if reference not in results:
         raise PairError(f"reference {reference!r} is not stored here; stored: {', '.join(results)}")
-    first, second = (resolve_variant(results, name, reference) for name in (first, second))
+    named = [n for n in (first, second) if n is not None and n in results]
+    like = named[0] if named else None
+    first = resolve_variant(results, first, reference, like)
+    second = resolve_variant(results, second, reference, like or first)
     if first is None or second is None:
         if first is None and second is None:
-            first, second = default_pair(results, reference)
+            first, second = default_pair(results, reference, preferred)
         else:
             given = first or second
             rest = {n: r for n, r in results.items() if n != given}
-            partner = [n for n in default_pair(rest, reference) if n != given] if len(rest) > 2 else \
-                [n for n in rest if n != reference]
+            alike = [n for n in rest if n != reference and _calibrated_alike(results[n], results[given])
+                     and int8_algorithm(results[n]) and int8_algorithm(results[n]) != int8_algorithm(results[given])]
+            partner = alike or ([n for n in default_pair(rest, reference) if n != given] if len(rest) > 2 else
+                                [n for n in rest if n != reference])
             if not partner:
                 raise PairError(f"no second variant to compare {given!r} with; stored: {', '.join(results)}")
             first, second = given, partner[0]

@@ -105,9 +105,10 @@ class CalibrationSizeStudy:
         if open_:
             needed = [(a, self.needed(a)) for a in open_]
             estimate = ", ".join(f"{a} about {n:,}" if n else f"{a} not by size alone" for a, n in needed)
-            owners = " and ".join(f"{a}'s" for a in open_)
-            parts.append(f"{owners} {'have' if len(open_) > 1 else 'has'} not settled within the {self.pool}-image "
-                         f"pool (images that would, by a power-law fit of the spread over sizes: {estimate})")
+            owners = f"{open_[0]}'s thresholds have" if len(open_) == 1 else \
+                f"the thresholds of {_listed(open_)} have"
+            parts.append(f"{owners} not settled within the {self.pool}-image pool (images that would, by a "
+                         f"power-law fit of the spread over sizes: {estimate})")
         text = f"On this model, {'; '.join(parts)}"
         last = self.table[self.table["size"] == self.table["size"].max()]
         if not last["cosine_mean"].isna().all():
@@ -134,6 +135,11 @@ class CalibrationSizeStudy:
 
     def _repr_markdown_(self) -> str:
         return self.summary()
+
+
+def _listed(names: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"
 
 
 def default_sizes(pool: int) -> list[int]:

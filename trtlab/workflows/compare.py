@@ -19,6 +19,7 @@ from trtlab.data.split import CalibrationSizeError, Split, saved_split  # noqa: 
 from trtlab.evaluation.evaluate import evaluate_variant
 from trtlab.evaluation.options import RunOptions, with_shortcuts
 from trtlab.quantization.variants import BuiltVariant, Recipe, build_variant, default_calibration_pool
+from trtlab.views.verdict import PairError
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,9 @@ GUARD_CHOICES = ("first_layer", "last_layer", "softmax")
 
 @dataclass
 class ABResult:
+    """What compare() found. Its display opens with the answer (issue 35): the verdict between the two variants
+    compared head to head (answer()), then which devices ran, the variant table and the engines."""
+
     table: object  # views.formatting.Table: the variant table for people (index: the stored labels); `.raw` = data
     store: ResultsStore
     cache: DecodeCache
@@ -34,10 +38,45 @@ class ABResult:
     variants: dict[str, BuiltVariant] = field(default_factory=dict)  # stored label → built variant
     ran_on: str = ""  # which devices computed the literal results, in words
     engines: object = None  # workflows.ab_engines.EngineColumn where TensorRT engines were built, else None
+    same_graph: dict = field(default_factory=dict)  # label → the label evaluated for it (a byte-identical graph)
+    _default: object = field(default=None, repr=False)  # the default head-to-head, computed once
+
+    @property
+    def reference(self) -> str:
+        return next(label for label, v in self.variants.items() if v.recipe.precision == "fp32")
+
+    def answer(self) -> str:
+        """The one-sentence answer: the verdict between the two variants compared head to head (default pair), or,
+        with one variant besides the reference, how close it is to it."""
+        from trtlab.views.verdict import PairError
+
+        try:
+            return self.verdict().sentence
+        except PairError:
+            others = [label for label in self.table.index if label != self.reference]
+            return one_variant_sentence(self.store, others[0], self.reference) if others else \
+                f"Only {self.reference} was evaluated: add a recipe to compare."
+
+    def recommended(self, **changes) -> Recipe:
+        """The recipe of the variant the answer recommends — the verdict's `Ship …`, else the one closer to the
+        reference; with one variant besides the reference, that one — changed by `changes` (e.g.
+        `result.recommended(guards=('first_layer', 'last_layer'))`)."""
+        from trtlab.views.verdict import PairError
+
+        try:
+            label = self.verdict().decision.record()["closer"]
+        except PairError:
+            label = next(label for label in self.table.index if label != self.reference)
+        return dataclasses.replace(self.variants[label].recipe, **changes)
+
+    def notes(self) -> list[str]:
+        return [f"{label} makes the same graph as {kept} (byte-identical): evaluated once, shown as {kept}."
+                for label, kept in self.same_graph.items()]
 
     def __repr__(self) -> str:
-        parts = [self.ran_on] if self.ran_on else []
+        parts = [self.answer(), ""] + ([self.ran_on] if self.ran_on else [])
         parts.append(self.table.text())
+        parts += self.notes()
         if self.engines is not None:
             parts.append(repr(self.engines))
         return "\n".join(parts)
@@ -45,8 +84,10 @@ class ABResult:
     def _repr_html_(self) -> str:
         from html import escape
 
-        parts = [f"<p>{escape(self.ran_on)}</p>"] if self.ran_on else []
+        parts = [f"<p><b>{escape(self.answer())}</b></p>"]
+        parts += [f"<p>{escape(self.ran_on)}</p>"] if self.ran_on else []
         parts.append(self.table.html())
+        parts += [f"<p>{escape(note)}</p>" for note in self.notes()]
         if self.engines is not None:
             parts.append(self.engines._repr_html_())
         return "\n".join(parts)
@@ -65,14 +106,42 @@ class ABResult:
         return FigureView(fig)
 
     def verdict(self, first: str | None = None, second: str | None = None, reference: str = "fp32"):
-        """Head to head of two variants compared here (default: minmax vs entropy when both ran, else the best two
-        INT8 variants): accuracy and agreement with intervals, McNemar between the two, the classes each loses, the
-        calibration thresholds that differ most, and one sentence saying whether the difference is real."""
+        """Head to head of two variants compared here (default: minmax vs entropy when both ran, calibrated alike,
+        else the best two INT8 variants): accuracy and agreement with intervals, McNemar between the two, the
+        classes each loses, the calibration thresholds that differ most, and one sentence saying whether the
+        difference is real. The default one is kept as this results store's last verdict, which notebooks 04 and
+        05 follow."""
         from trtlab.views.verdict import head_to_head
 
+        default = first is None and second is None and reference == "fp32"
+        if default and self._default is not None:
+            return self._default
+        first, second = (self.same_graph.get(name, name) if name else name for name in (first, second))
         results = self.store.load_all(list(self.table.index))
         caches = {name: built.calibration_cache for name, built in self.variants.items() if built.calibration_cache}
-        return head_to_head(results, first, second, reference, caches=caches)
+        h2h = head_to_head(results, first, second, reference, caches=caches)
+        if default:
+            self._default = h2h
+            if h2h.decision is not None:
+                self.store.save_verdict(h2h.decision.record())
+        return h2h
+
+
+def one_variant_sentence(store: ResultsStore, label: str, reference: str) -> str:
+    """'int8-entropy@43+… against fp32 over 20 images: logit cosine 0.9802 (worst 0.9664), top-1 agreement
+    100.0 %; top-1 90.0 % vs 90.0 % on 20 labelled images.' — the answer of an A/B of one variant."""
+    from trtlab.evaluation.metrics import accuracy, agreement
+    from trtlab.views.formatting import cosine, percent
+
+    result, ref = store.load(label), store.load(reference)
+    agree = agreement(result, ref)
+    text = (f"{label} against {reference} over {agree['compared']} images: logit cosine "
+            f"{cosine(agree['cosine_mean'])} (worst {cosine(agree['cosine_worst'])}), top-1 agreement "
+            f"{percent(agree['top1_agreement'])}")
+    mine, theirs = accuracy(result), accuracy(ref)
+    if mine["labelled"]:
+        text += f"; top-1 {percent(mine['top1'])} vs {percent(theirs['top1'])} on {mine['labelled']} labelled images"
+    return text + "."
 
 
 def check_calibration_sizes(recipes, split: Split, dataset: Dataset) -> None:
@@ -144,7 +213,7 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", *, spli
     from trtlab.workflows.checks import (check_backend, check_calibration_cache, check_free_space, check_guards,
                                          check_labels, decode_cache_pending)
 
-    recipes = recipes_of(recipes)
+    recipes = list(dict.fromkeys(recipes_of(recipes)))  # a recipe asked for twice is one variant
     if not any(r.precision == "fp32" for r in recipes):
         recipes = [Recipe(precision="fp32")] + recipes
     check_backend(run.backend)
@@ -180,6 +249,7 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", *, spli
         variants = [build_variant(model_path, recipe, cache, split.calibration, workspace=workspace, force=run.force,
                                   progress=progress, calibration_cache_path=import_cache,
                                   reuse_cache=import_cache is not None) for recipe in recipes]
+    variants, same_graph = one_per_graph(variants)
     if devices:
         shared = SharedEvaluation(dataset=dataset, preprocess=spec, split=split, experiment=experiment,
                                   store_folder=store.folder, workspace=workspace,
@@ -191,14 +261,44 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", *, spli
     built: dict[str, BuiltVariant] = dict(zip(labels, variants))  # recipes that named no size now name the one used
     reference = next(label for label, v in zip(labels, variants) if v.recipe.precision == "fp32")
     _, table = report_tables(store.load_all(list(built)), reference=reference)
-    result = ABResult(table, store, cache, split, variants=built, ran_on=ran_on(resolved, devices))
+    result = ABResult(table, store, cache, split, variants=built, ran_on=ran_on(resolved, devices),
+                      same_graph={twin.name: built_name(kept, built) for twin, kept in same_graph})
     if progress:
         log.info(result.ran_on)
+    try:
+        result.verdict()  # the answer, kept as this store's last verdict (notebooks 04 and 05 follow it)
+    except PairError:
+        pass
     if with_engines:  # after the literal results are stored: whatever happens here, they stand
         from trtlab.workflows.ab_engines import engine_column
 
         result.engines = engine_column(result, model_path, experiment=experiment, workspace=workspace, run=run)
     return result
+
+
+def one_per_graph(variants: list[BuiltVariant]) -> tuple[list[BuiltVariant], list]:
+    """(the variants with one per distinct graph file, [(left-out variant, the variant kept for it)]): two recipes
+    whose graphs are byte-identical are one variant — evaluated once, shown under the first one's label."""
+    import hashlib
+
+    kept, twins, digests = [], [], {}
+    for variant in variants:
+        path = Path(variant.model_path)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else str(path)
+        if digest in digests and digests[digest].recipe.precision == variant.recipe.precision:
+            twins.append((variant, digests[digest]))
+            log.info(f"{variant.name} makes the same graph as {digests[digest].name} (byte-identical): evaluated "
+                     f"once, shown as {digests[digest].name}")
+            continue
+        digests.setdefault(digest, variant)
+        kept.append(variant)
+    return kept, twins
+
+
+def built_name(variant: BuiltVariant, built: dict) -> str:
+    """The stored label of a built variant (recipes that named no calibration size are stored under the size
+    they used)."""
+    return next((label for label, v in built.items() if v is variant), variant.name)
 
 
 def engines_wanted(engines) -> bool:
@@ -256,10 +356,11 @@ def gpu_names() -> dict:
 
 # -- widget callbacks (plain functions) -------------------------------------------------------------------------
 def recipes_from_selection(algorithms, calibration_images: int, calibration_batch: int, guards=(),
-                           node_guards: str = "", guard_precision: str = "fp32", percentile: float = 99.99,
+                           node_guards: str = "", guard_precision: str | None = None, percentile: float = 99.99,
                            include_fp16: bool = False):
-    """Widget state → recipes: one INT8 recipe per chosen algorithm, all with the same guards (and an FP16 variant
-    first when asked, to see INT8 against FP16 as well as FP32)."""
+    """Widget state → recipes: one INT8 recipe per chosen algorithm, all with the same guards — in
+    `guard_precision` when given, else each guard's own (the float path's, FP16; softmax FP32) — and an FP16
+    variant first when asked, to see INT8 against FP16 as well as FP32."""
     from trtlab.core.errors import UserValueError
 
     if not algorithms:
@@ -271,8 +372,8 @@ def recipes_from_selection(algorithms, calibration_images: int, calibration_batc
     from trtlab.graph.guards import parse_guards
 
     guard_list = parse_guards(list(guards) + [f"node:{n.strip()}" for n in node_guards.split(",") if n.strip()])
-    if guard_precision == "fp16":
-        guard_list = [g.with_precision("fp16") for g in guard_list]
+    if guard_precision:
+        guard_list = [g.with_precision(guard_precision) for g in guard_list]
     fp16 = [Recipe(precision="fp16")] if include_fp16 else []
     return fp16 + [Recipe(precision="int8", algorithm=a, calibration_images=_whole(calibration_images),
                           calibration_batch=_whole(calibration_batch), guards=tuple(guard_list),
@@ -305,7 +406,9 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
     percentile = w.FloatText(value=99.99, description="percentile (for percentile)", **full)
     guard_boxes = [w.Checkbox(value=False, description=g, indent=False, **full) for g in GUARD_CHOICES]
     nodes = w.Text(value="", description="node guards", placeholder="node names, comma separated", **full)
-    precision = w.ToggleButtons(options=["fp32", "fp16"], value="fp32", description="guarded layers run in", **full)
+    # One vocabulary (issue 35): guarded layers run in the float path's precision, FP16, unless FP32 is asked for.
+    precision = w.ToggleButtons(options=[("FP16 (the float path)", "fp16"), ("FP32", "fp32")], value="fp16",
+                                description="guarded layers run in", **full)
     with_fp16 = w.Checkbox(value=True, description="also an FP16 variant", indent=False, **full)
     from trtlab.backends import tensorrt_available
 

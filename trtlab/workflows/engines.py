@@ -81,6 +81,7 @@ class EngineSet:
     workspace: object = None
     source_data: object = None  # what build_engines was given as data (resolved by _data_of on first need)
     _cache: object = None
+    _latency: object = None  # measured_latency(): the engines timed once
 
     @property
     def variants(self) -> dict:
@@ -198,6 +199,28 @@ class EngineSet:
         table = latency_table(rows)
         return LatencyReport(table, "TensorRT (GPU time, CUDA events)" if on_trt else "ONNX Runtime (CPU)",
                              iterations, "" if on_trt else ORT_TIMING_NOTE)
+
+    def measured_latency(self):
+        """What notebook 02 shows for speed: on TensorRT, benchmark() of the engines (timed once, then kept); without
+        TensorRT a sentence saying there is no latency to compare (CPU timings of Q/DQ graphs are not one)."""
+        from trtlab.views.formatting import Sentence
+
+        if self.backend != "trt":
+            return Sentence("No TensorRT engine here, so no latency comparison: the roofline estimate is the only speed "
+                            "figure before a build (engines.benchmark() still times the ONNX graphs on this CPU, "
+                            "labelled as such).")
+        if self._latency is None:
+            self._latency = self.benchmark()
+        return self._latency
+
+    def engine_accuracy(self, **options):
+        """On TensorRT, evaluate() (every engine on the evaluation images, stored beside notebook 03's results);
+        without TensorRT a sentence saying notebook 03 evaluates the same variants on ONNX Runtime."""
+        from trtlab.views.formatting import Sentence
+
+        if self.backend != "trt":
+            return Sentence("No TensorRT here: notebook 03 evaluates these same variants on ONNX Runtime.")
+        return self.evaluate(**options)
 
     def evaluate(self, batch_size: int = 32, force: bool = False, progress: bool = True):
         """Evaluate every variant on the split's evaluation images; results go to the store of the variants'

@@ -106,6 +106,8 @@ def print_ab(result, workspace) -> None:
     print(f"{result.store.describe()}; results in {result.store.folder}; {result.ran_on}")
     print()
     print(result.table.text())
+    for note in result.notes():  # recipes whose graphs came out byte-identical: one variant, said
+        print(note)
     print()
     if result.engines is not None:  # the TensorRT column (workflows.ab_engines): its own backend, its own table
         print(result.engines)

@@ -83,9 +83,12 @@ def run(args) -> int:
         raise
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise _user_error(exc) from exc
+    print(dash.answer())
     for note in dash.notes:
         print(f"- {note.replace('**', '')}")
     print(dash.display_table().to_string())
+    for line in dash.reference_tests:
+        print(f"- {line}")
     path = dash.write_html(args.out / HTML_NAME if args.out else None)
     print(f"[trtlab] dashboard: {path}")
     if args.png:

@@ -46,9 +46,9 @@ class DebugArgs(ArgGroup):
                                 "(mean softmax KL), top1=F (top-1 agreement; a bare number means top1), "
                                 f"comma-joined to require several (default: {DEFAULT_TARGET})")
         group.add_argument("--max-guards", type=int, metavar="N", default=None, help="stop the search after N guards")
-        group.add_argument("--guard-precision", metavar="PRECISION", default="fp32",
-                           help="precision the found guards keep: fp32 or fp16 (Casts in the graph, layer precision "
-                                "on TensorRT 10) (default: fp32)")
+        group.add_argument("--guard-precision", metavar="PRECISION", default=None,
+                           help="precision the found guards keep: fp16 or fp32 (Casts in the graph, layer precision "
+                                "on TensorRT 10) (default: the recipe's float path, fp16)")
         group.add_argument("--scale-override", action=Items, metavar="NAME=FACTOR", default=None,
                            help="debugging aid: multiply a tensor's (or a layer input's) calibrated scale; repeat "
                                 "or comma-separate")
@@ -64,8 +64,9 @@ class DebugArgs(ArgGroup):
                                  "e.g. --target cosine=0.99, --target sqnr=20 or --target top1=0.995 (a top-1 "
                                  "agreement fraction in (0, 1])") from None
         args.max_guards = positive("--max-guards", args.max_guards)
-        args.guard_precision = check_choice("--guard-precision", args.guard_precision, GUARD_PRECISIONS,
-                                            "a guard precision")
+        if args.guard_precision is not None:
+            args.guard_precision = check_choice("--guard-precision", args.guard_precision, GUARD_PRECISIONS,
+                                                "a guard precision")
         args.scale_overrides = parse_overrides(args.scale_override)
 
 
@@ -92,9 +93,11 @@ def run(args) -> int:
                             batch_size=args.batch_size, calibration_images=args.calibration_images,
                             calibration_batch=args.calibration_batch, outputs=[args.out] if args.out else (),
                             **args.model_options)
+    # Without --algorithms (or another recipe option) the recipe the last A/B verdict recommends is debugged, as in
+    # notebook 05 (layer_debugger(recipe=None) says which and why).
     recipe = Recipe(precision="int8", algorithm=args.algorithms[0], percentile=args.percentile,
                     calibration_images=args.calibration_images, calibration_batch=inputs.sizes.calibration_batch,
-                    guards=args.guards)
+                    guards=args.guards) if args.calibration_given or args.guards else None
     debugger = layer_debugger(inputs.model, inputs.dataset, split=inputs.split, recipe=recipe, preprocess=inputs.preset,
                               images=args.images, batch_size=inputs.sizes.batch_size,
                               scale_overrides=args.scale_overrides, workspace=args.workspace,
@@ -131,6 +134,7 @@ def _analyse(debugger, args, out: Path) -> int:
         print(verified.summary())
     found.save(out)
     status, verdict = _verdict(found, verified)
+    print(found.answer())
     print(verdict)
     command = found.calibrate_command(model=args.model, data=args.data, labels=args.labels, preset=args.preset,
                                       workspace=args.workspace)

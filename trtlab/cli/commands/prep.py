@@ -25,7 +25,9 @@ class PrepArgs(ArgGroup):
         group.add_argument("--root", metavar="FOLDER", default=None,
                            help="ImageNet folder (default: $TRTLAB_IMAGENET, else found under /kaggle/input)")
         group.add_argument("--label-source", metavar="SOURCE", default="auto",
-                           help=f"where the labels come from: auto, {', '.join(SOURCES)} (default: auto)")
+                           help=f"where the labels come from: auto, {', '.join(SOURCES)}, or the path of your own "
+                                f"labels CSV (file,label rows; default: auto, which also finds a labels.csv beside "
+                                f"the photos)")
         group.add_argument("--devkit", metavar="PATH", default=None, help="ILSVRC2012 devkit folder or its meta.mat")
         group.add_argument("--ground-truth", metavar="FILE", default=None,
                            help="ILSVRC2012_validation_ground_truth.txt")
@@ -55,7 +57,8 @@ class PrepArgs(ArgGroup):
     def parse(self, args):
         from trtlab.data.imagenet import SOURCES
 
-        check_choice("--label-source", args.label_source, ("auto",) + tuple(SOURCES), "a label source")
+        if not str(args.label_source).lower().endswith(".csv"):  # a labels CSV's path is a source too
+            check_choice("--label-source", args.label_source, ("auto",) + tuple(SOURCES), "a label source")
         check_choice("--decode", args.decode, DECODE_SETS, "a set to decode")
         check_choice("--pool", args.pool, ("auto", "threads", "processes"), "a worker pool")
         if args.organize is not None:
@@ -75,7 +78,8 @@ class PrepArgs(ArgGroup):
                 raise UserValueError(f"{flag} was given without {needs}", f"add {needs}, or drop {flag}")
 
 
-COMMAND = Command("prep", "prepare ImageNet val: labels, classes, checks, split, and optionally the decode cache",
+COMMAND = Command("prep", "prepare ImageNet val or your own labelled photos: labels, classes, checks, split, and "
+                          "optionally the decode cache",
                   [ModelDataArgs(model=False, labels=False, data_default="found in --root",
                                  data_help="the folder holding the val images"), WorkspaceArgs(), PrepArgs()])
 main = command_main(COMMAND.name)

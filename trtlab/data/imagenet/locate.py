@@ -8,7 +8,7 @@ from pathlib import Path
 
 from trtlab.core.workspace import kaggle_input
 from trtlab.data.dataset import IMAGE_EXTENSIONS
-from trtlab.data.imagenet.common import KAGGLE_IMAGENET_NAME, PRUNE, WNID, ImageNetPrepError
+from trtlab.data.imagenet.common import KAGGLE_IMAGENET_NAME, LABELS_CSV_NAMES, PRUNE, WNID, ImageNetPrepError
 
 
 @dataclass
@@ -18,6 +18,7 @@ class Inputs:
     ground_truth: Path | None = None
     loc_solution: Path | None = None
     synset_mapping: Path | None = None
+    labels_csv: Path | None = None  # the user's own `file,label` CSV beside (or named with) the photos
 
 
 def find_imagenet_root() -> Path | None:
@@ -87,13 +88,19 @@ def find_file(root: Path, name: str, max_depth: int = 3) -> Path | None:
 def locate_inputs(root: str | os.PathLike | None = None, images: str | os.PathLike | None = None,
                   devkit: str | os.PathLike | None = None, ground_truth: str | os.PathLike | None = None,
                   loc_solution: str | os.PathLike | None = None,
-                  synset_mapping: str | os.PathLike | None = None) -> Inputs:
-    """Find the images folder and the label files under `root` (or take the ones named)."""
+                  synset_mapping: str | os.PathLike | None = None,
+                  labels_csv: str | os.PathLike | None = None) -> Inputs:
+    """Find the images folder and the label files under `root` (or take the ones named). `root` may be a labels
+    CSV itself: the photos are the folder it lies in."""
     root = Path(root) if root is not None else None
+    if root is not None and root.is_file() and root.suffix.lower() == ".csv":
+        root, labels_csv = root.parent, labels_csv or root
     if root is not None and not root.is_dir():
-        raise ImageNetPrepError(f"ImageNet folder {root} does not exist; pass the folder holding the val images "
-                                f"(and the devkit or LOC_val_solution.csv)")
+        raise ImageNetPrepError(f"folder {root} does not exist",
+                                "pass the folder holding the images: an ImageNet val tree, one folder per class, or "
+                                "photos with a labels.csv (file,label rows) beside them")
     found = Inputs(_images_dir(root, images))
+    found.labels_csv = Path(labels_csv) if labels_csv else _labels_csv_beside(root, found.images_dir)
     if devkit is not None:
         devkit = Path(devkit)
         found.meta_mat = devkit if devkit.is_file() else find_file(devkit, "meta.mat")
@@ -118,6 +125,23 @@ def locate_inputs(root: str | os.PathLike | None = None, images: str | os.PathLi
     elif found.loc_solution is not None and (found.loc_solution.parent / "LOC_synset_mapping.txt").is_file():
         found.synset_mapping = found.loc_solution.parent / "LOC_synset_mapping.txt"
     return found
+
+
+def _labels_csv_beside(root: Path | None, images_dir: Path) -> Path | None:
+    """A labels CSV lying beside the photos (in `root` or the images folder): labels.csv, else the one CSV there
+    that is not one of ImageNet's own label files."""
+    for folder in dict.fromkeys(p for p in (root, images_dir) if p is not None):
+        for name in LABELS_CSV_NAMES:
+            if (folder / name).is_file():
+                return folder / name
+        try:
+            csvs = [p for p in folder.iterdir() if p.suffix.lower() == ".csv" and p.is_file()
+                    and p.name not in ("LOC_val_solution.csv", "LOC_sample_submission.csv", "imagenet_val_labels.csv")]
+        except OSError:
+            continue
+        if len(csvs) == 1:
+            return csvs[0]
+    return None
 
 
 def _images_dir(root: Path | None, images) -> Path:
@@ -147,8 +171,9 @@ def scan_images(images_dir: str | os.PathLike, progress: bool = True) -> dict[st
     from trtlab.data.dataset import walk_files
 
     images: dict[str, list[str]] = defaultdict(list)
-    bar = progress_bar(desc=f"scan {Path(images_dir).name}", unit="file", enabled=progress)
-    for path in walk_files(images_dir):
+    paths = list(walk_files(images_dir))  # listed first: the bar knows its total (50,000 names list in well under 1 s)
+    bar = progress_bar(total=len(paths), desc=f"scan {Path(images_dir).name}", unit="file", enabled=progress)
+    for path in paths:
         stem, ext = os.path.splitext(os.path.basename(path))
         if ext.lower() in IMAGE_EXTENSIONS:
             images[stem].append(path)

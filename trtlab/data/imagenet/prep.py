@@ -8,11 +8,13 @@ never modified.
 from __future__ import annotations
 
 import csv
+import datetime as _dt
 import hashlib
 import io
 import json
 import logging
 import os
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from trtlab.core.workspace import kaggle_input, read_json_checked, workspace_dir
-from trtlab.data.dataset import Dataset, describe_extensions
+from trtlab.data.dataset import UNLABELLED, Dataset, describe_extensions
 from trtlab.data.disk import write_json, writing_to
 from trtlab.data.imagenet.check import check_imagenet
-from trtlab.data.imagenet.common import (CLASSES_TSV, LABELS_CSV, PREP_JSON, REPORT_JSON, SOURCES, SPLIT_JSON,
+from trtlab.data.imagenet.common import (CLASSES_TSV, FAILED_JSON, LABELS_CSV, PREP_JSON, REPORT_JSON, SOURCES, SPLIT_JSON,
                                          ImageNetPrepError, ImageNetPrepFileNotFound)
 from trtlab.data.imagenet.files import link, write_outputs
 from trtlab.data.imagenet.labels import read_source
@@ -47,6 +49,15 @@ class ImageNetPrep:
     classes: dict[int, tuple[str, str]]  # class index → (wnid, name), as written to imagenet_classes.tsv
     class_index_source: str = ""
     standin: bool = False  # the demo photos standing in for ImageNet (no ImageNet was found)
+
+    @property
+    def what(self) -> str:
+        """What was prepared, for people: ImageNet val, the user's own photos (labels CSV), or the stand-in."""
+        if self.standin:
+            return "the demo stand-in (labelled demo photos, NOT ImageNet val)"
+        if self.source == "csv":
+            return f"your photos in {self.images_dir} ({self.source_description})"
+        return "ImageNet val"
 
     @property
     def wnids(self) -> list[str]:
@@ -104,10 +115,9 @@ class ImageNetPrep:
     def summary(self) -> str:
         info = self.split.describe(self.dataset)
         calib_pc, eval_pc = (_range(info[f"{name}_images_per_class"]) for name in ("calibration", "evaluation"))
-        what = "the demo stand-in (NOT ImageNet val)" if self.standin else "ImageNet val"
         return "\n".join([
-            f"{what}: {len(self.dataset):,} labelled images in {self.report['classes']:,} classes "
-            f"from {self.images_dir}",
+            f"{self.what}: {len(self.dataset):,} images, {int((self.dataset.labels >= 0).sum()):,} labelled, in "
+            f"{self.report['classes']:,} classes from {self.images_dir}",
             f"labels: {self.source_description}",
             f"classes (torchvision order): {self.class_index_source}",
             f"split (seed {self.split.seed}): calibration {info['calibration']:,} images ({calib_pc} per class; "
@@ -120,6 +130,8 @@ class ImageNetPrep:
         per_class, size = self.split.params.get("calibration_per_class"), self.split.params.get("calibration_size")
         if self.standin:
             return f"half of the stand-in's photos: too few per class for a per-class quota"
+        if self.source == "csv" and not per_class:
+            return "half of your photos, stratified by class: too few per class for a per-class quota"
         if per_class:
             fewest = self.split.describe(self.dataset)["calibration_images_per_class"][0]
             return (f"{per_class} per class, as asked" if fewest >= per_class else
@@ -178,7 +190,35 @@ def demo_standin(workspace=None) -> Path:
     return root
 
 
-def prepare_imagenet(root: str | os.PathLike | None = None, *, images: str | os.PathLike | None = None,
+def prepare_imagenet(root: str | os.PathLike | None = None, **options) -> ImageNetPrep:
+    """Find ImageNet val — or the user's own labelled photos — read its labels, check them, write the labels CSV /
+    classes TSV and a saved split (see _prepare for the options). `root`: an ImageNet val tree, one folder per class
+    (WNID), photos with a labels CSV beside them (found without being named), or that labels CSV itself. A
+    preparation that fails records its one line (failed_attempt.json), so later notebooks say out loud that they
+    do not run on the data asked for; a successful one removes it."""
+    from trtlab.core.errors import UserError
+
+    folder = workspace_dir(options.get("workspace")) / "imagenet"
+    try:
+        prep = _prepare(root, **options)
+    except UserError as exc:
+        try:
+            write_json(folder / FAILED_JSON, {"error": exc.line(prefix=""), "root": str(root) if root else None,
+                                              "time": _dt.datetime.now().isoformat(timespec="seconds")})
+        except OSError:
+            pass  # a read-only workspace: the error itself is what the user sees
+        raise
+    (folder / FAILED_JSON).unlink(missing_ok=True)
+    return prep
+
+
+def last_failed_attempt(workspace=None) -> dict | None:
+    """What the last failed preparation said ({'error', 'root', 'time'}), when it failed after the last success."""
+    path = workspace_dir(workspace) / "imagenet" / FAILED_JSON
+    return read_json_checked(path) if path.exists() else None
+
+
+def _prepare(root: str | os.PathLike | None = None, *, images: str | os.PathLike | None = None,
                      labels: str = "auto", devkit=None, ground_truth=None, loc_solution=None, synset_mapping=None,
                      class_index: str | os.PathLike | None = None, workspace=None,
                      calibration_per_class: int | None = 10, calibration_size: int | None = None, seed: int = 0,
@@ -199,6 +239,13 @@ def prepare_imagenet(root: str | os.PathLike | None = None, *, images: str | os.
                  "calibration_per_class": calibration_per_class, "calibration_size": calibration_size, "seed": seed,
                  "expect_full_set": expect_full_set}
     standin = False
+    labels_csv = None
+    if isinstance(labels, (str, os.PathLike)) and os.fspath(labels).lower().endswith(".csv"):
+        labels_csv, labels = Path(labels), "csv"  # the user's own labels CSV, named
+        if not labels_csv.is_file():
+            raise ImageNetPrepError(f"labels CSV {labels_csv} does not exist", "pass the path of a file,label CSV")
+        if root is None and images is None:
+            root = labels_csv.parent
     if root is None and images is None:
         root = find_imagenet_root()
         standin = root is None
@@ -210,7 +257,7 @@ def prepare_imagenet(root: str | os.PathLike | None = None, *, images: str | os.
             say(f"[trtlab] ImageNet found at {root}")
     if labels not in ("auto",) + SOURCES:
         raise ImageNetPrepError(f"labels={labels!r}: choose auto, {', '.join(SOURCES)}")
-    inputs = locate_inputs(root, images, devkit, ground_truth, loc_solution, synset_mapping)
+    inputs = locate_inputs(root, images, devkit, ground_truth, loc_solution, synset_mapping, labels_csv)
     classes, class_source = _load_class_index(class_index)
     found = scan_images(inputs.images_dir, progress)
     if not found:
@@ -226,13 +273,18 @@ def prepare_imagenet(root: str | os.PathLike | None = None, *, images: str | os.
     report.raise_for_errors()
 
     rows = report.labelled
-    dataset = Dataset(_dataset_name(standin), [path for _, path, _, _ in rows],
+    if source.kind == "csv":  # the user's own photos: those without a label row stay, unlabelled (-1)
+        rows = sorted(rows + [(image_id, found[image_id][0], UNLABELLED, "") for image_id in found
+                              if image_id not in source.labels], key=lambda row: row[0])
+    dataset = Dataset(_dataset_name(standin, source.kind, inputs.images_dir), [path for _, path, _, _ in rows],
                       np.asarray([r[2] for r in rows], np.int64), root=str(inputs.images_dir))
     # Written last, prep.json records the rows and sha256 of the files before it: an interrupted rerun leaves the
     # earlier preparation whole (atomic writes) or a file that load_imagenet names as changed.
     outputs = write_outputs(folder, dataset, rows, classes)
-    if standin:
-        calibration_size = max(1, len(dataset) // 2)
+    if standin or (source.kind == "csv" and calibration_size is None):
+        # The stand-in and a user's own photos hold a few images per class: a per-class quota would leave nothing
+        # to evaluate, so half of them calibrate (stratified by class; unlabelled ones at random).
+        calibration_per_class, calibration_size = None, max(1, len(dataset) // 2)
     with writing_to(folder / SPLIT_JSON):
         split = _load_or_make_split(folder / SPLIT_JSON, dataset, calibration_per_class, calibration_size, seed, say)
     summary = {k: v for k, v in report.to_dict().items() if k != "problems"}
@@ -248,11 +300,16 @@ def prepare_imagenet(root: str | os.PathLike | None = None, *, images: str | os.
     return prep
 
 
-def _dataset_name(standin) -> str:
-    """'imagenet-val', or the demo stand-in's own name: stores and titles never call the demo photos ImageNet."""
+def _dataset_name(standin: bool, source: str = "", images_dir: Path | None = None) -> str:
+    """'imagenet-val'; 'photos-<folder>' for the user's own photos with a labels CSV; or the demo stand-in's own
+    name: stores and titles never call photos that are not ImageNet val ImageNet."""
     from trtlab.data.demo import STANDIN_DATASET_NAME
 
-    return STANDIN_DATASET_NAME if standin else "imagenet-val"
+    if standin:
+        return STANDIN_DATASET_NAME
+    if source == "csv":
+        return "photos-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(images_dir).name if images_dir else "own")[:40]
+    return "imagenet-val"
 
 
 def _use_standin(workspace, say) -> Path:
@@ -303,9 +360,10 @@ def load_imagenet(workspace=None) -> ImageNetPrep:
     rebuild = rebuild_command(record, workspace)
     images_dir = Path(record["images_dir"])
     files, labels = _read_labels(folder / LABELS_CSV, record, rebuild)
-    dataset = Dataset(_dataset_name(record.get("standin")), [str(images_dir / f) for f in files],
+    dataset = Dataset(_dataset_name(record.get("standin"), record.get("source", ""), images_dir),
+                      [str(images_dir / f) for f in files],
                       np.asarray(labels, np.int64), root=str(images_dir))
-    classes = _read_classes(folder / CLASSES_TSV, record, set(labels), rebuild)
+    classes = _read_classes(folder / CLASSES_TSV, record, set(labels) - {UNLABELLED}, rebuild)
     split = _read_split(folder / SPLIT_JSON, len(dataset), rebuild)
     if split.dataset_fingerprint != dataset.fingerprint():
         raise ImageNetPrepError(f"the images under {images_dir} changed since preparation (files added, removed or "
@@ -344,7 +402,8 @@ def _read_labels(path: Path, record: dict, rebuild: str) -> tuple[list[str], lis
     text = _read_prepared(path, expected, rows, rebuild)
     files, labels = [], []
     for line_no, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
-        if not (row.get("file") and (row.get("index") or "").isdigit() and row.get("wnid")):
+        unlabelled = row.get("index") == str(UNLABELLED) and not row.get("wnid")  # own photos without a label
+        if not (row.get("file") and ((row.get("index") or "").isdigit() and row.get("wnid") or unlabelled)):
             raise ImageNetPrepError(f"{path} is cut short or damaged at line {line_no} ({row})",
                                     f"run `{rebuild}` to write it again")
         files.append(row["file"])

@@ -39,6 +39,7 @@ class Dashboard:
     flips: dict = field(default_factory=dict)  # variant → flips
     confusions: dict = field(default_factory=dict)  # variant → introduced_confusions
     notes: list = field(default_factory=list)
+    reference_tests: list = field(default_factory=list)  # one McNemar sentence per variant against the reference
     focus: list = field(default_factory=list)  # compared variants whose per-variant figures are drawn
     decode_cache: object = None
     image_root: str | None = None
@@ -169,21 +170,54 @@ class Dashboard:
         return self.significance_view().shown
 
     def compare(self, first: str | None = None, second: str | None = None):
-        """Head to head of two stored variants (labels, or algorithm names: 'minmax' is the best variant
-        calibrated with minmax) against the reference (default: minmax vs entropy when both are here, else the best
+        """Head to head of two stored variants (labels, or algorithm names: 'minmax' is the variant calibrated
+        with minmax alike with the other side, else the unguarded one) against the reference (default: the pair
+        the last stated verdict compared — notebook 03's — else minmax vs entropy when both are here, else the best
         two INT8 variants): accuracy and agreement with intervals, McNemar between the two, the
         classes each loses side by side, the calibration thresholds that differ most, and whether the difference
         is real. Displays itself in a notebook; `.sentence`, `.summary`, `.drift`, `.scales` hold the parts."""
-        return head_to_head(self.results, first, second, self.reference)
+        return head_to_head(self.results, first, second, self.reference, preferred=self.verdict_pair())
+
+    def verdict_pair(self) -> tuple[str, str] | None:
+        """The pair the last verdict stated on this store compared (notebook 03's), when both are shown here."""
+        record = self.store.last_verdict()
+        if record and record["reference"] == self.reference and record["first"] in self.results \
+                and record["second"] in self.results:
+            return record["first"], record["second"]
+        return None
 
     def head_to_head_pair(self) -> tuple[str, str] | None:
-        """The pair the HTML report compares head to head: the focus when it is two variants, else the default."""
+        """The pair the HTML report compares head to head: the focus when it is two variants, else the pair of the
+        last stated verdict, else the default."""
         if len(self.focus) == 2:
             return self.focus[0], self.focus[1]
         try:
-            return default_pair(self.results, self.reference)
+            return default_pair(self.results, self.reference, self.verdict_pair())
         except PairError:
             return None
+
+    def answered_variant(self) -> tuple[str | None, str]:
+        """(the variant the answer is about, why): the last verdict's choice (notebook 03's recommendation, or the
+        one closer to the reference where it could not decide), else the INT8 variant closest to the reference."""
+        record = self.store.last_verdict()
+        if record and record.get("closer") in self.compared and record["reference"] == self.reference:
+            chosen = record["closer"]
+            return chosen, ("notebook 03's recommendation" if record.get("ship") == chosen else
+                            f"closer to {self.reference} of the pair the last verdict could not decide")
+        int8 = [n for n in self.compared if int8_algorithm(self.results[n])] or self.compared
+        if not int8:
+            return None, ""
+        rows = self.table.loc[int8]
+        return str(rows.sort_values("cosine_mean", ascending=False, kind="stable").index[0]), \
+            f"the INT8 variant closest to {self.reference}"
+
+    def answer(self):
+        """The dashboard's answer in one sentence (views.dashboard.answer): what the variant to ship costs per
+        class against the reference — 'int8-minmax@43 (notebook 03's recommendation) changes top-1 on 2 of 20
+        classes; worst: tench, −50 points (2 → 1 of 2 images)' — or, without labels, per image."""
+        from trtlab.views.dashboard.answer import dashboard_answer
+
+        return dashboard_answer(self)
 
     def show_significance(self) -> None:
         """Display the pairwise McNemar table in a notebook, or say why there is none."""
@@ -305,6 +339,9 @@ def build_dashboard(store=None, variants=None, reference=None, decode_cache=None
                        f"{', '.join(dash.compared) or 'none'}")
     dash.focus = list(focus)
     dash.notes = _notes(dash, stored_count=len(available), alpha=alpha) + list(table.attrs.get("notes", []))
+    # Shown below the variant table (issue 35): the evidence comes after the answer and the table.
+    dash.reference_tests = [_against_reference(row, alpha) for row in dash.significance.itertuples()
+                            if row.labelled and row.first == reference]
     return dash
 
 
@@ -316,8 +353,11 @@ def _resolved(results, name: str, reference: str) -> str:
 
 
 def _default_focus(dash: Dashboard) -> list[str]:
-    """minmax and entropy (the head-to-head the workbench exists for) when both are compared; else the two that
-    agree least with the reference."""
+    """The pair the last stated verdict compared (notebook 03's); else minmax and entropy (the head-to-head the
+    workbench exists for) when both are compared; else the two that agree least with the reference."""
+    pair = dash.verdict_pair()
+    if pair is not None:
+        return list(pair)
     algorithms = {int8_algorithm(dash.results[name]) for name in dash.compared}
     if {"minmax", "entropy"} <= algorithms:
         return list(default_pair(dash.results, dash.reference))
@@ -357,12 +397,10 @@ def _notes(dash: Dashboard, stored_count: int, alpha: float = 0.05) -> list[str]
         if common < max(len(result), len(ref)):
             notes.append(f"{variant} holds {len(result)} images and {reference} {len(ref)}: compared on the "
                          f"{common} they share.")
-    for row in dash.significance.itertuples():
-        if row.labelled and row.first == reference:  # every other pair is in the significance table
-            notes.append(_against_reference(row, alpha))
     if len(dash.focus) < len(dash.compared):
-        why = "minmax and entropy" if {int8_algorithm(dash.results[n]) for n in dash.focus} == {"minmax", "entropy"} \
-            else f"the least agreeing with {reference}"
+        why = ("the pair the last verdict compared" if dash.verdict_pair() == tuple(dash.focus) else
+               "minmax and entropy" if {int8_algorithm(dash.results[n]) for n in dash.focus} == {"minmax", "entropy"}
+               else f"the least agreeing with {reference}")
         notes.append(f"Per-variant figures for {', '.join(dash.focus)} ({why}); `dash.show_variant(name)` or "
                      f"`focus=[...]` for the others, `dash.compare(a, b)` for any two side by side.")
     return notes

@@ -41,9 +41,12 @@ def render_html(dash: Dashboard) -> str:
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{_CSS}</style></head><body>", f"<h1>{html.escape(title)}</h1>",
              f"<p class='meta'>written {_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')} from "
-             f"stored results; nothing was re-run.</p>",
+             f"stored results; nothing was re-run.</p>", f"<p><b>{html.escape(str(dash.answer()))}</b></p>",
              "<ul class='notes'>" + "".join(f"<li>{html.escape(note).replace('**', '')}</li>" for note in dash.notes)
              + "</ul>", "<h2>Variants</h2>", dash.table_view().html()]
+    if dash.reference_tests:
+        parts.append("<ul class='notes'>" + "".join(f"<li>{html.escape(line)}</li>" for line in dash.reference_tests)
+                     + "</ul>")
     parts += _runs_section(dash) + _significance_section(dash)
     parts += ["<h2>Overview</h2>", _img(pngs["summary"], "summary")]
     parts += _head_to_head_section(dash)

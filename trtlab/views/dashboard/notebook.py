@@ -14,6 +14,8 @@ def show(dash: Dashboard) -> None:
 
     display(Markdown("\n".join(f"- {note}" for note in dash.notes)))
     display(HTML(dash.table_view().html()))
+    if dash.reference_tests:  # each variant's McNemar test against the reference, below the table
+        display(Markdown("\n".join(f"- {line}" for line in dash.reference_tests)))
     if len(dash.significance):
         display(HTML(dash.significance_view().html()))
     for name, part in dash.figure_parts():
