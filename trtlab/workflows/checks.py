@@ -248,6 +248,10 @@ def check_backend(backend: str | None) -> None:
         raise UserError("backend 'trt' was asked for but TensorRT does not import here",
                         "run `python -m trtlab doctor` (or notebook 00_env_setup) to find and load TensorRT, or use "
                         "--backend ort / auto")
+    from trtlab.backends.tensorrt.loader import import_tensorrt
+    from trtlab.backends.tensorrt.readiness import gpu_for_tensorrt
+
+    gpu_for_tensorrt(import_tensorrt())  # TensorRT imports but cannot run here (no GPU, an old driver): one line
 
 
 #: Kaggle's /kaggle/working holds 20 GB (the kernel's own "Output" quota); said in the refusal on Kaggle.

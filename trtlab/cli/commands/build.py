@@ -94,6 +94,7 @@ main = COMMAND.main
 def run(args) -> int:
     from trtlab.backends.tensorrt.loader import (EngineBuildError, EngineCompatibilityError, OnnxParseError,
                                                  TensorRTUnavailable, import_tensorrt)
+    from trtlab.backends.tensorrt.readiness import gpu_for_tensorrt
     from trtlab.data.demo import export_demo_model
     from trtlab.quantization.recipe import Recipe
     from trtlab.workflows import checks
@@ -102,11 +103,12 @@ def run(args) -> int:
     _check_calibration_options(args)
     checks.check_demo_preset(args.model, args.preset, args.preset_given)
     try:  # the backend asked for is checked first, as check_inputs does: without TensorRT nothing can be built
-        import_tensorrt()
+        trt = import_tensorrt()
     except TensorRTUnavailable as exc:
         raise UserError(f"build needs TensorRT: {exc.what.split('; ')[0]}",
                         "run `python -m trtlab doctor` (or notebook 00_env_setup) to find and load it; without "
                         "TensorRT, `python -m trtlab eval` and `calibrate` run on ONNX Runtime") from exc
+    gpu_for_tensorrt(trt)  # TensorRT imports but cannot build here (no GPU, an old driver): one line, now
     workspace = checks.check_workspace(args.workspace, args.data)
     model = args.model or export_demo_model(workspace=workspace)
     info = checks.check_model(model)
