@@ -108,8 +108,10 @@ def run(args) -> int:
         raise UserError(f"build needs TensorRT: {exc.what.split('; ')[0]}",
                         "run `python -m trtlab doctor` (or notebook 00_env_setup) to find and load it; without "
                         "TensorRT, `python -m trtlab eval` and `calibrate` run on ONNX Runtime") from exc
-    gpu_for_tensorrt(trt)  # TensorRT imports but cannot build here (no GPU, an old driver): one line, now
     workspace = checks.check_workspace(args.workspace, args.data)
+    if args.model:
+        checks.check_model(args.model)  # a wrong --model is said first, whatever this machine has
+    gpu_for_tensorrt(trt)  # TensorRT imports but cannot build here (no GPU, an old driver): one line, before work
     model = args.model or export_demo_model(workspace=workspace)
     info = checks.check_model(model)
     checks.check_guards(model, args.guards, workspace)
