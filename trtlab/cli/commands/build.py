@@ -109,14 +109,17 @@ def run(args) -> int:
                         "run `python -m trtlab doctor` (or notebook 00_env_setup) to find and load it; without "
                         "TensorRT, `python -m trtlab eval` and `calibrate` run on ONNX Runtime") from exc
     workspace = checks.check_workspace(args.workspace, args.data)
-    if args.model:
-        checks.check_model(args.model)  # a wrong --model is said first, whatever this machine has
-    gpu_for_tensorrt(trt)  # TensorRT imports but cannot build here (no GPU, an old driver): one line, before work
+    # TensorRT imports but cannot build here (no GPU, an old driver): one line, after the inputs' own checks and
+    # before any work — before the demo model's export (seconds) where no --model was given
+    if not args.model:
+        gpu_for_tensorrt(trt)
     model = args.model or export_demo_model(workspace=workspace)
     info = checks.check_model(model)
     checks.check_guards(model, args.guards, workspace)
     checks.check_sizes(info, calibration_images=args.calibration_images, calibration_batch=args.calibration_batch)
     data = checks.check_dataset(args.data) if given(args, "data") else None  # None: prepared data, else the demo
+    if args.model:
+        gpu_for_tensorrt(trt)
     recipes = [Recipe(precision=p, guards=args.guards if p != "fp32" else ()) for p in args.precision
                if p in ("fp32", "fp16")]
     if "int8" in args.precision:
