@@ -175,6 +175,46 @@ def test_unnamed_nodes_are_named_at_sanitize_and_a_name_resolves_in_every_stage(
     assert [n.name for n in onnx.load(str(sanitize_model(raw))).graph.node] == names
 
 
+def test_sanitizing_drops_the_opset_imports_no_node_uses_and_every_int8_graph_inherits_it(unnamed_resnet50):
+    """ONNX Runtime's optimized model imports every domain ORT registers (com.microsoft.nchwc, org.pytorch.aten,
+    ai.onnx.training, …): 9 imports for a graph of default-domain ops, carried into every INT8 variant."""
+    from trtlab.quantization.insertion import quantize_graph
+    from trtlab.quantization.placement import DEFAULT_RULES
+
+    _, sanitized_path = unnamed_resnet50
+    sanitized = onnx.load(str(sanitized_path))
+    assert [o.domain for o in sanitized.opset_import] == [""]
+    plan = plan_quantization(sanitized, (), DEFAULT_RULES, int8_float_path="fp16")
+    int8 = quantize_graph(sanitized, plan, {t: 0.05 for t in plan.activations}, "fp16").model
+    assert [(o.domain, o.version) for o in int8.opset_import] == [("", 19)]  # FP16 Q/DQ scales: opset 19
+    for model in (sanitized, int8):
+        onnx.checker.check_model(model, full_check=True)
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        np.testing.assert_equal(_logits(model, np.zeros((1, 3, 224, 224), np.float32)).shape, (1, 1000))
+
+
+def test_an_opset_used_only_inside_a_subgraph_or_a_function_is_kept():
+    from onnx import helper
+
+    from trtlab.graph.onnx_utils import drop_unused_opsets
+
+    body = helper.make_graph([helper.make_node("Foo", ["x"], ["y"], domain="custom.body")], "body", [],
+                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    branch = helper.make_node("If", ["c"], ["out"], then_branch=body, else_branch=body)
+    call = helper.make_node("Bar", ["x"], ["z"], domain="custom.local")
+    function = helper.make_function("custom.local", "Bar", ["x"], ["z"],
+                                    [helper.make_node("Baz", ["x"], ["z"], domain="custom.function")],
+                                    [helper.make_opsetid("custom.function", 1)])
+    graph = helper.make_graph([branch, call], "g", [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                                                    helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1])])
+    domains = ["", "custom.body", "custom.local", "custom.function", "com.microsoft.nchwc", "ai.onnx.ml"]
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, 1) for d in domains], functions=[function])
+    assert drop_unused_opsets(model) == ["com.microsoft.nchwc", "ai.onnx.ml"]
+    assert [o.domain for o in model.opset_import] == domains[:4]
+    assert drop_unused_opsets(model) == []  # idempotent
+
+
 def test_sanitizing_preserves_the_models_outputs_on_real_photos(demo_model, demo_cache, session_workspace,
                                                                 tmp_path):
     batch = _photos(demo_cache)

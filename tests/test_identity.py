@@ -174,7 +174,7 @@ def test_variant_result_and_engine_identities_are_one_dataclass_hashed_one_way(d
 
     from trtlab.backends.tensorrt.build import build_engine
     from trtlab.core.identity import Identity
-    from trtlab.core.workspace import hash_json
+    from trtlab.core.workspace import hash_json, sha256_file
     from trtlab.evaluation.evaluate import evaluate_variant
     from trtlab.quantization.variants import build_variant, variant_key
 
@@ -185,15 +185,18 @@ def test_variant_result_and_engine_identities_are_one_dataclass_hashed_one_way(d
     variant = Identity.of(stored)
     assert built.folder.name.endswith(variant.key) and variant.model_sha256 and variant.preprocess
     assert variant.calibration == built.calibration and variant.scales == {"source": "calibration"}
-    # a result: the same dataclass (no model or preprocessing: those are the store's experiment), plus the backend;
-    # its key is the one results were stored under before the dataclass, so earlier stores are still found
+    # ... and the code that made it (issue 36): the graph's and the statistics' fingerprints
+    assert set(variant.code) == {"graph", "statistics"} and variant.revision == 4
+    # a result: the same dataclass (no preprocessing: the store's experiment), the sha256 of the graph that
+    # computed it (the variant's model.onnx, not the experiment's model), plus the backend
     result = evaluate_variant(built, demo_cache, demo_cache.valid_indices[4:8], backend="ort", progress=False,
                               workspace=tmp_path)
     identity = Identity.of(result.record["identity"])
-    assert identity == built.identity.replace(backend="ort-cpu") and identity.model_sha256 is None
+    assert identity == built.identity.replace(backend="ort-cpu")
+    assert identity.model_sha256 == sha256_file(built.model_path) != variant.model_sha256
     assert result.record["variant_key"] == variant_key(identity) == hash_json(
         {"recipe": built.recipe.to_dict(), "calibration": built.calibration, "scales": built.scales,
-         "backend": "ort-cpu"}, 16)
+         "model_sha256": identity.model_sha256, "backend": "ort-cpu"}, 16)
     # an engine: the same dataclass again, named by its digest (TensorRT faked: nothing is built)
     monkeypatch.setitem(sys.modules, "tensorrt", make_fake_tensorrt("10.9.0.34"))
     engine = build_engine(built.model_path, workspace=tmp_path, gpu={"name": "NVIDIA Tesla T4",

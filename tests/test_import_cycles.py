@@ -107,16 +107,6 @@ def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
     return found
 
 
-# Cycles through lazy (function-level) imports still on this branch, each outside the quantization stage and listed
-# so that any other cycle fails the main test; delete an entry once its cycle is gone.
-# - the GPU backend's op registry imports its op modules when first asked (they register themselves with its
-#   decorator): a plugin pattern; gpu/__init__ importing the op modules would end it.
-# - cli.args' Command.main() calls cli.main lazily (Python entry for `python -m trtlab <name>`).
-KNOWN = [{"trtlab.backends.gpu.registry", "trtlab.backends.gpu.ops_nn", "trtlab.backends.gpu.ops_quant",
-          "trtlab.backends.gpu.ops_tensor"},
-         {"trtlab.cli.args", "trtlab.cli.main"}]
-
-
 def test_the_finder_sees_module_level_function_level_and_relative_imports(tmp_path, monkeypatch):
     package = tmp_path / "trtlab"
     (package / "sub").mkdir(parents=True)
@@ -139,10 +129,39 @@ def test_no_module_level_import_cycles():
 
 
 def test_no_import_cycles_between_trtlab_modules():
+    """None at all, lazy imports included (issue 36 item 9 removed the last two: the GPU op registry and its op
+    modules; the argument groups and the dispatcher)."""
     graph = import_graph()
     assert len(graph) > 50 and graph["trtlab.quantization.statistics"]  # it really read the package
-    found = [sorted(c) for c in cycles(graph) if not any(c == known for known in KNOWN)]
+    found = [sorted(c) for c in cycles(graph)]
     assert found == [], f"modules that import each other (directly or through others): {found}"
+
+
+def test_the_gpu_op_table_does_not_import_its_ops_the_package_does():
+    graph = import_graph()
+    ops = {"trtlab.backends.gpu.ops_nn", "trtlab.backends.gpu.ops_quant", "trtlab.backends.gpu.ops_tensor"}
+    assert not graph["trtlab.backends.gpu.registry"] & ops
+    assert ops <= graph["trtlab.backends.gpu"]
+    for name in ops:
+        assert graph[name] == {"trtlab.backends.gpu.registry"}
+    # and the table is full whichever module of the package is imported first (a fresh interpreter each time)
+    import subprocess
+    import sys
+
+    for first in ("trtlab.backends.gpu.registry", "trtlab.backends.gpu.graph_module"):
+        code = (f"import {first}, sys\n"
+                "from trtlab.backends.gpu.registry import OPS, builder_for\n"
+                "assert builder_for('Conv') and builder_for('QuantizeLinear') and builder_for('Reshape'), len(OPS)\n"
+                "assert 'torch' not in sys.modules  # the op modules import torch inside their builders\n")
+        subprocess.run([sys.executable, "-c", code], check=True, cwd=PACKAGE.parent)
+
+
+def test_the_argument_groups_do_not_import_the_dispatcher():
+    graph = import_graph()
+    assert "trtlab.cli.main" not in graph["trtlab.cli.args"]
+    from trtlab.cli.commands import calibrate, eval as eval_command
+
+    assert calibrate.main.__name__ == eval_command.main.__name__ == "main"  # each command's Python entry is kept
 
 
 def test_the_histogram_sits_below_its_dispatcher():

@@ -39,7 +39,8 @@ _EXPORTS = {
     "sanitize_model": "graph.sanitize",
     # issue 17: where TensorRT will compute each node (fusion-aware, no GPU), and the placement rules
     "precision_report": "graph.fusion", "precision_overview": "graph.fusion",
-    "speedup_estimate": "graph.roofline",  # per-GPU INT8-vs-FP16 roofline estimate of a precision report
+    "speedup_estimate": "graph.roofline",  # per-GPU INT8-vs-FP16 speed estimate (with its band) of a precision report
+    "speed_clause": "graph.speed",  # issue 37: is INT8 worth shipping for speed — measured on TensorRT, else estimated
     "placement_rules": "quantization.placement:RULES",
     "prepare_imagenet": "data.imagenet", "load_imagenet": "data.imagenet", "prepared_data": "data.prepared",
     "Experiment": "evaluation.identity",

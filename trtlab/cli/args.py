@@ -455,12 +455,6 @@ class Command:
             group.parse(args)
         return args
 
-    def main(self, argv=None) -> int:
-        """`python -m trtlab <name> ARGV` from Python: the same parsing, checks and one error printer."""
-        from trtlab.cli.main import main
-
-        return main([self.name, *(argv or [])])
-
 
 __all__ = ["ArgGroup", "BackendArgs", "CalibrationArgs", "Command", "GlobalArgs", "GuardArgs", "Items",
            "ModelDataArgs", "OutputArgs", "Parser", "Renamed", "UsageError", "WorkspaceArgs", "check_choice",

@@ -86,6 +86,18 @@ def command_module(name: str):
     return importlib.import_module(f"trtlab.cli.commands.{name}")
 
 
+def command_main(name: str):
+    """A command module's `main(argv)`: `python -m trtlab <name> ARGV` from Python — the same parsing, checks and
+    one error printer. It lives here, beside the dispatcher it calls, so the argument groups (cli.args) never
+    import the dispatcher that imports them."""
+    def command(argv: list[str] | None = None) -> int:
+        return main([name, *(argv or [])])
+
+    command.__qualname__ = command.__name__ = "main"
+    command.__doc__ = f"`python -m trtlab {name} ARGV` from Python (exit status)."
+    return command
+
+
 def build_parser() -> Parser:
     """The top-level parser: the command list, --version and the exit-status rule (each command parses its own
     options)."""

@@ -1,13 +1,18 @@
-"""What a stored artefact is made from — a variant's graph, an evaluation result, a TensorRT engine — in one shape,
-hashed one way.
+"""What a stored artefact is made from — a variant's graph, an evaluation result, a TensorRT engine, and every
+cache the workspace keeps — in one shape, hashed one way.
 
-`Identity` is one frozen dataclass for all three; each fills the fields that make it what it is:
+`Identity` is one frozen dataclass for all of them; each fills the fields that make it what it is:
 - a variant's graph (quantization.variants: its folder name and variant.json): model, recipe, calibration images,
-  where the scales came from, preprocessing, the variant code's revision;
-- a result (evaluation.evaluate: its `variant_key` in the results store): recipe, calibration, scales and the
-  backend that computed it (the model, images and preprocessing are the store's experiment);
+  where the scales came from, preprocessing, the variant code's revision and the fingerprint of the code that
+  makes it (`code`, core.fingerprint);
+- a result (evaluation.evaluate: its `variant_key` in the results store): recipe, calibration, scales, the sha256 of
+  the graph that computed it (a graph the code makes differently is a new result) and the backend that ran it (the
+  model, images and preprocessing are the store's experiment);
 - an engine (backends.tensorrt.build: its file name and sidecar): the graph's sha256, the build options as its
-  recipe, the variant it was built from, TensorRT's calibration.
+  recipe, the variant it was built from, TensorRT's calibration;
+- the caches: calibration statistics, a sanitized model, a decode cache, a split, an experiment's results store,
+  an evaluation checkpoint, TensorRT's calibration cache, the debugger's saved work (their modules say which
+  fields).
 Its key is sha256 of its canonical JSON (core.workspace.hash_json) over the fields that are set: a field that is
 None is not part of an identity, so a field added later (default None) changes no earlier key.
 """
@@ -35,6 +40,9 @@ class Identity:
     tensorrt: str | None = None  # 'weakly typed': TensorRT 10's legacy network (another engine than the graph's)
     backend: str | dict | None = None  # what computed a result: 'ort-cpu', 'torch-cuda', {"name": "trt", ...}
     batch_size: int | None = None  # a result's evaluation batch, where its backend's numbers depend on it
+    code: dict | None = None  # fingerprints of the code that made it, {"graph": …, "statistics": …}: core.fingerprint
+    data: dict | None = None  # the images it was computed on, other than calibration's: dataset, ids hash, count
+    options: dict | None = None  # settings that change it and have no field above (a split's sizes, runner options)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):  # plain JSON values, copied: nothing shared with the caller

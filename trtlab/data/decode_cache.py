@@ -131,15 +131,29 @@ class DecodeCache:
 
 
 def cache_key(dataset: Dataset, preprocess: Preprocess, hashes: list[str] | None = None) -> str:
-    return hash_json({"format": CACHE_FORMAT, "dataset": dataset.fingerprint(hashes),
-                      "pre": preprocess.cache_key_fields()})
+    """The key of the decode cache of (dataset, preprocess): the Identity of the dataset's files and labels, the
+    preprocessing fields that shape the crops and the cache format."""
+    return _cache_identity(dataset.fingerprint(hashes), preprocess).key
+
+
+def _cache_identity(fingerprint: str, preprocess: Preprocess):
+    from trtlab.core.identity import Identity
+
+    return Identity(data={"dataset": fingerprint}, preprocess=preprocess.cache_key_fields(), revision=CACHE_FORMAT)
 
 
 def cache_folder(dataset: Dataset, preprocess: str | Preprocess = "tf-lite", workspace=None,
                  hashes: list[str] | None = None) -> Path:
-    """Where the decode cache of (dataset, preprocess) lives (whether or not it exists yet)."""
+    """Where the decode cache of (dataset, preprocess) lives (whether or not it exists yet). A cache an earlier
+    trtlab named by a hash of its own dict (same fields) is found under that name and used as it is: its crops are
+    these, and run records name it by that key."""
     spec = get_preprocess(preprocess)
-    return workspace_dir(workspace) / "decode_cache" / f"{_safe_name(dataset.name)}-{cache_key(dataset, spec, hashes)}"
+    fingerprint = dataset.fingerprint(hashes)
+    root = workspace_dir(workspace) / "decode_cache"
+    folder = root / f"{_safe_name(dataset.name)}-{_cache_identity(fingerprint, spec).key}"
+    earlier = root / f"{_safe_name(dataset.name)}-" \
+        f"{hash_json({'format': CACHE_FORMAT, 'dataset': fingerprint, 'pre': spec.cache_key_fields()})}"
+    return earlier if not folder.exists() and earlier.exists() else folder
 
 
 def estimate_cache_bytes(count: int, preprocess: str | Preprocess = "tf-lite") -> int:

@@ -168,6 +168,24 @@ def split_settings(calibration_size: int | None = None, calibration_per_class: i
             "evaluation_per_class": None, "evaluation_size": None, "calibration_order": CALIBRATION_ORDER}
 
 
+def default_split_path(dataset: Dataset, calibration_images: int | None, seed: int, calibration_per_class: int | None,
+                       workspace=None) -> Path:
+    """Where saved_split keeps the split of (dataset version, sizes, seed): named by their Identity; a split saved
+    under the name an earlier trtlab gave it (a hash of its own dict) is found there and used as it is."""
+    from trtlab.core.identity import Identity
+
+    fingerprint = dataset.fingerprint()
+    folder = workspace_dir(workspace) / "splits"
+    made_from = Identity(data={"dataset": fingerprint}, options={"calibration_images": calibration_images, "seed": seed,
+                                                                 "calibration_per_class": calibration_per_class})
+    path = folder / f"{dataset.name}-{made_from.digest(12)}.json"
+    legacy = {"fp": fingerprint, "n": calibration_images, "seed": seed}
+    if calibration_per_class is not None:
+        legacy["per_class"] = calibration_per_class
+    earlier = folder / f"{dataset.name}-{hash_json(legacy, 12)}.json"
+    return earlier if not path.exists() and earlier.exists() else path
+
+
 def saved_split(dataset: Dataset, calibration_images: int | None = None, seed: int = 0, workspace=None, *,
                 calibration_per_class: int | None = None, path: str | os.PathLike | None = None) -> Split:
     """The split for (dataset, calibration size or per-class quota, seed), made once and saved so every notebook, CLI
@@ -187,12 +205,8 @@ def saved_split(dataset: Dataset, calibration_images: int | None = None, seed: i
             f"{calibration_images} calibration images asked for, but dataset {dataset.name!r} has {len(dataset)} "
             f"images and evaluation needs at least one", f"use calibration_images ≤ {len(dataset) - 1}")
     settings = split_settings(calibration_images, calibration_per_class)
-    if path is None:
-        key_fields = {"fp": dataset.fingerprint(), "n": calibration_images, "seed": seed}
-        if calibration_per_class is not None:
-            key_fields["per_class"] = calibration_per_class
-        path = workspace_dir(workspace) / "splits" / f"{dataset.name}-{hash_json(key_fields, 12)}.json"
-    path = Path(path)
+    path = Path(path) if path is not None else \
+        default_split_path(dataset, calibration_images, seed, calibration_per_class, workspace)
     expected = {"dataset_fingerprint": dataset.fingerprint(), "seed": seed, "params": settings}
     saved = read_checked(path, Split.load)  # None when absent, or damaged (then set aside, named)
     if saved is not None:

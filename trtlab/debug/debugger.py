@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trtlab.core.identity import Identity
 from trtlab.core.workspace import hash_json, workspace_dir
 from trtlab.debug import guard_search as _guard_search
 from trtlab.debug import sensitivity as _sensitivity
@@ -64,13 +65,25 @@ class LayerDebugger:
         self._split_search_and_verification(search_images)
         self._load_graph(recipe)
         self._calibrate(recipe, scale_overrides or {})
-        ids = cache.dataset.image_ids()
-        self.key = hash_json({"model": self.model_sha256, "recipe": recipe.to_dict(),
-                              "calibration": [ids[i] for i in self.calibration_indices],
-                              "pre": cache.preprocess.to_dict(), "overrides": sorted(self.scale_overrides.items())})
+        self.key = self._identity(recipe).key
         self.folder = (workspace_dir(workspace) / "debug" / f"{self.model_path.stem}-{self.model_sha256[:8]}"
                        / f"{recipe.name}-{self.key}")
         self.reference_logits: dict[bytes, np.ndarray] = {}  # FP32 logits per image set (guard_search.fp32_logits)
+
+    def _identity(self, recipe) -> Identity:
+        """What the saved work under self.folder is made from: the model, recipe, calibration images and
+        preprocessing, the scale overrides, and the code that makes the graphs and statistics it evaluates (a
+        change to it starts the saved sensitivity and search over, as it rebuilds variants)."""
+        from trtlab.quantization.statistics import statistics_code
+        from trtlab.quantization.variants import VARIANT_REVISION, graph_code
+
+        chosen = self.image_ids(self.calibration_indices)
+        overrides = sorted(self.scale_overrides.items())
+        return Identity(model_sha256=self.model_sha256, recipe=recipe.to_dict(),
+                        preprocess=self.cache.preprocess.to_dict(),
+                        calibration={"ids_hash": hash_json(chosen), "images": len(chosen)},
+                        scales={"source": "calibration", "overrides": overrides} if overrides else None,
+                        revision=VARIANT_REVISION, code={"graph": graph_code(), "statistics": statistics_code()})
 
     def _split_search_and_verification(self, search_images: int | None) -> None:
         """The guard search evaluates on the first `search_images` evaluation images, verification on the rest:

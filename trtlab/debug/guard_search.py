@@ -221,10 +221,13 @@ class _ResumableEvaluation:
     """evaluate_guards for one guard set, each result saved at once: a repeated or interrupted search resumes."""
 
     def __init__(self, debugger, precision: str, resume: bool):
-        # metrics 2: softmax KL among the saved metrics (older saved evaluations lack it)
-        key = hash_json({"debugger": debugger.key, "eval": debugger.image_ids(debugger.search_indices),
-                         "metrics": 2})
-        self.path = debugger.folder / f"search-{key}.json"
+        from trtlab.core.identity import Identity
+
+        images = debugger.image_ids(debugger.search_indices)
+        # revision 2: softmax KL among the saved metrics (older saved evaluations lack it)
+        made_from = Identity(variant={"debugger": debugger.key}, revision=2,
+                             data={"ids_hash": hash_json(images), "images": len(images)})
+        self.path = debugger.folder / f"search-{made_from.key}.json"
         self.evaluated = (read_json_checked(self.path) or {}) if resume else {}
         self.debugger, self.precision = debugger, precision
 

@@ -69,10 +69,13 @@ class Sensitivity:
 
 def state_path(debugger, layers=None) -> Path:
     """Where layer_sensitivity saves its progress for these layers, images and batch size."""
-    ids = debugger.cache.dataset.image_ids()
-    key = hash_json({"debugger": debugger.key, "images": [ids[i] for i in debugger.debug_indices],
-                     "batch": debugger.batch_size, "layers": list(debugger.layers if layers is None else layers)})
-    return debugger.folder / f"sensitivity-{key}.json"
+    from trtlab.core.identity import Identity
+
+    images = debugger.image_ids(debugger.debug_indices)
+    made_from = Identity(variant={"debugger": debugger.key}, batch_size=debugger.batch_size,
+                         data={"ids_hash": hash_json(images), "images": len(images)},
+                         options={"layers": list(debugger.layers if layers is None else layers)})
+    return debugger.folder / f"sensitivity-{made_from.key}.json"
 
 
 def layer_sensitivity(debugger, layers=None, resume: bool = True) -> Sensitivity:

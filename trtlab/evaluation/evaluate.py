@@ -60,6 +60,7 @@ def evaluate(model_path: str | os.PathLike, cache: DecodeCache, variant: str = "
 
     # The classifier the labels talk about (graph.classifier_view): its logits output, a 1001-class model's
     # background class dropped where the labels say so; the user's own file when nothing needs doing.
+    given_sha256 = inspect_classifier(model_path).sha256  # the graph given: part of its results' identity
     view = classifier_view(model_path, cache.dataset, workspace=workspace, announce=progress)
     model_path, info = view.path, view.info
     if info.quantized and recipe is None:  # a quantized model given as it is: an int8 variant, its own scales
@@ -77,7 +78,9 @@ def evaluate(model_path: str | os.PathLike, cache: DecodeCache, variant: str = "
     if runner_options is None and str(model_path).endswith(".onnx") and backend in ("auto", "ort"):
         runner_options = _literal_options_for_fp16_qdq(model_path)  # ORT's fusions are not literal on FP16 Q/DQ
     runner, choice = backend_runner(model_path, backend, runner_options, announce=progress)
-    base = identity or variant_identity(recipe)
+    base = Identity.of(identity or variant_identity(recipe))
+    if base.model_sha256 is None:  # a graph given without its identity: the file's sha256 says which graph it is
+        base = base.replace(model_sha256=given_sha256)
     identity = with_backend(base, runner, batch_size)
     key = variant_key(identity)
     valid = cache.valid_indices
@@ -92,9 +95,12 @@ def evaluate(model_path: str | os.PathLike, cache: DecodeCache, variant: str = "
     if len(indices) == 0:
         raise ValueError(f"no decodable images in dataset {cache.dataset.name!r}; see {cache.folder}/failures.json")
     options = options_for(choice["resolved"], runner_options)
+    # the logits saved so far belong to this result (its identity), of this file (the classifier view), on these
+    # images, with these runner options
     checkpoint = EvaluationCheckpoint(store.folder / ".partial" / variant,
-                                      {"model": info.sha256, "recipe": recipe, "ids": hash_json([ids[i] for i in indices]),
-                                       "backend": runner.identity(), "options": options},
+                                      identity.replace(model_sha256=info.sha256, options=options or None,
+                                                       data={"ids_hash": hash_json([ids[i] for i in indices]),
+                                                             "images": len(indices)}),
                                       every=run.checkpoint_every)
     logits_chunks = [] if force else checkpoint.load()
     done = sum(len(c) for c in logits_chunks)
@@ -215,26 +221,45 @@ def with_backend(identity, runner, batch_size: int | None = None) -> Identity:
 
 
 def find_stored(store: ResultsStore, identity: Identity, key: str, backend: str) -> tuple[str | None, str | None]:
-    """(label of the stored result of this variant on this backend, or None; the older key it is stored under when
-    it was written before the backend — or the batch size — was part of the identity: then it is replaced, not
-    duplicated; a result whose run record names another batch size is not this one)."""
+    """(label of the stored result of this variant on this backend, or None; the older key it is stored under:
+    then it is replaced, not kept beside it). An older key is this variant's result
+    - computed from another graph (the code makes the graph differently now: the graph's sha256 differs), or
+      stored before the graph's sha256 was part of the identity — reused only when its record names this very
+      graph (reusable_result), else evaluated again and replaced;
+    - stored before the batch size was part of the identity, when its record names this batch size;
+    - stored before the backend was part of the identity, when its record names this backend (and batch size)."""
     from trtlab.evaluation.identity import backend_of, variant_key, without_backend
 
     label = store.find(key)
     if label is not None:
         return label, None
-    if identity.batch_size is not None:  # stored before the batch size was in the identity: its record says which
-        older_key = variant_key(identity.replace(batch_size=None))
-        older = store.find(older_key)
-        if older is not None and store.record(older).get("batch_size") == identity.batch_size:
-            return older, older_key
-    legacy_key = variant_key(without_backend(identity))
-    legacy = store.find(legacy_key)
-    if legacy is not None and backend_of(store.record(legacy)) == backend:
-        stored_batch = store.record(legacy).get("batch_size")
-        if identity.batch_size is None or stored_batch == identity.batch_size:
-            return legacy, legacy_key
+    ours = identity.replace(model_sha256=None)
+    older_forms = {variant_key(ours): "graph"}
+    if identity.batch_size is not None:
+        older_forms.setdefault(variant_key(ours.replace(batch_size=None)), "batch")
+    older_forms.setdefault(variant_key(without_backend(ours)), "backend")
+    for stored_label in store.variants():
+        record = store.record(stored_label)
+        form = older_forms.get(_key_without_graph(record))
+        if form is None or stored_label not in store:
+            continue
+        same_batch = identity.batch_size is None or record.get("batch_size") == identity.batch_size
+        if form == "graph" or (form == "batch" and record.get("batch_size") == identity.batch_size) or \
+                (form == "backend" and backend_of(record) == backend and same_batch):
+            return stored_label, record.get("variant_key")
     return None, None
+
+
+def _key_without_graph(record: dict) -> str | None:
+    """A stored result's key with the graph's sha256 left out of its identity (records written before it was part
+    of the identity are keyed without it already)."""
+    stored = record.get("identity")
+    if not isinstance(stored, dict) or not stored.get("model_sha256"):
+        return record.get("variant_key")
+    try:
+        return Identity.of(stored).replace(model_sha256=None).key
+    except (TypeError, ValueError):  # a record from a newer trtlab with fields this one does not know
+        return None
 
 
 def _save(store, result, identity, key, backend, stored_label, replaces) -> None:
@@ -250,8 +275,8 @@ class EvaluationCheckpoint:
     """Logits of a running evaluation, saved in chunk files every `every` images (each written atomically) under
     a key; a later evaluation with the same key continues after the saved images."""
 
-    def __init__(self, folder: Path, key: dict, every: int = 2048):
-        self.folder, self.key, self.every = Path(folder), hash_json(key), max(1, every)
+    def __init__(self, folder: Path, identity: Identity, every: int = 2048):
+        self.folder, self.key, self.every = Path(folder), Identity.of(identity).key, max(1, every)
         self.pending: list[np.ndarray] = []
         self.saved_chunks = 0
 

@@ -40,6 +40,14 @@ class Experiment:
 
     @property
     def key(self) -> str:
+        """Its Identity's key (12 digits): model, dataset, evaluation images, preprocessing."""
+        return Identity(model_sha256=self.model_sha256, preprocess=self.preprocess,
+                        data={"dataset": self.dataset_fingerprint, "ids_hash": self.evaluation_ids_hash}).digest(12)
+
+    @property
+    def earlier_key(self) -> str:
+        """The key an earlier trtlab named its results store by (a hash of its own dict of the same fields): such a
+        store is found under that name and used as it is (ResultsStore.for_experiment)."""
         return hash_json({"model": self.model_sha256, "data": self.dataset_fingerprint,
                           "eval": self.evaluation_ids_hash, "pre": self.preprocess}, 12)
 
@@ -139,6 +147,12 @@ def without_backend(identity) -> Identity:
     """A variant's identity (an Identity or a stored dict of one) apart from the backend it was evaluated on, and
     the batch size where that backend's numbers depend on it (the same variant on two backends)."""
     return Identity.of(identity).replace(backend=None, batch_size=None)
+
+
+def same_variant(a, b) -> bool:
+    """Whether two result identities (Identity or stored dicts) are one variant, whichever backend computed them and
+    whichever graph the code made for it (a result of an older graph is this variant's, to be replaced)."""
+    return without_backend(a).replace(model_sha256=None) == without_backend(b).replace(model_sha256=None)
 
 
 def check_one_backend(results: dict, allow_mixed_backends: bool = False) -> dict | None:

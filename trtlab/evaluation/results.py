@@ -97,7 +97,9 @@ class ResultsStore:
     def for_experiment(cls, experiment, workspace=None) -> "ResultsStore":
         """The store of `experiment` (identity.Experiment) under <workspace>/results, created when new."""
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{experiment.dataset_name[:32]}-{experiment.model_name[:24]}")
-        store = cls(workspace_dir(workspace) / "results" / f"{name}-{experiment.key}")
+        folder = workspace_dir(workspace) / "results" / f"{name}-{experiment.key}"
+        earlier = folder.with_name(f"{name}-{experiment.earlier_key}")  # named by an earlier trtlab: kept, used
+        store = cls(earlier if not folder.exists() and earlier.exists() else folder)
         store.bind(experiment)
         return store
 
@@ -235,12 +237,10 @@ class ResultsStore:
         if label not in self or self.record(label).get("variant_key") == variant_key:
             return label
         if backend and identity is not None:
-            from trtlab.evaluation.identity import backend_of, without_backend
-            from trtlab.core.workspace import hash_json
+            from trtlab.evaluation.identity import backend_of, same_variant
 
             other = self.record(label)
-            if hash_json(without_backend(other.get("identity"))) == hash_json(without_backend(identity)) and \
-                    backend_of(other) != backend:
+            if same_variant(other.get("identity"), identity) and backend_of(other) != backend:
                 return self.free_label(f"{label}@{backend}", variant_key)
         return self.free_label(label, variant_key)
 

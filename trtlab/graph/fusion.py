@@ -3,16 +3,23 @@ the share of multiply-accumulates (MACs) per precision, FP32 islands, unfused Q/
 
 `precision_report(onnx_path)` reads the exact graph TensorRT would receive (a variant's model.onnx) and applies the
 rules TensorRT's developer guide documents for explicitly quantized, strongly typed networks (Explicit
-Quantization); each rule is cited where the code applies it:
+Quantization) and its ONNX parser's import of each op; each rule is cited where the code applies it (the sentences
+in trtlab.graph.fusion_rules):
 
+0. UINT8 Q/DQ (an asymmetric quantizer's output): ONNX-TensorRT supports UINT8 only as a network input or output and
+   refuses such a Q/DQ node, so it is reported as unsupported by TensorRT (`PrecisionReport.unsupported_qdq`), never
+   INT8; the layers reading it compute in the graph's float type. A Q without zero point is INT8 for TensorRT.
 1. Quantized weights: "When TensorRT builds an engine, it quantizes high-precision weights using the IQuantizeLayer
    scale" — a Q (or Q → DQ) on a constant is folded at build time: never a kernel, never "unfused" (ModelOpt's FP16
    weights + Q + DQ, QAT exports); trtlab's INT8 weights + DQ likewise.
 2. Q/DQ propagation ("DQ forward-propagation and Q backward-propagation"): DQ moves forward and Q backward through
    layers that commute with them (MaxPool, Reshape/Flatten/Transpose/Squeeze/Unsqueeze, Identity). DQ → MaxPool →
-   Q is one INT8 layer (requantizing when the scales differ); a Q after a Concat moves to each of its inputs. A
-   MaxPool is INT8 only when a DQ reaches it or its Q is absorbed upstream — otherwise it runs float and its Q is
-   unfused: one consistent story per MaxPool.
+   Q is one INT8 layer, requantizing only when the DQ's and the Q's scale values differ (FP16 or FP32 constants;
+   TensorRT compares scales for equality before it moves a Q). A MaxPool is INT8 only when a DQ reaches it or its Q
+   is absorbed upstream — otherwise it runs float and its Q is unfused: one consistent story per MaxPool. A Q after
+   a Concat moves to each of its inputs: a producer fuses it and writes INT8 into the Concat's output, a DQ meets it
+   (a DQ → Q pair on INT8 data: one scale cancels, two requantize; marked assumed), a float producer keeps it as an
+   unfused Quantize on that input.
 3. Weighted layers ("Fuse Q/DQ with weighted node": [DQ(activation), DQ(weight)] → Conv/Gemm/MatMul → Q): a Conv,
    ConvTranspose, Gemm or MatMul whose data and weight inputs are both dequantized INT8 computes in INT8. Its
    epilogue fuses into it ("Types of Fusions": Convolution and ReLU / Clip / GELU activation, Convolution and
@@ -25,14 +32,15 @@ Quantization); each rule is cited where the code applies it:
    precision of the residual input determines the precision of the fused output" (Q/DQ Layer-Placement
    Recommendations), and then the Q stays a layer of its own.
 4. Non-weighted quantizable layers ("Fuse Q/DQ with non-weighted node": DQ → op → Q): an AveragePool,
-   GlobalAveragePool, element-wise Add/Sum/Mul/Sub/Max/Min or a Concat whose float inputs are all dequantized INT8
-   and whose output only Q reads computes in INT8. "Non-weighted layers with INT8 inputs also need INT8 outputs":
-   with a float reader, the DQ stays a layer. A spatial ReduceMean is replaced by a pooling layer ("Types of
-   Fusions": Reduce, documented for float networks); that the pooling then takes the INT8 fusion is NOT documented,
-   so such a layer is marked "undocumented / assumed" (`Layer.assumed`, `PrecisionReport.assumptions`).
-5. A DQ feeding a Concat whose other inputs are float cannot propagate past it: the Concat runs float and the DQ is
-   a precision boundary. TensorRT builds a Concat by having its producers write into its output, so the DQ writes
-   there instead of a copy — listed as a boundary, marked assumed, not counted as an unfused Q/DQ.
+   element-wise Add/Sum/Mul/Sub/Max/Min or a Concat whose float inputs are all dequantized INT8 and whose output
+   only Q reads computes in INT8. "Non-weighted layers with INT8 inputs also need INT8 outputs": with a float reader,
+   the DQ stays a layer. GlobalAveragePool and a spatial ReduceMean are one case: ONNX-TensorRT imports both as a
+   Reduce layer, while the guide's quantizable pool is AveragePool (a Pooling layer); both are predicted INT8 and
+   marked "undocumented / assumed" alike (`Layer.assumed`, `PrecisionReport.assumptions`), as is GlobalMaxPool
+   (a Reduce too) commuting like MaxPool.
+5. A DQ feeding a Concat that a float layer reads (so no Q moves back to it) cannot propagate past it: the Concat
+   runs float and the DQ is a precision boundary. TensorRT builds a Concat by having its producers write into its
+   output, so the DQ writes there instead of a copy — listed as a boundary, marked assumed, not counted as unfused.
 6. Everything else computes in the type the graph gives it (strongly typed networks): FP16 or FP32. A Cast is a
    precision boundary; a Q/DQ that no layer absorbs is unfused (its own kernel, inside the network); the Q that
    quantizes the graph's input is always a layer of its own and listed apart.
@@ -47,23 +55,14 @@ availability, PointWise fusion, Myelin regions), and latency — only a built en
 """
 from __future__ import annotations
 
-import json
-import math
 import os
 
 from trtlab.graph.fusion_report import LIMITS, Layer, PrecisionReport, precision_overview  # noqa: F401 (API)
+from trtlab.graph.fusion_rules import (ACTIVATIONS, COMMUTING, ELEMENTWISE_INT8, NO_COMPUTE, SCALE_OPS, UINT8_NOTE,
+                                       is_uint8_qdq, reduce_assumption, same_scales)
+from trtlab.graph.fusion_tally import LayerTally
 from trtlab.graph.guards import WEIGHTED_OPS
-from trtlab.graph.onnx_utils import attribute, is_average_pool, types_and_shapes
-from trtlab.graph.precision_rewrite import METADATA_KEY as PRECISION_RECORD_KEY  # the precision converter's record
-
-COMMUTING = frozenset({"MaxPool", "GlobalMaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze",
-                       "Identity"})
-ACTIVATIONS = frozenset({"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Selu",
-                         "Softplus", "Gelu", "PRelu"})
-SCALE_OPS = frozenset({"Add", "Sub", "Mul", "Div"})
-ELEMENTWISE_INT8 = frozenset({"Add", "Sum", "Mul", "Sub", "Max", "Min", "Concat"})
-NO_COMPUTE = frozenset({"Shape", "Constant", "ConstantOfShape", "Gather", "Unsqueeze", "Squeeze", "Reshape",
-                        "Flatten", "Transpose", "Identity", "Concat", "Slice", "Size", "Range", "Expand"})
+from trtlab.graph.onnx_utils import is_average_pool, types_and_shapes
 
 
 def precision_report(onnx_path, name: str | None = None) -> PrecisionReport:
@@ -79,8 +78,9 @@ def precision_report(onnx_path, name: str | None = None) -> PrecisionReport:
     return _Predictor(model, label).run()
 
 
-class _Predictor:
-    """One pass over a graph: Q/DQ propagation, weighted-layer chains, quantizable ops, the rest by type."""
+class _Predictor(LayerTally):
+    """One pass over a graph: Q/DQ propagation, weighted-layer chains, quantizable ops, the rest by type (MACs,
+    elements and the report: fusion_tally.LayerTally)."""
 
     def __init__(self, model, label: str):
         self.model, self.label = model, label
@@ -101,6 +101,8 @@ class _Predictor:
         self.notes: dict[str, str] = {}
         self._int8: dict[str, bool] = {}
         self.folded: list[str] = []  # weight Qs TensorRT applies when it builds the engine
+        self.uint8 = {n.name for n in self.nodes if is_uint8_qdq(n, self.types, self.producer)}
+        self.moved_q: dict[str, str] = {}  # layer of a Q moved before a Concat's float input → that input
 
     # -- propagation -------------------------------------------------------------------------------------------------
     def int8_data(self, tensor: str) -> bool:
@@ -108,7 +110,7 @@ class _Predictor:
         if tensor not in self._int8:
             node = self.producer.get(tensor)
             self._int8[tensor] = node is not None and (
-                node.op_type == "DequantizeLinear"
+                node.op_type == "DequantizeLinear" and node.name not in self.uint8
                 or (node.op_type in COMMUTING and self.int8_data(node.input[0])))
         return self._int8[tensor]
 
@@ -120,7 +122,7 @@ class _Predictor:
             return None
         quantizers, commuting = [], []
         for node, index in readers:
-            if node.op_type == "QuantizeLinear" and index == 0:
+            if node.op_type == "QuantizeLinear" and index == 0 and node.name not in self.uint8:
                 quantizers.append(node)
             elif (node.op_type in COMMUTING and index == 0 or node.op_type == "Concat") \
                     and (below := self.q_readers(node.output[0])) is not None:
@@ -143,24 +145,26 @@ class _Predictor:
                 if layer is not None and len(layer.nodes) > 1 or self.int8_readers_only(node.output[0]):
                     continue
                 return False
-            if layer is not None and layer.computes_in == "INT8" or node.op_type == "QuantizeLinear":
+            if layer is not None and layer.computes_in == "INT8" or self.is_int8_q(node) or self.q_concat(node):
                 continue
             return False
         return True
 
-    def scale_of(self, tensor: str) -> float | None:
-        """The per-tensor scale of a Q's input or of dequantized INT8 data (through commuting ops)."""
-        node = self.producer.get(tensor)
-        while node is not None and node.op_type in COMMUTING:
-            node = self.producer.get(node.input[0])
-        return self._scalar(node.input[1]) if node is not None and node.op_type == "DequantizeLinear" else None
+    def is_int8_q(self, node) -> bool:
+        return node.op_type == "QuantizeLinear" and node.name not in self.uint8
 
-    def _scalar(self, name: str) -> float | None:
-        """A per-tensor scale's value (None for per-channel or computed scales)."""
-        from onnx import numpy_helper
+    def q_concat(self, node) -> bool:
+        """A Concat whose output only Qs read: Q backward propagation moves the Q to each of its inputs."""
+        return node.op_type == "Concat" and self.q_readers(node.output[0]) is not None
 
-        values = numpy_helper.to_array(self.inits[name]) if name in self.inits else None
-        return float(values) if values is not None and values.size == 1 else None
+    def dq_scale(self, tensor: str) -> str | None:
+        """The scale (initializer name) of the DQ that dequantized `tensor` (through commuting ops), or None."""
+        node = self._through(tensor, COMMUTING)
+        return node.input[1] if node is not None and node.op_type == "DequantizeLinear" else None
+
+    def one_scale(self, scales: list) -> bool | None:
+        """Whether the scales named are one (their constant values, FP16 or FP32); None when one cannot be read."""
+        return None if None in scales else same_scales(scales, self.inits)
 
     def float_type(self, tensor: str) -> str:
         return {1: "FP32", 10: "FP16", 16: "BF16", 3: "INT8"}.get(self.types.get(tensor), "-")
@@ -181,6 +185,7 @@ class _Predictor:
         for node in self.nodes:
             if node.name not in self.layer_of:
                 self.qdq_layer(node)
+        self.moved_quantizes()
         self.count_elements()
         return self.report()
 
@@ -212,7 +217,7 @@ class _Predictor:
     def commuted(self, node, note: str) -> None:
         if node.name not in self.layer_of:
             self.add_layer(Layer(node.name, node.op_type, [node.name], "INT8" if node.op_type.endswith("Pool")
-                                 else "-", "INT8", 0, note))
+                                 else "-", "INT8", 0, note, reduce_assumption(node.op_type)))
 
     def epilogue(self, node):
         """Nodes TensorRT fuses after a weighted node, the tensor they end on, and the residual input of the fused
@@ -267,7 +272,7 @@ class _Predictor:
                 self.add_layer(Layer(node.name, node.op_type, [node.name] + [q.name for q in found[0]],
                                      "INT8" if node.op_type.endswith("Pool") else "-", "INT8", 0,
                                      "DQ → op → Q: commutes with Q/DQ, runs on INT8 data"
-                                     + self._requantizes(floats, found[0])))
+                                     + self._requantizes(floats, found[0]), reduce_assumption(node.op_type)))
                 for op in found[1]:
                     self.commuted(op, "its Q moved before it (commutes): runs on INT8 data")
                 return
@@ -278,18 +283,25 @@ class _Predictor:
         if quantizable and floats and all(self.int8_data(n) for n in floats):
             found = self.q_readers(out)
             if found:
-                # "Fuse Q/DQ with non-weighted node" (DQ → AveragePool / element-wise → Q, developer guide figure 1)
-                assumed = ("a spatial ReduceMean becomes a pooling layer ('Types of Fusions': Reduce, documented "
-                           "for float networks); that this pooling then takes the DQ → pool → Q INT8 fusion is not "
-                           "documented") if node.op_type == "ReduceMean" else ""
+                # "Fuse Q/DQ with non-weighted node" (DQ → AveragePool / element-wise → Q, the guide's figure 1);
+                # GlobalAveragePool and ReduceMean are Reduce layers in TensorRT: assumed alike (fusion_rules)
                 self.add_layer(Layer(node.name, node.op_type, [node.name] + [q.name for q in found[0]], "INT8",
                                      "INT8", 0, "DQ → op → Q fused" + (self._requantizes(floats, found[0])
-                                                                        if node.op_type == "Concat" else ""), assumed))
+                                                                        if node.op_type == "Concat" else ""),
+                                     reduce_assumption(node.op_type)))
                 for op in found[1]:
                     self.commuted(op, "its Q moved before it (commutes): runs on INT8 data")
                 return
             # "Non-weighted layers with INT8 inputs also need INT8 outputs": a float reader leaves the DQs as layers
             self.notes[node.name] = "INT8 inputs but a float reader: its DQs stay layers of their own"
+        if node.op_type == "Concat" and floats and (found := self.q_readers(out)):
+            # Q backward propagation moves its Q to each input (a DQ meets it: qdq_layer; a float producer keeps
+            # it: moved_quantizes); every producer writes INT8 into its output (concat elimination)
+            self.add_layer(Layer(node.name, node.op_type, [node.name], "-", "INT8", 0,
+                                 "its Q moves to each input (Q backward propagation): the producers write INT8"))
+            for op in found[1]:
+                self.commuted(op, "its Q moved before it (commutes): runs on INT8 data")
+            return
         if node.op_type == "Cast":
             self.add_layer(Layer(node.name, "Cast", [node.name], self.float_type(out), self.float_type(out)))
             return
@@ -297,12 +309,41 @@ class _Predictor:
         self.add_layer(Layer(node.name, node.op_type, [node.name], computes, self.float_type(out), self.macs(node),
                              self.notes.get(node.name, "")))
 
+    def moved_quantizes(self) -> None:
+        """For each Concat that only Qs read, the copy of its Q that Q backward propagation moves before a float
+        producer's input: a Quantize kernel of its own on that input (an INT8 producer fuses it, a DQ meets it)."""
+        for node in self.nodes:
+            if not self.q_concat(node):
+                continue
+            quantize = self.q_readers(node.output[0])[0][0]
+            for tensor in dict.fromkeys(node.input):
+                source = self.producer.get(tensor)
+                writer = self.layer_of.get(source.name) if source is not None else None
+                if not tensor or self._constant(tensor) or self.int8_data(tensor) \
+                        or writer is not None and writer.output == "INT8":
+                    continue
+                what = f"its producer ({source.op_type})" if source is not None else "the graph input it reads"
+                moved = Layer(f"{quantize.name}@{tensor}", "Quantize", [quantize.name], self.float_type(tensor),
+                              "INT8", 0, f"unfused: moved before {node.name} (Q backward propagation); {what} is "
+                                         f"a float layer")
+                self.add_layer(moved)
+                self.moved_q[moved.name] = tensor
+
     def _requantizes(self, inputs: list, quantizers: list) -> str:
-        scales = {self.scale_of(n) for n in inputs} | {self.scale_of(q.output[0]) for q in quantizers}
-        return "; input and output scales differ: requantizes" if len(scales) > 1 else ""
+        """'' when the DQs' scales into the op and the Qs' after it are one scale (TensorRT compares them for equality
+        before it moves a Q: Q/DQ limitations, figure 10), else the note that the layer requantizes."""
+        same = self.one_scale([self.dq_scale(n) for n in inputs] + [q.input[1] for q in quantizers])
+        return {True: "", False: "; input and output scales differ: requantizes"}.get(same, "")
 
     def qdq_layer(self, node) -> None:
-        """A Q or DQ no layer absorbed: a weight's, the input quantization, a DQ into a float Concat, or unfused."""
+        """A Q or DQ no layer absorbed: a UINT8 one, a weight's, the input quantization, a DQ → Q pair, a DQ into a
+        float Concat, or unfused."""
+        if node.name in self.uint8:  # TensorRT has no UINT8 Q/DQ (fusion_rules.UINT8_NOTE): not INT8, not a kernel
+            quantize = node.op_type == "QuantizeLinear"
+            self.add_layer(Layer(node.name, "Quantize" if quantize else "Dequantize", [node.name],
+                                 self.float_type(node.input[0] if quantize else node.output[0]),
+                                 "UINT8" if quantize else self.float_type(node.output[0]), 0, UINT8_NOTE))
+            return
         if self._constant(node.input[0]):
             # "When TensorRT builds an engine, it quantizes high-precision weights using the IQuantizeLayer scale
             # ... The quantized weights are stored in the engine plan file" (Explicit Quantization → Quantized
@@ -323,6 +364,16 @@ class _Predictor:
             return
         if node.op_type == "DequantizeLinear":
             readers = [r for r, _ in self.readers.get(node.output[0], [])]
+            concats = [r for r in readers if self.q_concat(r)]
+            if concats and self.int8_readers_only(node.output[0]):
+                # the Q after the Concat moves back to this input (Q backward propagation) and meets this DQ
+                quantizers = [q for c in concats for q in self.q_readers(c.output[0])[0]]
+                same = self.one_scale([node.input[1]] + [q.input[1] for q in quantizers])
+                note, assumed = self._pair(same)
+                self.add_layer(Layer(node.name, "Dequantize", [node.name], "-", "INT8", 0,
+                                     f"DQ → Q through {', '.join(c.name for c in concats)} (its Q moves to each "
+                                     f"input): {note}; the INT8 data goes into the Concat's INT8 output", assumed))
+                return
             if self.int8_readers_only(node.output[0]):  # absorbed by the INT8 layers reading it
                 target = next((self.layer_of[r.name] for r in readers if r.name in self.layer_of), None)
                 if target is not None:
@@ -344,12 +395,15 @@ class _Predictor:
         else:
             source = self._through_casts(node.input[0])
             producer = self.producer.get(source)
+            concat = self._through(node.input[0], COMMUTING)
+            if concat is not None and self.q_concat(concat):  # moved to the Concat's inputs: moved_quantizes
+                self.layer_of[concat.name].nodes.append(node.name)
+                self.layer_of[node.name] = self.layer_of[concat.name]
+                return
             if self.int8_data(node.input[0]):  # DQ (moved forward through commuting ops) → Q: INT8 stays INT8
-                same = self.scale_of(node.input[0]) == self._scalar(node.input[1])
+                note, assumed = self._pair(self.one_scale([self.dq_scale(node.input[0]), node.input[1]]))
                 self.add_layer(Layer(node.name, "Quantize", [node.name], "-", "INT8", 0,
-                                     "DQ → Q on INT8 data: " + ("one scale, cancels" if same else "requantizes"),
-                                     "a DQ → Q pair " + ("with one scale is removed" if same else
-                                                         "is an INT8 → INT8 rescale, not a float Quantize")))
+                                     "DQ → Q on INT8 data: " + note, assumed))
                 return
             kind, note = ("Quantize", "quantizes the graph input") if source in self.graph_inputs else \
                 ("Quantize", f"unfused: its producer ({producer.op_type if producer else '?'}) is a float layer — "
@@ -358,6 +412,14 @@ class _Predictor:
                              else self.float_type(node.output[0]), "INT8" if kind == "Quantize" else
                              self.float_type(node.output[0]), 0, note))
 
+    @staticmethod
+    def _pair(same: bool | None) -> tuple[str, str]:
+        """(note, assumption) of a DQ → Q pair on INT8 data: one scale cancels; two are an INT8 → INT8 rescale."""
+        if same:
+            return "one scale, cancels", "a DQ → Q pair with one scale is removed"
+        why = "scales differ" if same is False else "scales not constant"
+        return f"{why}: requantizes", "a DQ → Q pair is an INT8 → INT8 rescale, not a float Quantize"
+
     def _float_readers(self, tensor: str) -> set:
         """Op types of the readers that need `tensor` as float (through commuting ops the DQ moves past)."""
         found = set()
@@ -365,7 +427,8 @@ class _Predictor:
             layer = self.layer_of.get(reader.name)
             if reader.op_type in COMMUTING and not (layer is not None and len(layer.nodes) > 1):
                 found |= self._float_readers(reader.output[0])
-            elif reader.op_type != "QuantizeLinear" and (layer is None or layer.computes_in != "INT8"):
+            elif not self.is_int8_q(reader) and not self.q_concat(reader) \
+                    and (layer is None or layer.computes_in != "INT8"):
                 found.add(reader.op_type)
         return found or ({"graph output"} if tensor in self.graph_outputs else set())
 
@@ -381,117 +444,16 @@ class _Predictor:
                 return self.layer_of.get(reader.name)
             tensor = reader.output[0]
 
+    def _through(self, tensor: str, ops) -> object:
+        """The producer of `tensor`, past the `ops` between (None for a graph input)."""
+        node = self.producer.get(tensor)
+        while node is not None and node.op_type in ops:
+            node = self.producer.get(node.input[0])
+        return node
+
     def _through_casts(self, tensor: str) -> str:
         node = self.producer.get(tensor)
         while node is not None and node.op_type == "Cast":
             tensor = node.input[0]
             node = self.producer.get(tensor)
         return tensor
-
-    def count_elements(self) -> None:
-        """Per layer and image, the elements it reads, its weights and what it writes (the roofline's bytes)."""
-        by_name = {n.name: n for n in self.nodes}
-        def size(tensor: str) -> int:  # elements per image; 0 when shape inference left a dimension unknown
-            shape = self.shapes.get(tensor)
-            return math.prod(shape) if shape and None not in shape else 0
-
-        for layer in self.layers:
-            nodes = [by_name[n] for n in dict.fromkeys(layer.nodes) if n in by_name]
-            own = {o for n in nodes if n.op_type != "QuantizeLinear" for o in n.output}
-            # a Q moved here from after a commuting op or a Concat quantizes what this layer writes: it adds no
-            # tensor of its own (its input is not this layer's, its output is shared with the other producers)
-            nodes = [n for n in nodes if n.op_type != "QuantizeLinear" or n.input[0] in own or not own]
-            inside = {o for n in nodes for o in n.output}
-            reads = {t for n in nodes for t in n.input if t and t not in inside and not self._constant(t)}
-            weights = {t for n in nodes if n.op_type in WEIGHTED_OPS for t in n.input[1:3] if t and self._constant(t)}
-            members = set(layer.nodes)
-            writes = {t for t in inside if t in self.graph_outputs
-                      or any(r.name not in members for r, _ in self.readers.get(t, []))}
-            layer.elements = {"in": sum(map(size, reads)), "weights": sum(map(size, weights)),
-                              "out": sum(map(size, writes))}
-
-    # -- MACs ----------------------------------------------------------------------------------------------------------
-    def macs(self, node) -> int:
-        """Multiply-accumulates per image of a weighted node (0 for other nodes or unknown shapes)."""
-        if node.op_type not in WEIGHTED_OPS:
-            return 0
-        out = self.shapes.get(node.output[0])
-        weight = self.shapes.get(node.input[1]) if len(node.input) > 1 else None
-        data = self.shapes.get(node.input[0])
-        if not out or not weight or None in out or None in weight or not data or None in data:
-            return 0
-        prod = lambda dims: int(math.prod(dims))  # noqa: E731
-        if node.op_type == "Conv":
-            return prod(out) * prod(weight[1:])
-        if node.op_type == "ConvTranspose":
-            return prod(data) * prod(weight[1:])
-        k = data[-2] if node.op_type == "Gemm" and attribute(node, "transA", 0) else data[-1]
-        return prod(out) * int(k)
-
-    # -- the report ------------------------------------------------------------------------------------------------
-    def report(self) -> PrecisionReport:
-        import pandas as pd
-
-        rows = []
-        for node in self.nodes:
-            layer = self.layer_of[node.name]
-            rows.append({"node": node.name, "op": node.op_type, "layer": layer.name, "computes in": layer.computes_in,
-                         "writes": layer.output, "MACs": layer.macs if layer.name == node.name else 0,
-                         "note": layer.note if layer.name == node.name else f"fused into {layer.name}"})
-        macs: dict[str, int] = {}
-        for layer in self.layers:
-            if layer.kind in WEIGHTED_OPS:
-                macs[layer.computes_in] = macs.get(layer.computes_in, 0) + layer.macs
-        total = sum(macs.values())
-        share = {k: macs.get(k, 0) / total if total else 0.0 for k in ("INT8", "FP16", "FP32")}
-        guarded = self._guarded_fp32()
-        return PrecisionReport(
-            self.label, self.layers, pd.DataFrame(rows), share, total, self._fp32_islands(guarded),
-            [{"node": l.name, "op": l.kind, "why": l.note} for l in self.layers if l.note.startswith("unfused")],
-            [l.name for l in self.layers if l.note == "quantizes the graph input"], self._casts(), guarded,
-            list(self.folded))
-
-    def _guarded_fp32(self) -> list:
-        record = next((p.value for p in self.model.metadata_props if p.key == PRECISION_RECORD_KEY), None)
-        if not record:
-            return []
-        return [name for name, precision in json.loads(record).get("guards", []) if precision == "fp32"]
-
-    def _fp32_islands(self, guarded: list) -> list:
-        """Connected groups of layers that compute in FP32 (Casts and data movement left out)."""
-        fp32 = {l.name: l for l in self.layers if l.computes_in == "FP32" and l.kind not in ("Cast", "Quantize",
-                                                                                            "Dequantize")}
-        parent = {name: name for name in fp32}
-        by_name = {n.name: n for n in self.nodes}
-
-        def find(x):
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        for layer in fp32.values():
-            for name in layer.nodes:
-                node = by_name.get(name)
-                for tensor in (node.input if node is not None else []):
-                    source = self.producer.get(tensor)
-                    other = self.layer_of.get(source.name) if source is not None else None
-                    if other is not None and other.name in fp32 and other.name != layer.name:
-                        parent[find(other.name)] = find(layer.name)
-        groups: dict[str, list] = {}
-        for name in fp32:
-            groups.setdefault(find(name), []).append(name)
-        return [{"nodes": names, "macs": sum(fp32[n].macs for n in names),
-                 "guarded": all(n in set(guarded) for n in names)} for names in groups.values()]
-
-    def _casts(self) -> list:
-        casts, by_name = [], {n.name: n for n in self.nodes}
-        for layer in self.layers:
-            if layer.kind != "Cast":
-                continue
-            node = by_name[layer.name]
-            source = self.float_type(node.input[0])
-            where = ("graph input" if node.input[0] in self.graph_inputs else
-                     "graph output" if node.output[0] in self.graph_outputs else "between precision regions")
-            casts.append({"node": node.name, "from": source, "to": layer.output, "where": where})
-        return casts

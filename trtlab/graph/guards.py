@@ -24,7 +24,8 @@ NAMED_GUARDS = ("first_layer", "last_layer", "softmax")
 PRECISIONS = ("fp32", "fp16")
 #: The precision a guard written without '=…' means: a precision, or FLOAT_PATH — the float path's precision where
 #: the guard is resolved (FP16 in an INT8 graph with the FP16 float path, else FP32). Changing this table changes
-#: what a bare guard means (and so needs a variant revision bump, trtlab.quantization.variants.VARIANT_REVISION).
+#: what a bare guard means: variants made with the old meaning are rebuilt, since this module's code is part of
+#: their identity (trtlab.quantization.variants.GRAPH_SOURCES).
 FLOAT_PATH = "float-path"
 DEFAULT_PRECISION = {"first_layer": FLOAT_PATH, "last_layer": FLOAT_PATH, "softmax": "fp32", "op": "fp32",
                      "node": "fp32"}

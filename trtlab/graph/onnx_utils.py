@@ -22,6 +22,36 @@ def with_outputs(model, names) -> object:
     return out
 
 
+def domains_used(model) -> set[str]:
+    """The operator domains `model`'s nodes use — subgraph bodies (If/Loop/Scan) and local functions included — with
+    the default domain spelled "" (its alias "ai.onnx" folded into it)."""
+    def of(nodes) -> set[str]:
+        found = set()
+        for node in nodes:
+            found.add("" if node.domain == "ai.onnx" else node.domain)
+            for attr in node.attribute:
+                for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                    found |= of(sub.node)
+        return found
+
+    return of(model.graph.node).union(*(of(function.node) for function in model.functions))
+
+
+def drop_unused_opsets(model) -> list[str]:
+    """Remove the opset imports no node uses (ONNX Runtime writes every domain it registers into an optimized model:
+    com.microsoft.nchwc, org.pytorch.aten, ai.onnx.training, …). The default domain is always kept. Returns the
+    domains dropped."""
+    used = domains_used(model) | {""}
+    kept, dropped = [], []
+    for opset in model.opset_import:
+        (kept if ("" if opset.domain == "ai.onnx" else opset.domain) in used else dropped).append(opset)
+    if dropped:
+        kept = [type(o)(domain=o.domain, version=o.version) for o in kept]  # copies: clearing frees the originals
+        del model.opset_import[:]
+        model.opset_import.extend(kept)
+    return [o.domain for o in dropped]
+
+
 def reads(node) -> set[str]:
     """The tensor names `node` reads: its inputs, and the names its subgraphs (If/Loop/Scan bodies, nested ones
     too) read — a body may read an initializer or tensor of the enclosing graph by name."""

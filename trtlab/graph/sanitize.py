@@ -1,6 +1,7 @@
 """Sanitize an ONNX classifier before calibration and quantization: opset ≥ 13 (per-axis Q/DQ), constants folded
 (weights computed by ConstantOfShape & co. become initializers), BatchNormalization folded into Conv, shapes
-inferred, every node named. Uses ONNX Runtime's *basic* graph optimizations, which emit standard ONNX ops only.
+inferred, every node named, the opset imports no node uses dropped. Uses ONNX Runtime's *basic* graph optimizations,
+which emit standard ONNX ops only.
 
 Nodes are named here and only here (`name_nodes`): guards, the quantizer, the precision converter, layer debugging
 and TensorRT builds all read the sanitized graph (or a variant made from it), so a node name found by one resolves
@@ -12,12 +13,17 @@ from pathlib import Path
 
 from trtlab.core.errors import UserValueError
 from trtlab.core.workspace import atomic_path, set_aside, workspace_dir
-from trtlab.graph.onnx_utils import names_read, opset_of
+from trtlab.graph.onnx_utils import drop_unused_opsets, names_read, opset_of
 
 MIN_OPSET = 13
-#: Part of the sanitized file's name: bumped when sanitizing changes what it writes (2: nodes named; 3: no
-#: initializer among the graph inputs), so copies made by an older trtlab are not reused.
-SANITIZE_REVISION = 3
+#: Part of the sanitized file's identity: bumped by hand only for a change the code fingerprint below cannot see
+#: (2: nodes named; 3: no initializer among the graph inputs; 4: unused opset imports dropped), so copies made by
+#: an older trtlab are not reused.
+SANITIZE_REVISION = 4
+#: The modules that make the sanitized copy: the fingerprint of their code (core.fingerprint) is part of its
+#: identity, so a change to them makes a new copy without a bump (tests/test_code_fingerprint.py checks that what
+#: they import is listed or is not part of what they compute).
+SANITIZE_SOURCES = ("trtlab.graph.sanitize", "trtlab.graph.onnx_utils", "trtlab.core.ort_session")
 
 
 def name_nodes(model) -> int:
@@ -54,6 +60,17 @@ def check_node_names(model, what: str = "the model") -> None:
         seen.add(node.name)
 
 
+def sanitized_path(model_path: Path, sha: str, workspace=None) -> Path:
+    """Where the sanitized copy of the model `sha` is kept: named by the model and the identity of the code that
+    sanitizes (its revision and fingerprint)."""
+    from trtlab.core.fingerprint import code_fingerprint
+    from trtlab.core.identity import Identity
+
+    made_by = Identity(model_sha256=sha, revision=SANITIZE_REVISION,
+                       code={"sanitize": code_fingerprint(SANITIZE_SOURCES)})
+    return workspace_dir(workspace) / "sanitized" / f"{Path(model_path).stem}-{sha[:12]}-{made_by.digest(12)}.onnx"
+
+
 def sanitize_model(model_path, workspace=None, force: bool = False) -> Path:
     """Path of the sanitized copy (cached in the workspace by the source model's sha256, external data included)."""
     import onnx
@@ -63,7 +80,7 @@ def sanitize_model(model_path, workspace=None, force: bool = False) -> Path:
 
     model_path = Path(model_path)
     sha = model_sha256(model_path)  # the model with its external-data files: new weights, new copy
-    target = workspace_dir(workspace) / "sanitized" / f"{model_path.stem}-{sha[:12]}-r{SANITIZE_REVISION}.onnx"
+    target = sanitized_path(model_path, sha, workspace)
     if target.exists() and not force:
         try:
             onnx.checker.check_model(str(target))  # what trtlab wrote, unless hand-damaged or cut short
@@ -95,6 +112,9 @@ def sanitize_model(model_path, workspace=None, force: bool = False) -> Path:
         for graph_input in unused:
             folded.graph.input.remove(graph_input)
         name_nodes(folded)  # after folding: ONNX Runtime keeps names but leaves unnamed nodes unnamed
+        # ONNX Runtime's optimized model imports every domain ORT registers (com.microsoft.nchwc, org.pytorch.aten,
+        # ai.onnx.training, …); only the domains the graph's nodes use stay, and every variant inherits them
+        drop_unused_opsets(folded)
         folded = onnx.shape_inference.infer_shapes(folded)
         onnx.checker.check_model(folded)
         onnx.save(folded, str(tmp))

@@ -32,17 +32,38 @@ from trtlab.quantization.histogram import (HISTOGRAM_BINS, MAX_HISTOGRAM_BINS, N
 
 log = logging.getLogger(__name__)
 
-# Part of the cache keys of statistics and variants: bumped when the histogram or an algorithm changes meaning
+# Part of the identities of statistics and variants: bumped when the histogram or an algorithm changes meaning
 # (2: ModelOpt's fixed-width growing histogram, entropy = NVIDIA's reference; 3: one float32 multiplier kept through
 # growth, growth decided per batch — counts independent of chunking, equal on every device; 4: the 256 MB budget
 # makes the first sub-batch, which sets the bin width, smaller — 4 images of EfficientNet-Lite0 instead of 8), so
-# old workspaces are not reused.
+# old workspaces are not reused. A change to the code below needs no bump: STATISTICS_SOURCES' fingerprint is in
+# the identity too; the revision is for what code cannot show (and names the meaning for people).
 CALIBRATION_REVISION = 4
+#: The modules whose code decides the statistics of a (model, images, preprocessing): the counting, the activations
+#: ONNX Runtime exposes (session options, blocked layout) and those the torch backend computes on the GPU, the
+#: normalisation of the crops. The fingerprint of their code (core.fingerprint, `statistics_code()`) is part of the
+#: statistics' identity and of every INT8 variant's, so editing them recollects statistics and rebuilds INT8
+#: variants without a bump; tests/test_code_fingerprint.py fails when one of them imports a trtlab module that is
+#: neither listed nor named there as not deciding the numbers.
+STATISTICS_SOURCES = ("trtlab.quantization.statistics", "trtlab.quantization.histogram",
+                      "trtlab.quantization.histogram_numba", "trtlab.quantization.statistics_ort",
+                      "trtlab.quantization.exposure_ort", "trtlab.quantization.statistics_torch",
+                      "trtlab.data.batches", "trtlab.data.preprocess", "trtlab.graph.onnx_utils",
+                      "trtlab.core.ort_session", "trtlab.backends.gpu", "trtlab.backends.gpu.graph_module",
+                      "trtlab.backends.gpu.registry", "trtlab.backends.gpu.ops_nn", "trtlab.backends.gpu.ops_quant",
+                      "trtlab.backends.gpu.ops_tensor", "trtlab.backends.gpu.runner")
 # Bytes of exposed activations (x2: one sub-batch being histogrammed while the next runs) per ONNX Runtime run.
 # 256: EfficientNet-Lite0 (26.5 MB exposed per image) runs in sub-batches of 4 and calibrates 128 images in about
 # 660 MB peak RSS (512: sub-batches of 9, about 1 GB; bench/bench_calibration.py).
 MEMORY_BUDGET_MB = 256
 DEVICES = ("auto", "cpu", "cuda", "torch-cpu")
+def statistics_code() -> str:
+    """The fingerprint of STATISTICS_SOURCES' code (computed once per process)."""
+    from trtlab.core.fingerprint import code_fingerprint
+
+    return code_fingerprint(STATISTICS_SOURCES)
+
+
 _device_override: contextvars.ContextVar = contextvars.ContextVar("trtlab_calibration_device", default=None)
 
 

@@ -45,11 +45,17 @@ def calibration_metadata(model_sha256: str, algorithm: str, cache, indices,
 
 def calibration_cache_path(model_path, meta: CacheMetadata, workspace=None) -> Path:
     """Where TensorRT's calibration cache of (model, algorithm, images, preprocessing, TensorRT) is kept."""
+    from trtlab.core.identity import Identity
     from trtlab.core.workspace import workspace_dir
 
-    key = hash_json(asdict(meta), 12)
+    made_from = Identity(model_sha256=meta.model_sha256, preprocess=meta.preprocess,
+                         recipe={"algorithm": meta.algorithm, "percentile": meta.percentile,
+                                 "guards": list(meta.guards)},
+                         calibration={"images": meta.images, "ids_hash": meta.calibration_ids_hash,
+                                      "batch": meta.batch_size},
+                         backend={"name": "trt", "version": meta.tensorrt_version})
     return (workspace_dir(workspace) / "calibration" /
-            f"tensorrt-{Path(model_path).stem}-{meta.model_sha256[:8]}-{meta.algorithm}-{key}.cache")
+            f"tensorrt-{Path(model_path).stem}-{meta.model_sha256[:8]}-{meta.algorithm}-{made_from.digest(12)}.cache")
 
 
 def tensorrt_calibrator(trt, model_path, recipe, cache, calibration_indices, workspace=None, use_cache: bool = True,

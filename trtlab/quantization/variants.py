@@ -1,7 +1,8 @@
 """Variants: a recipe (trtlab.quantization.recipe) → a model file in its own variant folder.
 
 Building a variant is deterministic and cached by the hash of everything that determines it (model sha256, recipe,
-calibration image ids, preprocessing, scales' source, calibration and graph revisions): the folder
+calibration image ids, preprocessing, scales' source, calibration and graph revisions, and the fingerprints of the
+code that makes the graph and the statistics — GRAPH_SOURCES, STATISTICS_SOURCES): the folder
 `variants/<model>-<sha>/<label>-<key>/` holds `model.onnx` (the graph every backend runs — ONNX Runtime, and
 TensorRT, which builds from this file), `variant.json` (its identity, checked on reuse by the one provenance check)
 and, for INT8, `calibration.cache`. This is the one place FP16 and INT8 graphs are cached, under one rule.
@@ -10,6 +11,7 @@ any guard set can quantize, so every algorithm and guard combination is derived 
 """
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +23,8 @@ from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, rea
 from trtlab.quantization.recipe import (DEFAULT_CALIBRATION_IMAGES, PRECISIONS,  # noqa: F401  (re-exported)
                                         CalibrationSizeError, Recipe, select_calibration_indices)
 from trtlab.quantization.calibration_cache import read_imported_cache
-from trtlab.quantization.statistics import CALIBRATION_REVISION, CalibrationStats, collect_statistics
+from trtlab.quantization.statistics import (CALIBRATION_REVISION, CalibrationStats, collect_statistics,
+                                           statistics_code)
 from trtlab.quantization.thresholds import compute_thresholds, scales_from_thresholds
 
 log = logging.getLogger(__name__)
@@ -30,9 +33,28 @@ log = logging.getLogger(__name__)
 #: sanitize; '=fp16' guards by the one precision converter, without Cast pairs; 3: issue 17 — the FP16 float path by
 #: default, placement rules, bare first_layer / last_layer guards following the float path; 4: an Add of two Convs
 #: quantizes the shortcut, not the exporter's first input; one per-tensor weight scale for a grouped ConvTranspose and
-#: a 1-D MatMul weight; a constant MatMul/Gemm first input quantized), so old variant folders (a graph the recipe no
-#: longer makes) are rebuilt, never reused.
-VARIANT_REVISION = 4
+#: a 1-D MatMul weight; a constant MatMul/Gemm first input quantized; 5: the opset imports no node uses dropped at
+#: sanitize), so old variant folders (a graph the recipe no
+#: longer makes) are rebuilt, never reused. Since issue 36 a change to GRAPH_SOURCES needs no bump (their fingerprint
+#: is in the identity too): bump it for what code cannot show, and to name a change for people.
+VARIANT_REVISION = 5
+#: The modules whose code makes a variant's files from the model, the recipe and the statistics: sanitizing, guards,
+#: the precision converter, placement, insertion, thresholds, the recipe, the calibration cache and this module.
+#: The fingerprint of their code (core.fingerprint, `graph_code()`) is part of every variant's identity, so editing
+#: them rebuilds the variants (seconds each: statistics are kept, and results are keyed by the graph's sha256, so a
+#: graph that comes out byte for byte the same keeps its results); tests/test_code_fingerprint.py fails when one of
+#: them imports a trtlab module that is neither listed here nor named there as not deciding the graph.
+GRAPH_SOURCES = ("trtlab.graph.sanitize", "trtlab.graph.onnx_utils", "trtlab.core.ort_session", "trtlab.graph.guards",
+                 "trtlab.graph.precision", "trtlab.graph.precision_rewrite", "trtlab.quantization.placement",
+                 "trtlab.quantization.insertion", "trtlab.quantization.thresholds", "trtlab.quantization.recipe",
+                 "trtlab.quantization.calibration_cache", "trtlab.quantization.variants")
+
+
+def graph_code() -> str:
+    """The fingerprint of GRAPH_SOURCES' code (computed once per process)."""
+    from trtlab.core.fingerprint import code_fingerprint
+
+    return code_fingerprint(GRAPH_SOURCES)
 
 
 @dataclass
@@ -54,18 +76,28 @@ class BuiltVariant:
             return f"{self.recipe.name}+cache-{self.scales['cache_sha256'][:6]}"
         return self.recipe.name
 
+    @functools.cached_property
+    def graph_sha256(self) -> str:
+        """sha256 of the graph every backend runs (with its external data): the source model for FP32."""
+        from trtlab.graph.classifier import inspect_classifier
+
+        return inspect_classifier(self.model_path).sha256
+
     @property
     def identity(self) -> Identity:
         """What its results are stored under (with the backend that computes them)."""
-        return variant_identity(self.recipe.to_dict(), self.calibration, self.scales)
+        return variant_identity(self.recipe.to_dict(), self.calibration, self.scales, self.graph_sha256)
 
 
-def variant_identity(recipe: dict, calibration: dict | None = None, scales: dict | None = None) -> Identity:
+def variant_identity(recipe: dict, calibration: dict | None = None, scales: dict | None = None,
+                     graph_sha256: str | None = None) -> Identity:
     """What a variant's results are keyed by: the full recipe, the calibration images actually used (ids hash and
-    count) and where the scales came from (the model, images and preprocessing are the results store's experiment).
-    Empty parts are left out, as results stored before the Identity dataclass hashed them: their keys still match."""
+    count), where the scales came from and the sha256 of the graph that computes them (`model_sha256`: a graph
+    the code now makes differently is another result, while a rebuilt graph that comes out the same keeps its
+    results). The model, images and preprocessing are the results store's experiment. Empty parts are left out,
+    as results stored before the Identity dataclass hashed them: their keys still match."""
     return Identity(recipe=dict(recipe), calibration=dict(calibration) if calibration else None,
-                    scales=dict(scales) if scales else None)
+                    scales=dict(scales) if scales else None, model_sha256=graph_sha256)
 
 
 def variant_key(identity) -> str:
@@ -101,9 +133,11 @@ def statistics_path(model_path, cache, indices, workspace=None) -> Path:
 
     sha = inspect_classifier(model_path).sha256
     ids = cache.dataset.image_ids()
-    key = hash_json({"model": sha, "ids": [ids[i] for i in indices], "pre": cache.preprocess.to_dict(),
-                     "files": cache.key, "calibrate": CALIBRATION_REVISION})
-    return workspace_dir(workspace) / "calibration" / f"stats-{sha[:12]}-{key}.npz"
+    chosen = [ids[i] for i in indices]
+    made_from = Identity(model_sha256=sha, preprocess=cache.preprocess.to_dict(), revision=CALIBRATION_REVISION,
+                         calibration={"ids_hash": hash_json(chosen), "images": len(chosen), "decode_cache": cache.key},
+                         code={"statistics": statistics_code()})
+    return workspace_dir(workspace) / "calibration" / f"stats-{sha[:12]}-{made_from.key}.npz"
 
 
 def stored_statistics(path) -> CalibrationStats | None:
@@ -168,7 +202,8 @@ def build_fp16_variant(model_path: Path, recipe: Recipe, workspace=None, force: 
     from trtlab.graph.sanitize import sanitize_model
 
     sha = inspect_classifier(model_path).sha256
-    identity = Identity(model_sha256=sha, recipe=recipe.to_dict(), revision=VARIANT_REVISION)
+    identity = Identity(model_sha256=sha, recipe=recipe.to_dict(), revision=VARIANT_REVISION,
+                        code={"graph": graph_code()})
     folder = variant_folder(model_path, sha, recipe, identity.key, workspace)
     record = None if force else reusable_record(folder, identity)
     if record is not None:
@@ -230,9 +265,12 @@ class _Int8Build:
         self.scales_source = self.imported_cache.identity() if self.imported else {"source": "calibration"}
         # The scales' source is part of the key: a variant built from an imported cache is never reused by a plain run.
         # The folder is named by the identity's key (the identity is checked again on reuse).
+        # The code that makes the graph and (for calibrated scales) the statistics is part of it too: an edit to
+        # either is a new folder, never a stale one reused (GRAPH_SOURCES, STATISTICS_SOURCES).
+        code = {"graph": graph_code()} if self.imported else {"graph": graph_code(), "statistics": statistics_code()}
         self.identity = Identity(model_sha256=self.sha, recipe=self.recipe.to_dict(), calibration=self.calibration,
                                  scales=self.scales_source, preprocess=cache.preprocess.to_dict(),
-                                 revision=VARIANT_REVISION)
+                                 revision=VARIANT_REVISION, code=code)
         self.folder = variant_folder(model_path, self.sha, self.recipe, self.identity.key, workspace)
 
     def built(self, plan: dict, cache_file: Path, reused: bool = False) -> BuiltVariant:
@@ -423,4 +461,4 @@ __all__ = ["BuiltVariant", "Recipe", "CalibrationSizeError", "DEFAULT_CALIBRATIO
            "build_variant", "build_fp16_variant", "select_calibration_indices", "variant_identity", "variant_key",
            "stats_tensors", "statistics_path", "stored_statistics", "calibration_statistics",
            "export_calibration_cache", "joint_thresholds", "merge_histograms", "tensor_names",
-           "report_fp16_range", "default_calibration_pool", "VARIANT_REVISION"]
+           "report_fp16_range", "default_calibration_pool", "VARIANT_REVISION", "GRAPH_SOURCES", "graph_code"]

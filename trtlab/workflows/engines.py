@@ -43,7 +43,9 @@ class EngineVariant:
 
     @property
     def key(self) -> str:
-        return variant_key(self.identity)
+        """The variant's key apart from its graph's sha256, which the engine's own identity holds (model_sha256):
+        engines built before the sha256 joined the variant's identity keep their names, and are not rebuilt."""
+        return variant_key(self.identity.replace(model_sha256=None))
 
     @property
     def path(self) -> Path:

@@ -9,3 +9,8 @@ literally (no fused INT8 kernels). It runs on the CPU too, which is how CI check
 
 Nothing here imports torch until a graph is converted or a runner activated.
 """
+# The op modules fill the registry's table with their @op builders when imported. The package imports them, not
+# the registry (which would make the table and its entries import each other): importing any module of this
+# package — graph_module, runner, the registry itself — runs this first. They import numpy and the registry only
+# (torch inside the builders).
+from trtlab.backends.gpu import ops_nn, ops_quant, ops_tensor  # noqa: F401

@@ -38,8 +38,9 @@ def op(*names: str):
 
 
 def builder_for(op_type: str):
-    from trtlab.backends.gpu import ops_nn, ops_quant, ops_tensor  # noqa: F401  (they fill OPS)
-
+    """The builder registered for `op_type` (None when no op module registers it). The op modules register
+    themselves on import; the package (trtlab.backends.gpu) imports them, so every importer of this module has
+    them: the table never imports its own entries."""
     return OPS.get(op_type)
 
 

@@ -9,6 +9,7 @@ import logging
 from trtlab.backends.tensorrt.options import PRECISIONS
 from trtlab.cli.args import (ArgGroup, CalibrationArgs, Command, GuardArgs, Items, ModelDataArgs, WorkspaceArgs,
                              given, positive)
+from trtlab.cli.main import command_main
 from trtlab.core.errors import UserError, UserValueError
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ COMMAND = Command("build", "build TensorRT 10/11 engines of an ONNX classifier's
                                    what="the INT8 calibration (int8: trtlab's; int8-implicit: TensorRT's)"),
                    GuardArgs(), WorkspaceArgs(), EngineArgs()],
                   check_failed="TensorRT could not parse the model or build an engine")
-main = COMMAND.main
+main = command_main(COMMAND.name)
 
 
 def run(args) -> int:

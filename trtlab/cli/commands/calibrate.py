@@ -6,6 +6,7 @@ from pathlib import Path
 
 from trtlab.cli.args import (ArgGroup, BackendArgs, CalibrationArgs, Command, GuardArgs, ModelDataArgs,
                              WorkspaceArgs, given)
+from trtlab.cli.main import command_main
 from trtlab.core.errors import UserValueError
 
 
@@ -57,7 +58,7 @@ class CalibrateArgs(ArgGroup):
 COMMAND = Command("calibrate", "calibrate INT8 variants (one per algorithm, with the guards) and compare them with "
                   "FP32 on the evaluation images", [ModelDataArgs(), CalibrationArgs(), GuardArgs(),
                                                     WorkspaceArgs(), BackendArgs(), CalibrateArgs()])
-main = COMMAND.main
+main = command_main(COMMAND.name)
 
 
 def run(args) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trtlab.cli.args import ArgGroup, Command, Items, OutputArgs, WorkspaceArgs
+from trtlab.cli.main import command_main
 from trtlab.core.errors import UserError, UserValueError
 
 HTML_NAME = "dashboard.html"
@@ -39,7 +40,7 @@ class DashboardArgs(ArgGroup):
 COMMAND = Command("dashboard", "write the accuracy/consistency dashboard (self-contained HTML) from stored results",
                   [WorkspaceArgs(), OutputArgs(f"{HTML_NAME} and, with --png, the figures",
                                                "<workspace>/reports/<store>/"), DashboardArgs()])
-main = COMMAND.main
+main = command_main(COMMAND.name)
 
 
 def _list_stores(workspace) -> int:

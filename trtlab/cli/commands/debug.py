@@ -7,6 +7,7 @@ from pathlib import Path
 
 from trtlab.cli.args import (ArgGroup, BackendArgs, CalibrationArgs, Command, GuardArgs, Items, ModelDataArgs,
                              OutputArgs, WorkspaceArgs, check_choice, positive)
+from trtlab.cli.main import command_main
 from trtlab.core.errors import UserValueError
 from trtlab.debug.targets import DEFAULT_TARGET, Target
 
@@ -75,7 +76,7 @@ COMMAND = Command("debug", "layer-wise INT8 debugging of one recipe: per-tensor 
                    OutputArgs("CSV, JSON and PNG results", "the workspace's debug folder"), DebugArgs()],
                   check_failed="the guard search did not reach --target, or the found recipe missed it on the "
                                "held-out verification images")
-main = COMMAND.main
+main = command_main(COMMAND.name)
 
 
 def run(args) -> int:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from trtlab.cli.args import ArgGroup, BackendArgs, Command, WorkspaceArgs, check_choice
+from trtlab.cli.main import command_main
 
 
 class DemoArgs(ArgGroup):
@@ -23,7 +24,7 @@ class DemoArgs(ArgGroup):
 
 COMMAND = Command("demo", "EfficientNet-Lite0 on the bundled demo photos: whole pipeline (FP32, FP16, INT8 with "
                   "three calibrators), stored results, report", [DemoArgs(), WorkspaceArgs(), BackendArgs()])
-main = COMMAND.main
+main = command_main(COMMAND.name)
 
 
 def run(args) -> int:

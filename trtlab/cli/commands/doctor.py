@@ -5,6 +5,7 @@ setup_kaggle_env.sh) with the standard library only; this module is its command 
 from __future__ import annotations
 
 from trtlab.cli.args import ArgGroup, Command
+from trtlab.cli.main import command_main
 
 
 class DoctorArgs(ArgGroup):
@@ -21,7 +22,7 @@ class DoctorArgs(ArgGroup):
 COMMAND = Command("doctor", "GPU / CUDA / TensorRT / ONNX Runtime report: what is installed, what loads, what to "
                   "do", [DoctorArgs()], check_failed="neither ONNX Runtime nor TensorRT is usable, or --strict and "
                                                      "TensorRT is not usable")
-main = COMMAND.main
+main = command_main(COMMAND.name)
 
 
 def run(args) -> int:

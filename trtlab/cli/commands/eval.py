@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from trtlab.cli.args import BackendArgs, Command, ModelDataArgs, WorkspaceArgs
+from trtlab.cli.main import command_main
 
 COMMAND = Command("eval", "evaluate an ONNX classifier on a folder of images (FP32), stored results and report",
                   [ModelDataArgs(required=True), WorkspaceArgs(), BackendArgs()])
-main = COMMAND.main
+main = command_main(COMMAND.name)
 
 
 def run(args) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 
 from trtlab.cli.args import ArgGroup, Command, ModelDataArgs, WorkspaceArgs, check_choice, given, positive
+from trtlab.cli.main import command_main
 from trtlab.core.errors import UserValueError
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ class PrepArgs(ArgGroup):
 COMMAND = Command("prep", "prepare ImageNet val: labels, classes, checks, split, and optionally the decode cache",
                   [ModelDataArgs(model=False, labels=False, data_default="found in --root",
                                  data_help="the folder holding the val images"), WorkspaceArgs(), PrepArgs()])
-main = COMMAND.main
+main = command_main(COMMAND.name)
 
 
 def run(args) -> int:
