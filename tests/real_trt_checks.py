@@ -476,6 +476,82 @@ def check_recorded_module_uses_exist(trt, pin, ctx):
     return {"module_uses_checked": len(checked)}
 
 
+def check_cannot_run_here_is_one_line(trt, pin, ctx):
+    """TensorRT imports (the real bindings) but cannot build or run: each cause is one line naming itself and the
+    fix, never cuda-python's or pybind11's words. The machine is set for each case, whatever this one has: no GPU
+    (cuda-python absent, NVML / nvidia-smi find none) → build_engine and TrtRunner refuse before touching TensorRT;
+    a T4 under driver r580 without cuda-python → the cuda-python of this build's CUDA major (read from the real
+    wheel's name); under r535 → the driver where this build is CUDA 13, else that cuda-python; the same T4 with CUDA working (FakeCuda) → the driver (CUDA 13)
+    or on to the real trt.Builder, whose nullptr over the stub libraries is named as stub libraries; r580 → the
+    stubs on every version."""
+    import trtlab.env.machine as machine
+    from fake_tensorrt import FakeCuda
+
+    from trtlab.backends import cuda_runtime as cuda_rt
+    from trtlab.backends.tensorrt.build import build_engine
+    from trtlab.backends.tensorrt.readiness import TensorRTCannotRun, tensorrt_cuda_major
+    from trtlab.backends.tensorrt.runner import TrtRunner
+
+    major = tensorrt_cuda_major(pin)
+    assert major == (13 if pin.startswith("11.") else 12), major  # tensorrt_cu13_bindings / tensorrt_cu12_bindings
+
+    def refused(function) -> str:
+        try:
+            function()
+        except TensorRTCannotRun as exc:
+            line = exc.line()
+            assert "\n" not in line and "nullptr" not in line and "pip install cuda-python (" not in line, line
+            return line
+        raise AssertionError(f"{function} was not refused")
+
+    def build():
+        build_engine(ctx["model"], "fp32", workspace=SESSION.workspace, progress=False, force=True)
+
+    def no_cuda_python(device=0):
+        raise cuda_rt.CudaUnavailable("cuda-python is not installed: pip install cuda-python")
+
+    def machine_with(driver):
+        gpus = [machine.GpuInfo("Tesla T4", (7, 5), driver, "nvidia-smi")] if driver else []
+        machine._FACTS[:] = [machine.GpuFacts(gpus, driver, None, "nvidia-smi" if driver else "",
+                                              [] if driver else ["nvidia-smi found no GPU"])]
+
+    lines = {}
+    saved_facts = machine._FACTS[:]
+    saved = {n: getattr(cuda_rt, n) for n in ("device_info", "Stream", "Event", "DeviceBuffer", "PinnedBuffer")}
+    try:
+        cuda_rt.device_info = no_cuda_python
+        machine_with(None)
+        lines["no GPU"] = refused(build)
+        lines["no GPU, runner"] = refused(lambda: TrtRunner(ctx["model"], "fp32").activate())
+        machine_with("580.65.06")
+        lines["r580, no cuda-python"] = refused(build)
+        machine_with("535.104.05")
+        lines["r535, no cuda-python"] = refused(build)
+        FakeCuda(trt, GPU).install(setattr)
+        lines["r535"] = refused(build)
+        machine_with("580.65.06")
+        lines["r580"] = refused(build)
+    finally:
+        machine._FACTS[:] = saved_facts
+        for name, value in saved.items():
+            setattr(cuda_rt, name, value)
+    assert f"TensorRT {pin} imports here, but no NVIDIA GPU is visible (nvidia-smi found no GPU)" \
+           in lines["no GPU"], lines
+    assert "turn on a GPU accelerator" in lines["no GPU"] and lines["no GPU, runner"] == lines["no GPU"], lines
+    stubs = (f"TensorRT {pin} created no builder: the libnvinfer this process loaded", "KB), is a stub")
+    assert "cuda-python is not installed" in lines["r580, no cuda-python"], lines  # this CUDA major's cuda-python
+    assert f'pip install "cuda-python>={major},<{major + 1}"' in lines["r580, no cuda-python"], lines
+    if major == 13:  # r535 runs the CUDA 12 wheels only; cuda-python would not help
+        assert "driver 535.104.05 is too old for TensorRT" in lines["r535"] and "r580" in lines["r535"], lines
+        assert "pip install tensorrt-cu12" in lines["r535"] and lines["r535, no cuda-python"] == lines["r535"]
+    else:
+        assert 'cuda-python is not installed' in lines["r535, no cuda-python"], lines
+        assert 'pip install "cuda-python>=12,<13"' in lines["r535, no cuda-python"], lines
+        assert all(part in lines["r535"] for part in stubs), lines
+    assert all(part in lines["r580"] for part in stubs), lines
+    return lines
+
+
 def check_every_tensorrt_function_ran(trt, pin, ctx):
     """Every function of trtlab's TensorRT modules ran in the checks above (TensorRT 10-only modules on 10.x),
     so nothing that touches TensorRT escapes them; the exceptions are listed in NOT_DRIVEN with their reason."""
@@ -491,9 +567,11 @@ def check_every_tensorrt_function_ran(trt, pin, ctx):
 
 def check_ab_engine_column_is_one_line_when_the_builder_cannot_exist(trt, pin, ctx):
     """compare() with the REAL bindings importable (as after notebook 00) over the stub libraries: the A/B's
-    TensorRT column is on by default, every engine fails to build — trt.Builder's factory returns nullptr, there is
-    no libnvinfer — and each says so in one line, while the literal A/B results stand. CUDA is FakeCuda's answer
-    (no GPU here), so the failure is TensorRT's own, as on a GPU machine without TensorRT's libraries."""
+    TensorRT column is on by default, every engine fails to build — trt.Builder's factory returns nullptr over the
+    stub libnvinfer — and the column says so in one line naming the stub, while the literal A/B results stand. CUDA
+    is FakeCuda's answer (a T4, driver r580, whatever this machine has), so the failure is TensorRT's own, as on a
+    GPU machine whose TensorRT libraries are stubs; the caption claims no GPU."""
+    import trtlab.env.machine as machine
     from fake_tensorrt import FakeCuda
 
     from trtlab.backends import cuda_runtime as cuda_rt
@@ -505,6 +583,9 @@ def check_ab_engine_column_is_one_line_when_the_builder_cannot_exist(trt, pin, c
 
     assert sys.modules["tensorrt"] is trt and tensorrt_available()
     saved = {n: getattr(cuda_rt, n) for n in ("device_info", "Stream", "Event", "DeviceBuffer", "PinnedBuffer")}
+    saved_facts = machine._FACTS[:]
+    machine._FACTS[:] = [machine.GpuFacts([machine.GpuInfo("Tesla T4", (7, 5), "580.65.06", "nvidia-smi")],
+                                          "580.65.06", "13.0", "nvidia-smi")]
     FakeCuda(trt, GPU).install(setattr)
     try:
         dataset = demo_dataset()
@@ -512,15 +593,20 @@ def check_ab_engine_column_is_one_line_when_the_builder_cannot_exist(trt, pin, c
                          split=demo_split(dataset), workspace=ctx["workspace"],
                          run=RunOptions(backend="ort", progress=False))
     finally:
+        machine._FACTS[:] = saved_facts
         for name, value in saved.items():
             setattr(cuda_rt, name, value)
     assert list(result.table.index) == ["fp32", "int8-minmax@3"], list(result.table.index)
     assert np.isfinite(result.table.raw["top1"]).all() and set(result.table.raw["backend"]) == {"ort-cpu"}
     statuses = [row.status for row in result.engines.rows]
-    assert statuses and all(s.startswith("build failed: ") and "nullptr" in s and "\n" not in s
-                            for s in statuses), statuses
+    assert len(statuses) == 2 and len(set(statuses)) == 1, statuses
+    assert statuses[0].startswith(f"build failed: TensorRT {pin} created no builder: the libnvinfer this process "
+                                  f"loaded") and "is a stub" in statuses[0] and "\n" not in statuses[0], statuses
+    assert "nullptr" not in statuses[0] and "TypeError" not in statuses[0], statuses
     summary = result.engines.summary()
-    assert summary.endswith("the A/B results on ort-cpu stand"), summary
+    assert summary.endswith("the A/B results on ort-cpu stand") and "is a stub" in summary, summary
+    caption = result.engines.table.caption
+    assert caption.startswith("No engine was built: TensorRT") and "GPU" not in caption.split(" — ")[0], caption
     assert not any(label.startswith("trt-") for label in result.store.variants())
     return {"summary": summary, "row": statuses[0]}
 
@@ -528,7 +614,8 @@ def check_ab_engine_column_is_one_line_when_the_builder_cannot_exist(trt, pin, c
 CHECKS = [check_version_dispatch, check_fake_matches_real, check_logger_subclasses_the_real_ilogger,
           check_build_paths_against_the_real_api, check_strongly_typed_rule,
           check_runner_inspector_and_benchmark_against_the_real_api, check_calibrators_subclass_the_real_bases,
-          check_recorded_module_uses_exist, check_every_tensorrt_function_ran,
+          check_recorded_module_uses_exist, check_cannot_run_here_is_one_line,
+          check_every_tensorrt_function_ran,
           check_ab_engine_column_is_one_line_when_the_builder_cannot_exist]  # last: drives no new TensorRT call
 SESSION: Session | None = None
 

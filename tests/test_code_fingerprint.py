@@ -97,6 +97,7 @@ NOT_DECIDING = {
     "trtlab.core.workspace": "workspace paths, atomic writes, hashes",
     "trtlab.core.provenance": "refuses a stored artefact made for something else",
     "trtlab.core.progress": "progress bars",
+    "trtlab.core.log": "log lines: what is said and how often (report_fp16_range says each count once)",
     "trtlab.graph.classifier": "a model's sha256 and input/output facts (the sha256 is in the identity)",
     "trtlab.backends": "what the machine has (a GPU, TensorRT's version for the cache header): statistics are "
                        "identical on every device (tests/test_counters.py)",

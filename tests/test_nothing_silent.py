@@ -86,11 +86,11 @@ def test_nan_activations_are_one_line_not_a_traceback(photos, tmp_path, capsys):
 def test_a_folder_of_undecodable_files_is_one_line(model, tmp_path, capsys):
     bad = tmp_path / "bad"
     bad.mkdir()
-    for i in range(3):
-        (bad / f"x{i}.jpg").write_text(f"not a jpeg {i}")
+    for i in range(3):  # JPEGs cut off after their first marker (files that are no image at all: test_newcomer_trips)
+        (bad / f"x{i}.jpg").write_bytes(b"\xff\xd8\xff\xe0" + f"not a jpeg {i}".encode())
     code, err = run_cli(capsys, "eval", "--model", model, "--data", bad, "--workspace", tmp_path / "ws")
     line = one_error_line(err)
-    assert code == 2 and "none of the 3 image(s)" in line and "x0.jpg: not a decodable image" in line
+    assert code == 2 and "none of the 3 image(s)" in line and "x0.jpg: truncated JPEG" in line
     assert "failures.json" in line and "ValueError" not in err
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+from pathlib import Path
 
 from trtlab.backends.runner import Runner
 
@@ -103,10 +104,15 @@ def make_runner(model_path, backend: str = "auto", verbose: bool = True, **optio
     elif backend == "trt":
         if not tensorrt_available():
             from trtlab.core.errors import UserError
+            from trtlab.graph.engine_file import read_engine_header
 
-            raise UserError("backend 'trt' needs TensorRT, which does not import here",
-                            "run notebook 00_env_setup (or `python -m trtlab doctor`, setup_kaggle_env.sh) to find "
-                            "and load it, or use backend='ort'")
+            engine = read_engine_header(model_path)
+            what = (f"{Path(model_path).name} is a TensorRT engine{', ' + engine.built_by() if engine.tensorrt else ''}"
+                    f": running it needs TensorRT{' ' + engine.tensorrt if engine.tensorrt else ''} on a GPU, and "
+                    f"TensorRT does not import here") if engine else "backend 'trt' needs TensorRT, which does not " \
+                                                                   "import here"
+            raise UserError(what, "run notebook 00_env_setup (or `python -m trtlab doctor`, setup_kaggle_env.sh) to "
+                                  "find and load it" + ("" if engine else ", or use backend='ort'"))
         from trtlab.backends.tensorrt.runner import TrtRunner
 
         runner = TrtRunner(model_path, **options)

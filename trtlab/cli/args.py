@@ -51,7 +51,29 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):
-        raise UsageError(f"{self.prog}: {message}", f"see `{self.prog} --help`")
+        raise UsageError(f"{self.prog}: {message}{self.did_you_mean(message)}", f"see `{self.prog} --help`")
+
+    def did_you_mean(self, message: str) -> str:
+        """' (did you mean --labels?)' for a mistyped option or command in argparse's `message`: the closest of the
+        spellings --help shows (difflib). Only said, never taken: abbreviations stay off."""
+        import difflib
+        import re
+
+        guesses = []
+        unknown = re.match(r"unrecognized arguments: (.*)", message)
+        if unknown:
+            spellings = [s for a in self._actions if a.help != SUPPRESS for s in a.option_strings]
+            for flag in dict.fromkeys(t.split("=", 1)[0] for t in unknown.group(1).split() if t.startswith("-")):
+                guesses += [(flag, m) for m in difflib.get_close_matches(flag, spellings, n=1, cutoff=0.6)]
+        choice = re.search(r"invalid choice: '([^']*)'", message)
+        if choice:
+            commands = [c for a in self._actions if isinstance(a, argparse._SubParsersAction) for c in a.choices]
+            guesses += [(choice.group(1), m) for m in difflib.get_close_matches(choice.group(1), commands, n=1)]
+        if not guesses:
+            return ""
+        if len(guesses) == 1:
+            return f" (did you mean {guesses[0][1]}?)"
+        return " (did you mean " + ", ".join(f"{new} for {old}" for old, new in guesses) + "?)"
 
 
 class Items(argparse.Action):

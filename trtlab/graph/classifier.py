@@ -14,6 +14,8 @@ from pathlib import Path
 
 from trtlab.core.errors import UserError, UserFileNotFound
 from trtlab.core.workspace import sha256_with_companions
+from trtlab.graph.engine_file import read_engine_header
+from trtlab.graph.onnx_versions import versions_problem
 from trtlab.graph.onnx_utils import opset_of
 
 ONNX_MAGIC_HINT = "export it again (torch.onnx.export / tf2onnx) or check that the download finished"
@@ -30,6 +32,10 @@ INT8_WEIGHT_MIN_ELEMENTS = 16  # smaller int8 initializers are zero points, not 
 
 class ModelInputError(UserError, ValueError):
     """The ONNX model is not what an image classifier in trtlab must be (file, input or output)."""
+
+
+class TensorRTEngineGiven(ModelInputError):
+    """A TensorRT engine (.engine / .plan) was given where trtlab reads an ONNX classifier."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,9 @@ def _inspect_cached(path_text: str, size: int, mtime_ns: int, ctime_ns: int) -> 
 
     path = Path(path_text)
     model = _load_model(path, size)
+    problem = versions_problem(model)  # an IR version or opset ONNX Runtime cannot open: now, not after decoding
+    if problem is not None:
+        raise ModelInputError(f"{path.name} {problem[0]}", problem[1])
     external = _external_data_files(model, path)
     initializers = {init.name for init in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in initializers]
@@ -175,6 +184,9 @@ def _load_model(path: Path, size: int):
 
     if size == 0:
         raise ModelInputError(f"{path} is empty (0 bytes), not an ONNX model", ONNX_MAGIC_HINT)
+    engine = read_engine_header(path)
+    if engine is not None:
+        raise engine_given(path, engine)
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # protobuf DecodeError, RuntimeError from onnx's C++ parser, UnicodeDecodeError ...
@@ -187,6 +199,17 @@ def _load_model(path: Path, size: int):
         raise ModelInputError(f"{path} is not an ONNX model (it parses to {len(model.graph.node)} nodes, "
                               f"{len(model.graph.input)} inputs, {len(model.graph.output)} outputs)", ONNX_MAGIC_HINT)
     return model
+
+
+def engine_given(path: Path, engine) -> TensorRTEngineGiven:
+    """A TensorRT engine where an ONNX model was expected: what it is, which TensorRT built it (where its header
+    says), and the way on — its ONNX model, whose engine trtlab builds and runs with --backend trt."""
+    built = f", {engine.built_by()}" if engine.tensorrt else ""
+    needs = f"TensorRT {engine.tensorrt}" if engine.tensorrt else "the TensorRT version that built it"
+    return TensorRTEngineGiven(
+        f"{path.name} is a TensorRT engine{built}, not an ONNX model; trtlab reads ONNX classifiers and builds "
+        f"their engines itself", f"pass the ONNX model it was built from (--backend trt builds and runs its engine "
+                                  f"with this machine's TensorRT); this file itself runs only on {needs} on a GPU")
 
 
 # -- external data -----------------------------------------------------------------------------------------------

@@ -335,7 +335,7 @@ class _Int8Build:
         graph = quantize_graph(model, plan, scales, recipe.high_precision)  # checked: onnx.checker + shapes
         quantized = graph.model
         described = {**plan.describe(), **graph.summary()}
-        report_fp16_range(recipe.name, graph.fp16_range)
+        report_fp16_range(recipe.name, graph.fp16_range, self.sha)
         with writing(self.folder):  # a read-only workspace: one line naming the folder
             self.folder.mkdir(parents=True, exist_ok=True)
         # The cache always lives with the variant; a requested path gets a copy (export_calibration_cache).
@@ -455,14 +455,30 @@ def export_calibration_cache(cache_file: Path, target) -> Path:
     return Path(target)
 
 
-def report_fp16_range(name: str, fp16_range: dict) -> None:
-    """One line per direction a scale moved into FP16's range, and a warning naming the activations beyond it."""
-    for direction, bound in (("raised", "FP16's smallest subnormal (2⁻²⁴)"),
-                             ("lowered", "FP16's largest value (65504)")):
+#: What a scale moved into FP16's range means for accuracy (quantization.insertion.fp16_representable). Raised: the
+#: scale was below 2⁻²⁴, so every value of its channel or tensor lies within 127 · 2⁻²⁴ ≈ 7.6e-6 (a dead or
+#: near-constant channel); with 2⁻²⁴ they still fit in ±127 steps — nothing clips — and round to within half a step,
+#: 3e-8. Lowered: the scale was above 65504, a range beyond 127 · 65504 ≈ 8.3e6, which now clips.
+FP16_RANGE_EFFECT = {
+    "raised": ("FP16's smallest subnormal (2⁻²⁴)", "harmless: their values all lie within ±7.6e-6 (dead or "
+               "near-constant channels), still represented to within 3e-8 with nothing clipped"),
+    "lowered": ("FP16's largest value (65504)", "values beyond ±8.3e6 in those channels now clip: check the model's "
+                "outputs against FP32"),
+}
+
+
+def report_fp16_range(name: str, fp16_range: dict, model_key: str = "") -> None:
+    """One line per direction scales moved into FP16's range, with what it means for accuracy — once per model and
+    direction in a process (an A/B's variants share the model's weights, so the same count recurs; each variant's
+    own counts are in its variant.json, plan.fp16_range) — and a warning naming the activations beyond FP16."""
+    from trtlab.core.log import info_once
+
+    for direction, (bound, effect) in FP16_RANGE_EFFECT.items():
         counts = fp16_range[direction]
         if sum(counts.values()):
-            log.info(f"{name}: {sum(counts.values())} scale(s) {direction} to {bound} "
-                     f"({counts['weights']} weight, {counts['activations']} activation)")
+            info_once(log, ("fp16-range", model_key, direction),
+                      f"{name}: {sum(counts.values())} scale(s) {direction} to {bound} ({counts['weights']} weight, "
+                      f"{counts['activations']} activation) — {effect}")
     beyond = fp16_range["activations_beyond_fp16"]
     if beyond:
         shown = ", ".join(beyond[:5]) + (f" and {len(beyond) - 5} more" if len(beyond) > 5 else "")

@@ -19,6 +19,8 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trtlab.backends.tensorrt.readiness import TensorRTCannotRun
+
 log = logging.getLogger(__name__)
 
 #: Latency timings per engine: enough for a stable median at a fraction of an evaluation's time.
@@ -88,10 +90,15 @@ class EngineColumn:
             raw.append([row.variant, row.status, row.top1, row.agreement, row.p50_ms, versus])
             shown.append([row.variant, row.status, percent(row.top1), percent(row.agreement),
                           milliseconds(row.p50_ms), ratio(versus) if versus else MISSING])
-        caption = (f"Engines built by TensorRT {self.tensorrt} on {self.gpu or 'this GPU'} from each variant's graph "
-                   f"(strongly typed); results stored as trt-<variant>. The A/B table's numbers are the literal "
-                   f"graphs on {self.literal_backend}, unchanged by this table.") if self.tensorrt else \
-            f"No engine ran; the A/B table's numbers are the literal graphs on {self.literal_backend}."
+        if any(not row.failed for row in self.rows):
+            caption = (f"Engines built by TensorRT {self.tensorrt} on {self.gpu or 'the GPU'} from each variant's "
+                       f"graph (strongly typed); results stored as trt-<variant>. The A/B table's numbers are the "
+                       f"literal graphs on {self.literal_backend}, unchanged by this table.")
+        else:  # nothing was built: no GPU is claimed, the reason is said (once, when every row shares it)
+            reasons = sorted({row.status.removeprefix("build failed: ") for row in self.rows})
+            why = f": {reasons[0]}" if len(reasons) == 1 else " (each row says why)"
+            caption = f"No engine was built{why}. The A/B table's numbers are the literal graphs on " \
+                      f"{self.literal_backend}."
         return Table(pd.DataFrame(shown, columns=columns).set_index("variant"),
                      pd.DataFrame(raw, columns=columns).set_index("variant"), caption=caption,
                      title="The same variants as TensorRT engines")
@@ -108,6 +115,10 @@ class EngineColumn:
 def one_line(exc: BaseException) -> str:
     """An exception as one line: its type and first line — with the line after it where the first ends in ':'
     (TensorRT's first logged error under "could not build …:") — else its type."""
+    from trtlab.core.errors import UserError
+
+    if isinstance(exc, UserError):  # written for people already: what was wrong and the fix, no class name
+        return exc.line(prefix="")
     text = [line.strip().removeprefix("- ") for line in str(exc).strip().splitlines() if line.strip()]
     if not text:
         return type(exc).__name__
@@ -125,18 +136,28 @@ def engine_column(ab, model_path, experiment, workspace=None, run=None) -> Engin
     column = EngineColumn(literal_backend=_literal_backend(ab), latency_batch=min(run.batch_size, 32))
     try:
         from trtlab.backends.tensorrt.loader import import_tensorrt
+        from trtlab.backends.tensorrt.readiness import gpu_for_tensorrt
 
-        column.tensorrt = str(import_tensorrt().__version__)
+        trt = import_tensorrt()
+        column.tensorrt = str(trt.__version__)
+        column.gpu = str(gpu_for_tensorrt(trt).get("name", ""))  # no GPU, an old driver: said once, for every row
         folder = _engines_folder(model_path, workspace)  # the model hashed once per A/B, not once per build
     except Exception as exc:  # noqa: BLE001 - reported as the row of every variant
         column.rows = [EngineRow(label, built.recipe.precision, f"build failed: {one_line(exc)}")
                        for label, built in ab.variants.items()]
         log.info(column.summary())
         return column
-    column.gpu = _gpu_name()
-    engines = {}
+    engines, blocked = {}, None
     for label, built in ab.variants.items():
-        row, engine = _build(label, built, model_path, folder, workspace, run)
+        if blocked is not None:  # TensorRT could create no builder (stub libraries …): the same for every row
+            column.rows.append(EngineRow(label, built.recipe.precision, blocked))
+            continue
+        try:
+            row, engine = _build(label, built, model_path, folder, workspace, run)
+        except TensorRTCannotRun as exc:
+            blocked = f"build failed: {one_line(exc)}"
+            column.rows.append(EngineRow(label, built.recipe.precision, blocked))
+            continue
         column.rows.append(row)
         if engine is not None:
             engines[label] = engine
@@ -146,9 +167,11 @@ def engine_column(ab, model_path, experiment, workspace=None, run=None) -> Engin
     for row in column.rows:
         if row.variant in engines and not row.failed:
             _time(row, engines[row.variant], column.latency_batch)
-    log.info(column.summary())
+    summary = column.summary()
+    log.info(summary)
     for row in column.failed:
-        log.info(f"{row.variant}: engine {row.status}")
+        if row.status not in summary:  # one reason shared by every row is said once, in the summary
+            log.info(f"{row.variant}: engine {row.status}")
     return column
 
 
@@ -157,15 +180,6 @@ def _literal_backend(ab) -> str:
 
     records = [ab.store.record(label) for label in ab.variants if label in ab.store]
     return next((backend_of(r) for r in records if backend_of(r)), "") or "the literal backend"
-
-
-def _gpu_name() -> str:
-    try:
-        from trtlab.backends.cuda_runtime import device_info
-
-        return str(device_info().get("name", ""))
-    except Exception:  # noqa: BLE001 - no CUDA runtime: the build says why, in its row
-        return ""
 
 
 def _engines_folder(model_path, workspace) -> Path:
@@ -192,6 +206,8 @@ def _build(label: str, built, model_path, folder: Path, workspace, run):
         # precision None: the graph's own, strongly typed (TensorRT 11 always; 10.x by STRONGLY_TYPED)
         entry.engine = build_engine(entry.onnx, None, target=target, workspace=workspace, timing_cache=True,
                                     force=run.force, progress=run.progress)
+    except TensorRTCannotRun:
+        raise  # no engine can be built here at all: engine_column says so for every row
     except Exception as exc:  # noqa: BLE001 - one line in the row; the literal results stand
         return EngineRow(label, precision, f"build failed: {one_line(exc)}"), None
     return EngineRow(label, precision, "reused" if entry.engine.reused else "built"), entry
@@ -222,7 +238,10 @@ def _fp16_reference(column: EngineColumn, engines: dict, model_path, folder: Pat
     except Exception as exc:  # noqa: BLE001
         column.rows.append(EngineRow("fp16", "fp16", f"build failed: {one_line(exc)}"))
         return
-    row, engine = _build(built.name, built, model_path, folder, workspace, run)
+    try:
+        row, engine = _build(built.name, built, model_path, folder, workspace, run)
+    except TensorRTCannotRun as exc:
+        row, engine = EngineRow(built.name, "fp16", f"build failed: {one_line(exc)}"), None
     if engine is not None:
         row.status = "latency reference (not in the A/B)"
         engines[row.variant] = engine

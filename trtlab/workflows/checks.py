@@ -42,9 +42,10 @@ def _is_within(child: Path, parent: Path) -> bool:
         return False
 
 
-def probe_writable(folder: str | os.PathLike, what: str = "folder") -> Path:
+def probe_writable(folder: str | os.PathLike, what: str = "folder", option: str | None = None) -> Path:
     """Create `folder` if needed and write+delete a small file in it: a read-only or full file system is found
-    now, not after the work. UserError naming the folder otherwise."""
+    now, not after the work. UserError naming the folder otherwise, its fix naming `option` (the flag / keyword
+    that chose the folder: '--out / out=') where given, else the workspace's."""
     folder = Path(folder)
     check_writable_location(folder)
     try:
@@ -60,7 +61,12 @@ def probe_writable(folder: str | os.PathLike, what: str = "folder") -> Path:
         if converted is None:
             raise UserPermissionError(f"cannot write the {what} {folder}: {exc.strerror or exc}",
                                       "choose another folder") from exc
-        raise UserPermissionError(f"the {what} {folder} is not writable: {converted.what}", converted.fix) from exc
+        fix = converted.fix
+        if option is not None:  # the folder was chosen by `option`, not by the workspace
+            full = exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1))
+            article = "an" if what[:1] in "aeiou" else "a"
+            fix = f"{'free some space or ' if full else ''}choose {article} {what} you can write ({option})"
+        raise UserPermissionError(f"the {what} {folder} is not writable: {converted.what}", fix) from exc
     return folder
 
 
@@ -160,8 +166,17 @@ def check_dataset(data, labels=None, name: str | None = None, folder_labels: boo
     """The Dataset of image folder `data` (labels from `labels` CSV or sub-folder names, unless `folder_labels` is
     False: CLI --unlabelled), CSV checked."""
     from trtlab.data.dataset import Dataset
+    from trtlab.data.photo_types import file_head, first_image
 
-    return Dataset.from_folder(data, labels_csv=labels, name=name, folder_labels=folder_labels)
+    dataset = Dataset.from_folder(data, labels_csv=labels, name=name, folder_labels=folder_labels)
+    if dataset.paths and first_image(dataset.paths) is None:  # before any cache folder, hash or decode
+        example = dataset.paths[0]
+        raise UserValueError(
+            f"none of the {len(dataset.paths)} file(s) in {data} is an image: none starts with a JPEG, PNG, BMP, TIFF "
+            f"or WebP header (e.g. {example} starts with {file_head(example)!r})",
+            "check that the files are photos, not placeholders, text or web pages saved under an image name; "
+            "nothing was decoded or written")
+    return dataset
 
 
 def check_labels(dataset, info) -> None:
@@ -238,7 +253,7 @@ def check_output_dir(path, what: str = "output folder") -> Path | None:
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise UserValueError(f"the {what} {path} is a file", "give a folder (it is created if missing)")
-    return probe_writable(path, what)
+    return probe_writable(path, what, option="--out FOLDER, or out=... in Python; without it the workspace is used")
 
 
 def check_backend(backend: str | None) -> None:
@@ -257,6 +272,10 @@ def check_backend(backend: str | None) -> None:
         raise UserError("backend 'trt' was asked for but TensorRT does not import here",
                         "run `python -m trtlab doctor` (or notebook 00_env_setup) to find and load TensorRT, or use "
                         "--backend ort / auto")
+    from trtlab.backends.tensorrt.loader import import_tensorrt
+    from trtlab.backends.tensorrt.readiness import gpu_for_tensorrt
+
+    gpu_for_tensorrt(import_tensorrt())  # TensorRT imports but cannot run here (no GPU, an old driver): one line
 
 
 #: Kaggle's /kaggle/working holds 20 GB (the kernel's own "Output" quota); said in the refusal on Kaggle.

@@ -311,7 +311,7 @@ def build_engines(model=None, recipes=None, data=None, backend: str = "auto", wo
     """
     model = _model_path(model, workspace)
     recipes = [_as_recipe(r) for r in (recipes if recipes is not None else DEFAULT_RECIPES)]
-    use_trt = _use_tensorrt(backend)
+    use_trt = _use_tensorrt(backend, vouched_gpu=build_options.get("gpu") is not None)
     engines = EngineSet("trt" if use_trt else "ort", model, {}, [], preprocess=preprocess, workspace=workspace,
                         source_data=data)
     if use_trt and tensorrt_calibrators:
@@ -362,22 +362,34 @@ def _as_recipe(recipe) -> Recipe:
     return Recipe.from_dict(dict(recipe))
 
 
-def _use_tensorrt(backend: str) -> bool:
+def _use_tensorrt(backend: str, vouched_gpu: bool = False) -> bool:
+    """Whether engines are built: 'trt' (TensorRT must import and have a GPU: else one line), 'auto' where TensorRT
+    imports and can run (else said once, and the ONNX variants go on ONNX Runtime); `vouched_gpu`: the caller
+    passed the GPU build_engine builds for (its checks are the caller's)."""
     from trtlab.backends import BACKENDS, tensorrt_available
 
     if backend not in ("auto", *BACKENDS):
         from trtlab.core.errors import UserValueError
 
         raise UserValueError(f"unknown backend {backend!r}", "choose auto, ort or trt")
-    if backend == "trt" and not tensorrt_available():
-        from trtlab.backends.tensorrt.loader import import_tensorrt
+    from trtlab.backends.tensorrt.loader import import_tensorrt
+    from trtlab.backends.tensorrt.readiness import TensorRTCannotRun, gpu_for_tensorrt
 
-        import_tensorrt()  # raises with the reason and the fix
-    use_trt = backend == "trt" or (backend == "auto" and tensorrt_available())
-    if not use_trt:
-        reason = "TensorRT does not import here" if backend == "auto" else "backend='ort' requested"
-        log.info(f"{reason}: no engines to build; continuing on ONNX Runtime with the ONNX variants.")
-    return use_trt
+    reason = "backend='ort' requested"
+    if backend == "trt" or (backend == "auto" and tensorrt_available()):
+        trt = import_tensorrt()  # 'trt' without TensorRT: raises with the reason and the fix
+        try:
+            if not vouched_gpu:
+                gpu_for_tensorrt(trt)  # no GPU, a driver too old: before any variant is built
+            return True
+        except TensorRTCannotRun as exc:
+            if backend == "trt":
+                raise
+            reason = exc.what
+    elif backend == "auto":
+        reason = "TensorRT does not import here"
+    log.info(f"{reason}: no engines to build; continuing on ONNX Runtime with the ONNX variants.")
+    return False
 
 
 def _data_of(engines: EngineSet):

@@ -41,6 +41,7 @@ from trtlab.backends.tensorrt.options import (SIDECAR_FORMAT, BuildOptions, Engi
                                               check_engine_compatible,
                                               check_graph_precision, default_rebuild_command, graph_facts,
                                               sidecar_path)
+from trtlab.backends.tensorrt.readiness import create_or_explain, gpu_for_tensorrt
 from trtlab.core.errors import UserValueError
 
 
@@ -80,7 +81,7 @@ def build_engine(onnx_path, precision: str | None = None, output: str | os.PathL
     precision = build_fields.pop("precision")
     trt = import_tensorrt()
     major = tensorrt_major(trt)
-    gpu = dict(gpu) if gpu is not None else _device_info()
+    gpu = dict(gpu) if gpu is not None else gpu_for_tensorrt(trt)  # no GPU, an old driver: one line, now
     plan = plan_build(trt, major, onnx_path, precision, target=target, workspace=workspace, calibrator=calibrator,
                       options=build_fields)
     command = target.rebuild_command or default_rebuild_command(onnx_path, plan.opts)
@@ -89,7 +90,7 @@ def build_engine(onnx_path, precision: str | None = None, output: str | os.PathL
         if reused is not None:
             return reused
     logger = make_logger(trt, verbose)
-    builder = trt.Builder(logger)
+    builder = create_or_explain(trt, trt.Builder, "builder", logger)  # stub libraries: one line, not nullptr
     network, parser = _parse(trt, major, builder, logger, plan)
     config, cache_file, cache_read = _configure(trt, builder, network, plan, calibrator, timing_cache, progress)
     if progress:
@@ -323,9 +324,3 @@ def _write_engine(plan: _Plan, serialized, trt, gpu, seconds, cache_file, comman
     }
     atomic_write_json(sidecar_path(plan.engine_path), sidecar)
     return sidecar
-
-
-def _device_info() -> dict:
-    from trtlab.backends.cuda_runtime import device_info
-
-    return device_info()

@@ -82,19 +82,22 @@ def tensorrt_major(trt) -> int:
 
 
 def make_logger(trt, verbose: bool = False):
-    """A trt.ILogger that passes warnings (info too when verbose) to trtlab's log and keeps errors for exception
-    messages."""
+    """A trt.ILogger that passes warnings (info too when verbose) to trtlab's log and keeps errors and warnings
+    for exception messages (TensorRT warns "CUDA initialization failure …" before a builder fails: readiness)."""
 
     class CapturingLogger(trt.ILogger):
         def __init__(self):
             trt.ILogger.__init__(self)  # explicit base init, as the TensorRT Python docs require
             self.errors: list[str] = []
+            self.warnings: list[str] = []
 
         def log(self, severity, msg):
             if severity in (trt.ILogger.Severity.INTERNAL_ERROR, trt.ILogger.Severity.ERROR):
                 self.errors.append(str(msg))
                 log.error(f"[TensorRT] {msg}")
             elif severity == trt.ILogger.Severity.WARNING or verbose:
+                if severity == trt.ILogger.Severity.WARNING:
+                    self.warnings.append(str(msg))
                 log.info(f"[TensorRT] {msg}")
 
     return CapturingLogger()

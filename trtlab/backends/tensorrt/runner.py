@@ -8,6 +8,7 @@ import numpy as np
 from trtlab.backends.runner import Runner
 from trtlab.backends.tensorrt.loader import EngineCompatibilityError, import_tensorrt, make_logger, tensorrt_major
 from trtlab.backends.tensorrt.options import check_engine_compatible, sidecar_path
+from trtlab.backends.tensorrt.readiness import create_or_explain, gpu_for_tensorrt
 
 
 class TrtRunner(Runner):
@@ -48,7 +49,7 @@ class TrtRunner(Runner):
         trt = self._trt = import_tensorrt()
         tensorrt_major(trt)
         self.engine_path = self._engine_file()
-        gpu = cuda_rt.device_info(self.device)
+        gpu = gpu_for_tensorrt(trt, self.device)  # no GPU, an old driver: one line before the engine is read
         if self.check_compatibility:
             self.sidecar = check_engine_compatible(self.engine_path, trt.__version__, gpu)
         elif sidecar_path(self.engine_path).is_file():
@@ -57,7 +58,7 @@ class TrtRunner(Runner):
             self.sidecar = read_json_checked(sidecar_path(self.engine_path), set_aside_damaged=False) or {}
         self._check_built_from_model()
         self._logger = make_logger(trt)
-        self._runtime = trt.Runtime(self._logger)
+        self._runtime = create_or_explain(trt, trt.Runtime, "runtime", self._logger)
         self._engine = self._runtime.deserialize_cuda_engine(self.engine_path.read_bytes())
         if self._engine is None:
             command = self.sidecar.get("rebuild_command", "python -m trtlab build --model <model.onnx> --force")

@@ -95,6 +95,7 @@ main = command_main(COMMAND.name)
 def run(args) -> int:
     from trtlab.backends.tensorrt.loader import (EngineBuildError, EngineCompatibilityError, OnnxParseError,
                                                  TensorRTUnavailable, import_tensorrt)
+    from trtlab.backends.tensorrt.readiness import gpu_for_tensorrt
     from trtlab.data.demo import export_demo_model
     from trtlab.quantization.recipe import Recipe
     from trtlab.workflows import checks
@@ -103,17 +104,23 @@ def run(args) -> int:
     _check_calibration_options(args)
     checks.check_demo_preset(args.model, args.preset, args.preset_given)
     try:  # the backend asked for is checked first, as check_inputs does: without TensorRT nothing can be built
-        import_tensorrt()
+        trt = import_tensorrt()
     except TensorRTUnavailable as exc:
         raise UserError(f"build needs TensorRT: {exc.what.split('; ')[0]}",
                         "run `python -m trtlab doctor` (or notebook 00_env_setup) to find and load it; without "
                         "TensorRT, `python -m trtlab eval` and `calibrate` run on ONNX Runtime") from exc
     workspace = checks.check_workspace(args.workspace, args.data)
+    # TensorRT imports but cannot build here (no GPU, an old driver): one line, after the inputs' own checks and
+    # before any work — before the demo model's export (seconds) where no --model was given
+    if not args.model:
+        gpu_for_tensorrt(trt)
     model = args.model or export_demo_model(workspace=workspace)
     info = checks.check_model(model)
     checks.check_guards(model, args.guards, workspace)
     checks.check_sizes(info, calibration_images=args.calibration_images, calibration_batch=args.calibration_batch)
     data = checks.check_dataset(args.data) if given(args, "data") else None  # None: prepared data, else the demo
+    if args.model:
+        gpu_for_tensorrt(trt)
     recipes = [Recipe(precision=p, guards=args.guards if p != "fp32" else ()) for p in args.precision
                if p in ("fp32", "fp16")]
     if "int8" in args.precision:
