@@ -278,6 +278,18 @@ class TensorHistogram:
         return cls(**state)
 
 
+def start_ranges(histograms: dict, tops: dict) -> None:
+    """Set each histogram's bin width from its tensor's max |x| over the first calibration batch (`tops`, by name;
+    statistics.py says why); a tensor that is zero there is left unstarted (its first non-zero image starts it:
+    TensorHistogram.start_at_first_nonzero). Histograms are TensorHistograms or objects keeping one in `.state`
+    (statistics_torch.TorchHistogram)."""
+    for name, top in tops.items():
+        state = histograms[name]
+        state = state if isinstance(state, TensorHistogram) else state.state
+        if not state.scale and top != 0.0:  # NaN ≠ 0: start() refuses it
+            state.start(float(top))
+
+
 def reference_bins(values: np.ndarray, scale: float, bins: int) -> np.ndarray:
     """The reference formula for one batch at a fixed multiplier (TensorHistogram's numpy update without its
     chunking; the upper edge clamped into the last bin): what every counter's `count` must return."""
@@ -317,4 +329,5 @@ def _abs_max(flat: np.ndarray) -> float:
 
 
 __all__ = ["COUNTERS", "COUNTER_VARIABLE", "HISTOGRAM_BINS", "MAX_HISTOGRAM_BINS", "NonFiniteActivation",
-           "TensorHistogram", "counter_label", "counter_name", "cpu_counter", "merge_pairs", "reference_bins"]
+           "TensorHistogram", "counter_label", "counter_name", "cpu_counter", "merge_pairs", "reference_bins",
+           "start_ranges"]

@@ -183,16 +183,6 @@ class CalibrationPass:
         return sum(self.per_tensor) if self.per_tensor else None
 
 
-def start_ranges(histograms: dict, tops: dict) -> None:
-    """Set each histogram's bin width from its tensor's max |x| over the first calibration batch (`tops`, by name);
-    a tensor that is zero there is left unstarted (its first non-zero image starts it: module docstring)."""
-    for name, top in tops.items():
-        state = histograms[name]
-        state = state if isinstance(state, TensorHistogram) else state.state  # a TorchHistogram's scalars: .state
-        if not state.scale and top != 0.0:
-            state.start(float(top))
-
-
 # -- where calibration runs ------------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def calibration_device(device: str | None):

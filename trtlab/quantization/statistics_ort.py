@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from trtlab.data.decode_cache import default_workers as cores
-from trtlab.quantization.histogram import TensorHistogram, counter_label, counter_name, cpu_counter
-from trtlab.quantization.statistics import start_ranges
+from trtlab.quantization.histogram import (TensorHistogram, counter_label, counter_name, cpu_counter,
+                                          start_ranges)
 
 NUMPY_THREADS = 2  # numpy holds the GIL between its steps: a second thread overlaps them, more only contend
 

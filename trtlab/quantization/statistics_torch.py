@@ -20,8 +20,7 @@ import math
 
 import numpy as np
 
-from trtlab.quantization.histogram import MAX_HISTOGRAM_BINS, TensorHistogram, _non_finite
-from trtlab.quantization.statistics import start_ranges
+from trtlab.quantization.histogram import MAX_HISTOGRAM_BINS, TensorHistogram, _non_finite, start_ranges
 
 # Exposed activations held on the GPU per forward (several sub-batches at once), at most this share of free memory.
 GPU_MEMORY_SHARE = 0.25
