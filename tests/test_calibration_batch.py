@@ -180,8 +180,8 @@ def test_thresholds_do_not_depend_on_the_memory_budget_demo_model(demo_model, de
     unbounded = _unbounded(model, tensors)
     assert len(unbounded) >= 20  # Conv outputs and Add outputs of EfficientNet-Lite0 (the Clip outputs stop at 6)
     indices = demo_cache.valid_indices[:20]
-    budgets = BUDGETS_MB + (160,)
-    assert _sub_batches(demo_model, tensors, budgets) == [1, 1, 8, 3]  # 3: sub-batches of 3, 3, 2 images
+    budgets = BUDGETS_MB + (160, 256)  # 256 MB: trtlab's default
+    assert _sub_batches(demo_model, tensors, budgets) == [1, 1, 8, 3, 4]  # 3: sub-batches of 3, 3, 2 images
     stats = {b: collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=8, progress=False,
                                    device="cpu", memory_budget_mb=b) for b in budgets}
     for budget in budgets:

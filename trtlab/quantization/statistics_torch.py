@@ -114,10 +114,6 @@ class TorchHistogram:
         return TensorHistogram.from_state(state)
 
 
-def slice_tops(per_image_tops: np.ndarray, bounds: list[tuple[int, int]]) -> list[float]:
-    return [float(per_image_tops[a:b].max()) if b > a else 0.0 for a, b in bounds]
-
-
 def _forward_rows(device, job) -> int:
     """Images per forward (module docstring): the fixed batch; on the CPU one sub-batch; on a GPU one calibration
     batch, fewer only where its exposed tensors do not fit a share of the free GPU memory."""
