@@ -81,6 +81,24 @@ def test_merged_per_image_statistics_match_one_pass_over_the_pool(study, demo_mo
             assert np.median(np.abs(ratio - 1)) < 0.01 and np.abs(ratio - 1).max() < 0.1, algorithm
 
 
+def test_calibration_batch_and_image_order_spread(study):
+    """The pool streamed in 3 orders at calibration batches 1 and 6 (all the pool): with one image setting the range,
+    entropy's thresholds move with the order; with every image in the first batch, nothing can (bit for bit), and
+    minmax (a max) never moves. One sentence says so, after the size answer."""
+    table = study.batch_order
+    assert sorted(table["calibration_batch"].unique()) == [1, 6] and (table["orders"] == 3).all()
+    assert list(table["algorithm"].unique()) == ["minmax", "entropy", "percentile"]
+    rows = table.set_index(["algorithm", "calibration_batch"])
+    for algorithm in study.algorithms:
+        assert rows.loc[(algorithm, 6), "order_spread_p90"] < 1e-12  # identical thresholds (up to np.std's rounding)
+        assert rows.loc[(algorithm, 6), "from_one_batch_p90"] == 0.0
+    assert rows.loc[("minmax", 1), "order_spread_p90"] == 0.0
+    assert rows.loc[("entropy", 1), "order_spread_p90"] > 0.005  # the first image's range decides the bins
+    sentence = study.batch_order_sentence()
+    assert study.summary().endswith(sentence) and sentence.count(".") == 1 + sentence.count("% at")
+    assert "calibrated in 3 orders" in sentence and "at batch 6 every image is in the first batch" in sentence
+
+
 def test_figure_has_both_panels_and_no_overlapping_text(study):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -105,6 +123,8 @@ def test_bad_sizes_are_refused_with_the_fix(demo_model, demo_data, session_works
     with pytest.raises(UserError, match="resamples"):
         trtlab.calibration_size_study(demo_model, demo_data, resamples=1, workspace=session_workspace,
                                       progress=False)
+    with pytest.raises(UserError, match="orders=1"):
+        trtlab.calibration_size_study(demo_model, demo_data, orders=1, workspace=session_workspace, progress=False)
     with pytest.raises(UserError, match="cannot be studied"):
         trtlab.calibration_size_study(demo_model, demo_data, algorithms=("entropy-gtc",),
                                       workspace=session_workspace, progress=False)

@@ -179,15 +179,15 @@ def test_an_edit_to_what_counts_statistics_is_new_statistics_and_new_int8_varian
     source = sanitize_model(demo_model, tmp_path)
     recipe = Recipe(algorithm="minmax", calibration_batch=2)
     first = build_variant(demo_model, recipe, demo_cache, calibration, tmp_path, progress=False)
-    stats = statistics_path(source, demo_cache, calibration, tmp_path)
+    stats = statistics_path(source, demo_cache, calibration, 2, tmp_path)
     assert stats.exists()
     _edited(monkeypatch, "trtlab.quantization.histogram", "\n# only a comment\n", reworded=True)
-    assert statistics_path(source, demo_cache, calibration, tmp_path) == stats
+    assert statistics_path(source, demo_cache, calibration, 2, tmp_path) == stats
     _edited(monkeypatch, "trtlab.quantization.histogram", "\nGROWTH = 2\n")
-    assert statistics_path(source, demo_cache, calibration, tmp_path) != stats
+    assert statistics_path(source, demo_cache, calibration, 2, tmp_path) != stats
     rebuilt = build_variant(demo_model, recipe, demo_cache, calibration, tmp_path, progress=False)
     assert rebuilt.folder != first.folder and not rebuilt.reused
-    assert statistics_path(source, demo_cache, calibration, tmp_path).exists()  # collected again, under the new key
+    assert statistics_path(source, demo_cache, calibration, 2, tmp_path).exists()  # collected again, under the new key
 
 
 def _rewrite_record(store, label, change) -> None:

@@ -283,7 +283,8 @@ class CalibrationArgs(ArgGroup):
         group.add_argument("--calibration-images", type=int, metavar="N", default=None,
                            help=f"images to calibrate on (default: {images})")
         group.add_argument("--calibration-batch", type=int, metavar="N", default=None,
-                           help="images per calibration batch (default: 8)")
+                           help="images per calibration batch; the first batch sets every histogram's range, as "
+                                "in TensorRT's entropy calibrator (default: 8)")
 
     def parse(self, args):
         choices = self._choices()

@@ -3,17 +3,21 @@ beside it. Everything that counts histograms (statistics_ort on the CPU, statist
 this module; it imports none of them.
 
 Histogram (the one of ModelOpt's `HistogramCalibrator.collect`, torch path, with num_bins=2048): equal-width bins
-of |x| over [0, max |x| of the first batch); the bin *width* stays fixed from then on, and a later batch holding a
-larger value appends bins up to ceil(max / width) (NVIDIA's MLPerf calibration notes describe TensorRT doing the
-same with a doubled range: the bin width is kept, the bin count grows). A value's bin is trunc(float32(|x| · s))
-with one float32 multiplier s = float32(bins / first max), fixed with the width; a value on the upper edge of a
-batch's range falls in the last bin. Because the width is fixed after the first batch, how later images are grouped
-does not change the histogram; the first batch is the first sub-batch. Unlike ModelOpt, growth is capped at
-`MAX_HISTOGRAM_BINS` (then neighbouring bin pairs merge, the width doubles and s halves — exactly: halving a float32
-commutes with its rounding, so trunc(fl(|x|·s/2)) = trunc(fl(|x|·s)) // 2 and counting before or after a merge
-gives the same counts), so memory and the entropy search stay bounded when a later batch is orders of magnitude
-larger than the first. Within a batch, growth is decided by the batch's max before anything is counted, so the
-counts do not depend on how a batch is cut into chunks, threads or GPU kernels.
+of |x| over [0, max |x| of the first calibration batch); the bin *width* stays fixed from then on, and a later batch
+holding a larger value appends bins of that width up to the bin holding it (NVIDIA's MLPerf calibration notes
+describe TensorRT doing the same with a doubled range: the bin width is kept, the bin count grows). A value's bin is
+trunc(float32(|x| · s)) with one float32 multiplier s, fixed with the width: s = float32(bins / first max), lowered by
+ulps where needed so that the first max itself lands in the last bin (ModelOpt's torch.histc puts the max of its
+range there). Bins are appended up to that same float32 bin index of a batch's max (not ceil(max / width) in float64,
+which can disagree with it by one bin at an edge), so no finite value is ever clamped into a bin: every value's bin
+is a function of the value alone, and how the images after the first calibration batch are grouped into batches,
+sub-batches, chunks, threads or GPU kernels does not change a single count. Which images set the range is the
+callers' rule (statistics: the first `calibration_batch` images, whatever the memory budget), given to `start`; an
+update before any `start` sets it from its own batch. Unlike ModelOpt, growth is capped at `MAX_HISTOGRAM_BINS` (then
+neighbouring bin pairs merge, the width doubles and s halves — exactly: halving a float32 commutes with its rounding,
+so trunc(fl(|x|·s/2)) = trunc(fl(|x|·s)) // 2 and counting before or after a merge gives the same counts; the merges
+a histogram has made depend only on the largest value seen), so memory and the entropy search stay bounded when a
+later batch is orders of magnitude larger than the first.
 
 Counters (`cpu_counter`): numba's compiled loop (histogram_numba: the GIL released, so counting threads use every
 core) where numba works, else numpy (the reference itself, slower: said once in the log) — whatever fails: numba's
@@ -223,21 +227,41 @@ class TensorHistogram:
 
     # -- the state machine every counter shares (numpy and numba here, torch in statistics_torch) --------------------
     def start(self, top: float) -> None:
-        """The first batch with a non-zero value sets the bin width (its max / bins), as ModelOpt's does."""
+        """Set the bin width from `top`, the max |x| of the values that set the range (statistics: the first
+        calibration batch): width = top / bins, and the float32 multiplier that puts `top` itself in the last bin."""
+        if not math.isfinite(top):
+            raise _non_finite()
+        if top <= 0:
+            raise ValueError(f"a histogram range needs a max |x| > 0, not {top}")
         self.range = float(top)
         self.width = self.range / self.bins
-        self.scale = float(np.float32(self.bins / self.range))
+        scale = np.float32(min(self.bins / self.range, float(np.finfo(np.float32).max)))
+        while _bin_index(top, scale) >= self.bins:  # float32(top · s) rounded up onto the upper edge: one ulp lower
+            scale = np.nextafter(scale, np.float32(0))
+        self.scale = float(scale)
+
+    def start_at_first_nonzero(self, row_tops) -> None:
+        """Start the range from the first image whose max |x| (`row_tops`, one per image, in order) is not zero — the
+        rule for a tensor that is zero on every image of the first calibration batch (an image is never split, so this
+        does not depend on the grouping either); nothing when every image is zero."""
+        tops = np.asarray(row_tops, np.float64)
+        if not np.isfinite(tops).all():
+            raise _non_finite()
+        nonzero = np.flatnonzero(tops > 0)
+        if len(nonzero):
+            self.start(float(tops[nonzero[0]]))
 
     def plan(self, top: float) -> tuple[int, int]:
-        """(pair merges, bins) after a batch whose max |x| is `top`: bins of the same width up to `top`
-        (ModelOpt: num_bins = ceil(max / width)), merging neighbouring pairs while that is over `max_bins`."""
-        if top <= self.range:
-            return 0, self.bins
-        width, bins, merges = self.width, self.bins, 0
-        needed = max(math.ceil(top / width), bins)
+        """(pair merges, bins) after a batch whose max |x| is `top`: bins of the same width up to the bin `top` falls
+        in (the float32 index every counter computes, so no finite value is clamped), merging neighbouring pairs while
+        that is over `max_bins`."""
+        scale, bins, merges = np.float32(self.scale), self.bins, 0
+        needed = max(_bin_index(top, scale) + 1, bins)
+        if needed == bins:
+            return 0, bins
         while needed > self.max_bins:
-            merges, width, bins = merges + 1, width * 2.0, (bins + 1) // 2
-            needed = max(math.ceil(top / width), bins)
+            merges, scale, bins = merges + 1, scale / np.float32(2), (bins + 1) // 2
+            needed = max(_bin_index(top, scale) + 1, bins)
         return merges, needed
 
     def merge(self, times: int) -> None:
@@ -257,7 +281,8 @@ class TensorHistogram:
 
     def commit(self, found: np.ndarray, top: float, values: int) -> None:
         """Add one batch's counts at the current multiplier (they may run past `bins`): bins are appended up to the
-        batch's max and indices at or past the new upper edge go to the last bin."""
+        bin of the batch's max (`plan`), so no finite value's index is past the new upper edge (the clamp into the
+        last bin below only keeps the arrays aligned)."""
         merges, bins = self.plan(top)
         if merges:
             self.merge(merges)
@@ -348,6 +373,18 @@ class TensorHistogram:
         return cls(**state)
 
 
+def start_ranges(histograms: dict, tops: dict) -> None:
+    """Set each histogram's bin width from its tensor's max |x| over the first calibration batch (`tops`, by name;
+    statistics.py says why); a tensor that is zero there is left unstarted (its first non-zero image starts it:
+    TensorHistogram.start_at_first_nonzero). Histograms are TensorHistograms or objects keeping one in `.state`
+    (statistics_torch.TorchHistogram)."""
+    for name, top in tops.items():
+        state = histograms[name]
+        state = state if isinstance(state, TensorHistogram) else state.state
+        if not state.scale and top != 0.0:  # NaN ≠ 0: start() refuses it
+            state.start(float(top))
+
+
 def reference_bins(values: np.ndarray, scale: float, bins: int) -> np.ndarray:
     """The reference formula for one batch at a fixed multiplier (TensorHistogram's numpy update without its
     chunking; the upper edge clamped into the last bin): what every counter's `count` must return."""
@@ -371,6 +408,14 @@ def _add_counts(total: np.ndarray, more: np.ndarray) -> np.ndarray:
     return total
 
 
+def _bin_index(value: float, scale) -> int:
+    """The bin of |value| at float32 multiplier `scale`: trunc(float32(|value| · s)), as every counter computes it
+    (past float32's range the float64 product: far more bins than `MAX_HISTOGRAM_BINS`, so the plan merges on)."""
+    with np.errstate(over="ignore"):
+        product = np.float32(abs(value)) * np.float32(scale)
+    return int(product) if np.isfinite(product) else int(abs(value) * float(scale))
+
+
 def _abs_max(flat: np.ndarray) -> float:
     top = max(float(flat.max()), -float(flat.min()))
     if not math.isfinite(top):
@@ -379,4 +424,5 @@ def _abs_max(flat: np.ndarray) -> float:
 
 
 __all__ = ["COUNTERS", "COUNTER_VARIABLE", "HISTOGRAM_BINS", "MAX_HISTOGRAM_BINS", "NonFiniteActivation",
-           "TensorHistogram", "counter_label", "counter_name", "cpu_counter", "merge_pairs", "reference_bins"]
+           "TensorHistogram", "counter_label", "counter_name", "cpu_counter", "merge_pairs", "reference_bins",
+           "start_ranges"]

@@ -45,7 +45,7 @@ class Recipe:
     algorithm: str = "entropy"
     percentile: float = 99.99
     calibration_images: int | None = None  # None: the split's calibration images, at most DEFAULT_CALIBRATION_IMAGES
-    calibration_batch: int = 8
+    calibration_batch: int = 8  # the first batch of this many images sets every histogram's range (statistics.py)
     guards: tuple = ()  # Guard values (texts are parsed on construction)
     seed: int = 0
     high_precision: str = "fp16"  # the INT8 float path: 'fp16' (default) or 'fp32' (the graph before issue 17)

@@ -4,6 +4,27 @@ threshold from them without running the model again). Memory is bounded by the s
 (`collect_statistics` cuts the calibration batch into sub-batches that fit `memory_budget_mb`) plus the histogram
 counters, whatever the number of images (ONNX Runtime's own calibrator keeps every intermediate output instead).
 
+What the statistics depend on: the model, the calibration images *in their order*, the preprocessing and the
+recipe's `calibration_batch` — never the memory budget, the sub-batch size or the device's free memory. The
+histograms' bin width is set by the max |x| of the first calibration batch (its first `calibration_batch` images; a
+fixed-batch model's own batch), as TensorRT's entropy calibrator sets its histogram from the first batch its
+calibrator hands it (get_batch_size() images per get_batch). TensorRT's developer guide (INT8 calibration,
+docs.nvidia.com/deeplearning/tensorrt/developer-guide/index.html#enable_int8_c, as quoted in ultralytics/ultralytics
+PR #10165): "Calibration batch size can also affect the truncation error for IInt8EntropyCalibrator2 … a different
+order of calibration batches can result in the histogram size being increased at different points, producing
+slightly different calibration scales"; NVIDIA/TensorRT#1411 and #1023 (maintainer: the histogram is updated with
+every batch, so the result differs with the batch size).
+
+Where the first calibration batch spans several sub-batches (a budget smaller than one batch's exposed activations),
+a first pass over those sub-batches computes only each tensor's max |x|, then the counting pass runs over all
+images: the first batch is run twice, nothing of it is held (EfficientNet-Lite0, first 8 images in sub-batches of 4:
+0.1–0.25 s on 2 cores, about 2 % of a 1,000-image forward pass). After the range is set, a value's bin depends on the
+value alone (histogram.py), so how the images are grouped changes no count. ONNX Runtime's CPU results for an image
+do not depend on how many images share its run (checked on the demo model and a light ResNet-50), and a GPU runs one
+calibration batch per forward (statistics_torch), so thresholds are identical bit for bit across budgets and
+sub-batch sizes (tests/test_calibration_batch.py). A tensor that is zero on every image of the first batch takes its
+range from the first image where it is not.
+
 The histogram itself (its specification, the numpy reference and the CPU counter) is trtlab.quantization.histogram;
 this module dispatches to where the activations are computed and counted (`collect_statistics(device=...)`):
 - "cpu" (statistics_ort): ONNX Runtime computes the sub-batches; their tensors are histogrammed while ONNX Runtime
@@ -35,10 +56,11 @@ log = logging.getLogger(__name__)
 # Part of the identities of statistics and variants: bumped when the histogram or an algorithm changes meaning
 # (2: ModelOpt's fixed-width growing histogram, entropy = NVIDIA's reference; 3: one float32 multiplier kept through
 # growth, growth decided per batch — counts independent of chunking, equal on every device; 4: the 256 MB budget
-# makes the first sub-batch, which sets the bin width, smaller — 4 images of EfficientNet-Lite0 instead of 8), so
+# makes the first sub-batch, which sets the bin width, smaller — 4 images of EfficientNet-Lite0 instead of 8; 5: the
+# first calibration batch sets the bin width whatever the sub-batching, bins grow to the float32 bin of the max), so
 # old workspaces are not reused. A change to the code below needs no bump: STATISTICS_SOURCES' fingerprint is in
 # the identity too; the revision is for what code cannot show (and names the meaning for people).
-CALIBRATION_REVISION = 4
+CALIBRATION_REVISION = 5
 #: The modules whose code decides the statistics of a (model, images, preprocessing): the counting, the activations
 #: ONNX Runtime exposes (session options, blocked layout) and those the torch backend computes on the GPU, the
 #: normalisation of the crops. The fingerprint of their code (core.fingerprint, `statistics_code()`) is part of the
@@ -80,6 +102,7 @@ class CalibrationStats:
     peak_batch_bytes: int = 0
     device: str = "cpu"  # what computed the activations: "cpu" (ONNX Runtime) or the torch device
     counting: str = ""  # how the histograms were counted (for people and the bench)
+    range_images: int = 0  # the first images (the first calibration batch) whose max |x| set every bin width
 
     def save(self, path) -> None:
         import json
@@ -92,7 +115,8 @@ class CalibrationStats:
             arrays[f"m{i}"] = np.array([h.range, h.absmax, h.values, h.scale, h.width], np.float64)
         meta = {"names": list(self.tensors), "images": self.images, "model_sha256": self.model_sha256,
                 "preprocess": self.preprocess, "image_ids": self.image_ids, "seconds": self.seconds,
-                "peak_batch_bytes": self.peak_batch_bytes, "device": self.device, "counting": self.counting}
+                "peak_batch_bytes": self.peak_batch_bytes, "device": self.device, "counting": self.counting,
+                "range_images": self.range_images}
         with atomic_path(path, suffix=".npz") as tmp:
             with open(tmp, "wb") as fh:
                 np.savez(fh, meta=np.array(json.dumps(meta)), **arrays)
@@ -114,7 +138,8 @@ class CalibrationStats:
                 tensors[name] = TensorHistogram(counts=data[f"c{i}"].copy(), range=float(rng), absmax=float(absmax),
                                                 values=int(values), scale=float(scale), width=float(width))
         return cls(tensors, meta["images"], meta["model_sha256"], meta["preprocess"], meta["image_ids"],
-                   meta["seconds"], meta["peak_batch_bytes"], meta.get("device", "cpu"), meta.get("counting", ""))
+                   meta["seconds"], meta["peak_batch_bytes"], meta.get("device", "cpu"), meta.get("counting", ""),
+                   meta.get("range_images", 0))
 
 
 def _exposed_shapes(model, names: list[str]) -> list[tuple] | None:
@@ -153,6 +178,41 @@ def sub_batch_size(batch_size: int, bytes_per_image: int | None, budget_bytes: f
     return -(-batch_size // runs)
 
 
+def first_batch_images(batch_size: int, images: int, fixed_batch: int | None = None) -> int:
+    """How many images set the histograms' range: the first calibration batch — `batch_size` images, or a fixed-batch
+    model's own batch, which is what TensorRT's calibrator is given per get_batch — at most all `images`."""
+    return max(1, min(fixed_batch or batch_size, images))
+
+
+@dataclass(frozen=True)
+class CalibrationPass:
+    """One statistics pass, as the device paths (statistics_ort, statistics_torch) run it: the FP32 `model` with
+    `requested` exposed (graph inputs in `input_tensors` are counted from the batches), the images `indices` of
+    `cache` in this order, `first_images` of them setting the range, run in sub-batches of `sub_batch` (host memory)."""
+
+    model: object  # onnx.ModelProto
+    input_name: str
+    requested: list
+    input_tensors: list
+    per_tensor: list | None  # float32 bytes per image of each requested tensor (None: unknown to shape inference)
+    cache: object
+    indices: np.ndarray
+    sub_batch: int
+    first_images: int
+    fixed_batch: int | None = None
+    bins: int = HISTOGRAM_BINS
+    progress: bool = True
+
+    @property
+    def names(self) -> list[str]:
+        """Every histogram's tensor, in the order the device paths hand their values over."""
+        return list(self.requested) + list(self.input_tensors)
+
+    @property
+    def per_image(self) -> int | None:
+        return sum(self.per_tensor) if self.per_tensor else None
+
+
 # -- where calibration runs ------------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def calibration_device(device: str | None):
@@ -187,14 +247,15 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
                        counting: str | None = None) -> CalibrationStats:
     """Run the FP32 model over the calibration images once and accumulate statistics for `tensors`.
 
-    Every tensor is exposed as a graph output, so one run holds all of them for its images at once: the
-    calibration batch is run in sub-batches of at most budget / (2 × exposed bytes per image) images (×2: the next
-    sub-batch runs while this one is histogrammed). The statistics do not depend on that grouping except the
-    histograms' bin width, set by the first sub-batch (module docstring), and every device groups the images alike.
-    `device`: 'cpu' (ONNX Runtime), 'cuda' / 'cuda:N' (the GPU through torch), 'torch-cpu' (torch on the CPU: how
-    the GPU path is checked without a GPU) or None (module docstring). `threads`: ONNX Runtime intra-op threads.
-    `counting` (CPU only): the histogram counter, 'numba', 'numpy' or None/'auto' (histogram.cpu_counter; the
-    counts are the same). A model exported with a fixed batch runs exactly that batch; padded rows are not counted.
+    `batch_size` is the calibration batch: its first batch (the first `batch_size` images of `indices`, in order; a
+    fixed-batch model's own batch) sets every histogram's bin width (module docstring). Every tensor is exposed as a
+    graph output, so one run holds all of them for its images at once: on the CPU the images are run in sub-batches
+    of at most budget / (2 × exposed bytes per image) (×2: the next sub-batch runs while this one is histogrammed);
+    the statistics do not depend on that grouping. `device`: 'cpu' (ONNX Runtime), 'cuda' / 'cuda:N' (the GPU
+    through torch), 'torch-cpu' (torch on the CPU: how the GPU path is checked without a GPU) or None (module
+    docstring). `threads`: ONNX Runtime intra-op threads. `counting` (CPU only): the histogram counter, 'numba',
+    'numpy' or None/'auto' (histogram.cpu_counter; the counts are the same). A model exported with a fixed batch
+    runs exactly that batch; padded rows are not counted.
     """
     import onnx
 
@@ -216,24 +277,24 @@ def collect_statistics(model_path, tensors: list[str], cache, indices=None, batc
     budget = float(MEMORY_BUDGET_MB if memory_budget_mb is None else memory_budget_mb) * 2**20
     sub_batch = _sub_batch(info, batch_size, per_tensor, budget, len(requested))
     device = resolve_calibration_device(device)
+    job = CalibrationPass(model, info.input_name, requested, input_tensors, per_tensor, cache, indices, sub_batch,
+                          first_batch_images(batch_size, len(indices), info.fixed_batch), info.fixed_batch, bins,
+                          progress)
     started = time.time()
     if device == "cpu":
         from trtlab.quantization.statistics_ort import collect_on_ort
 
-        histograms, peak, how = collect_on_ort(model, info, requested, input_tensors, per_tensor, cache, indices,
-                                                sub_batch, threads, bins, progress, counting)
+        histograms, peak, how = collect_on_ort(job, threads, counting)
     else:
         from trtlab.quantization.statistics_torch import collect_on_torch
 
-        histograms, peak, how = collect_on_torch(model, requested, input_tensors, cache, indices, sub_batch,
-                                                 info.fixed_batch, "cpu" if device == "torch-cpu" else device,
-                                                 bins, progress, per_tensor)
+        histograms, peak, how = collect_on_torch(job, "cpu" if device == "torch-cpu" else device)
     ids = cache.dataset.image_ids()
-    log.info("calibration statistics of %d image(s) on %s (%s): %.1f s", len(indices), device, how,
-             time.time() - started)
+    log.info("calibration statistics of %d image(s) on %s (%s; bin widths from the first %d): %.1f s", len(indices),
+             device, how, job.first_images, time.time() - started)
     return CalibrationStats({name: histograms[name] for name in tensors}, len(indices), info.sha256,
                             cache.preprocess.to_dict(), [ids[i] for i in indices], round(time.time() - started, 3),
-                            int(peak), device, how)
+                            int(peak), device, how, job.first_images)
 
 
 def _sub_batch(info, batch_size: int, per_tensor: list[int] | None, budget: float, exposed: int) -> int:

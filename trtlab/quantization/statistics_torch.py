@@ -1,12 +1,20 @@
 """Calibration statistics on torch: the FP32 graph runs through the torch backend's converter (backends.gpu) on a
 CUDA GPU — or on the CPU, which is how the tests check this path — and the histograms are counted on the device.
 
-The histograms are histogram.TensorHistogram's, update for update: the same sub-batches (the GPU runs several at
-once but updates each sub-batch's rows in order), the same growth and merge decisions (taken on the host from each
-sub-batch's max |x|, one device→host copy per forward for all tensors), the same float32 multiplier, truncation and
-upper-edge rule (torch: abs → × float32 s → int64 → clamp to the batch's last bin → bincount). Given the same
-tensors, the counts equal numpy's to the count (tests/test_calibration_speed.py); the tensors themselves differ from
-ONNX Runtime's by float summation order, as any two implementations of the same graph do.
+The histograms are histogram.TensorHistogram's: the same range rule (the first calibration batch's max |x|, from
+per-image maxima — one device→host copy per forward for all tensors), the same growth and merge decisions (taken
+on the host), the same float32 multiplier, truncation and upper-edge rule (torch: abs → × float32 s → int64 →
+clamp to the batch's last bin → bincount). Given the same tensors, the counts equal numpy's to the count
+(tests/test_calibration_speed.py); the tensors themselves differ from ONNX Runtime's by float summation order, as any
+two implementations of the same graph do.
+
+Images per forward: on a GPU one calibration batch (what TensorRT's calibrator runs per step), so the activations —
+whose float summation order a convolution library may choose by batch size — depend on the recipe, not on the free
+GPU memory or the host's budget; only where one calibration batch's exposed tensors do not fit a share of the free
+GPU memory are smaller forwards run (then the first batch's maxima take a first pass, as on the CPU). On the CPU
+(device 'torch-cpu', the check of this path) the host budget's sub-batch — and there torch's convolutions do sum
+differently by batch size (demo model, 24 images, 1 vs 8 images per forward: 16 of 61 entropy thresholds differ),
+so 'torch-cpu' statistics follow the budget through the activations, never through the histogram.
 """
 from __future__ import annotations
 
@@ -14,7 +22,7 @@ import math
 
 import numpy as np
 
-from trtlab.quantization.histogram import MAX_HISTOGRAM_BINS, TensorHistogram, _non_finite
+from trtlab.quantization.histogram import MAX_HISTOGRAM_BINS, TensorHistogram, _non_finite, start_ranges
 
 # Exposed activations held on the GPU per forward (several sub-batches at once), at most this share of free memory.
 GPU_MEMORY_SHARE = 0.25
@@ -106,34 +114,30 @@ class TorchHistogram:
         return TensorHistogram.from_state(state)
 
 
-def slice_tops(per_image_tops: np.ndarray, bounds: list[tuple[int, int]]) -> list[float]:
-    return [float(per_image_tops[a:b].max()) if b > a else 0.0 for a, b in bounds]
-
-
-def _forward_rows(device, sub_batch: int, fixed_batch: int | None, per_image_bytes: int | None) -> int:
-    """Images per forward: the fixed batch; on the CPU one sub-batch; on a GPU as many whole sub-batches as fit a
-    share of its free memory (the sub-batches are still counted one by one)."""
+def _forward_rows(device, job) -> int:
+    """Images per forward (module docstring): the fixed batch; on the CPU one sub-batch; on a GPU one calibration
+    batch, fewer only where its exposed tensors do not fit a share of the free GPU memory."""
     import torch
 
-    if fixed_batch:
-        return fixed_batch
-    if device.type != "cuda" or not per_image_bytes:
-        return sub_batch
+    if job.fixed_batch:
+        return job.fixed_batch
+    if device.type != "cuda":
+        return job.sub_batch
+    if not job.per_image:
+        return job.first_images
     free, _ = torch.cuda.mem_get_info(device)
     budget = min(GPU_MEMORY_SHARE * free, GPU_MEMORY_CAP)
-    return sub_batch * max(1, int(budget // (sub_batch * per_image_bytes)))
+    return max(1, min(job.first_images, int(budget // job.per_image)))
 
 
-def collect_on_torch(model, requested: list[str], input_tensors: list[str], cache, indices, sub_batch: int,
-                     fixed_batch: int | None, device: str, bins: int, progress: bool, per_tensor=None):
-    """(name → TensorHistogram, peak bytes of exposed activations per forward, how) — see the module docstring."""
+def collect_on_torch(job, device: str):
+    """(name → TensorHistogram, peak bytes of exposed activations per forward, how) for the statistics pass `job`
+    (statistics.CalibrationPass) on torch `device` — see the module docstring."""
     import torch
 
-    from trtlab.backends.gpu.graph_module import convert_onnx
     from trtlab.backends.gpu.runner import CropFeed, device_name, pin_numerics, restore_numerics
     from trtlab.core.progress import progress_bar
     from trtlab.data.batches import iter_batches
-    from trtlab.graph.onnx_utils import with_outputs
 
     device = torch.device(device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -141,37 +145,70 @@ def collect_on_torch(model, requested: list[str], input_tensors: list[str], cach
 
         raise UserError(f"calibration on {device} was asked for but torch sees no CUDA GPU",
                         "calibrate on the CPU (device='cpu' or TRTLAB_CALIBRATION_DEVICE=cpu)")
-    existing = {o.name for o in model.graph.output}
-    module = convert_onnx(with_outputs(model, [n for n in requested if n not in existing]))
-    positions = [module.output_names.index(name) for name in requested]
-    module = module.to(device).eval()
-    per_image = sum(per_tensor) if per_tensor else None
-    rows = _forward_rows(device, sub_batch, fixed_batch, per_image)
-    histograms = {name: TorchHistogram(device, bins) for name in requested + input_tensors}
+    module = _exposing_module(job).to(device).eval()
+    rows = _forward_rows(device, job)
+    histograms = {name: TorchHistogram(device, job.bins) for name in job.names}
     feed = CropFeed(device)
     saved = pin_numerics()
-    bar = progress_bar(total=len(indices), desc="calibrate (collect stats)", unit="img", enabled=progress)
+
+    def forwards(indices, desc):
+        """(real rows, [images × values per tensor], per-image max |x| per tensor (host)) per forward."""
+        bar = progress_bar(total=len(indices), desc=desc, unit="img", enabled=job.progress)
+        for batch in iter_batches(job.cache, indices, rows, fixed_batch=job.fixed_batch, prefetch=True, crops=True):
+            count = batch.count
+            images = feed.normalised(batch.images, job.cache.preprocess)
+            outputs = module(images)
+            tensors = [outputs[p][:count].reshape(count, -1) for p in module.exposed_positions]
+            tensors += [images[:count].reshape(count, -1)] * len(job.input_tensors)
+            tops = torch.stack([t.abs().amax(dim=1) for t in tensors]).double().cpu().numpy() if tensors else []
+            del outputs, images
+            yield count, tensors, tops
+            bar.update(count)
+        bar.close()
+
+    first_forwards = -(-job.first_images // rows)
+    range_from_first_forward = first_forwards == 1
     try:
         with torch.inference_mode():
-            for batch in iter_batches(cache, indices, rows, fixed_batch=fixed_batch, prefetch=True, crops=True):
-                count = batch.count
-                images = feed.normalised(batch.images, cache.preprocess)
-                outputs = module(images)
-                tensors = [outputs[p][:count].reshape(count, -1) for p in positions]
-                tensors += [images[:count].reshape(count, -1)] * len(input_tensors)
-                tops = torch.stack([t.abs().amax(dim=1) for t in tensors]).double().cpu().numpy() if tensors else []
-                bounds = [(a, min(a + sub_batch, count)) for a in range(0, count, sub_batch)]
-                for name, values, per_image_tops in zip(requested + input_tensors, tensors, tops):
-                    histograms[name].update_slices(values, bounds, slice_tops(per_image_tops, bounds))
-                del outputs, tensors, images
-                bar.update(count)
+            if first_forwards > 1:  # the first calibration batch spans several forwards: their maxima first
+                tops = dict.fromkeys(job.names, 0.0)
+                for _, tensors, per_image in forwards(job.indices[:job.first_images],
+                                                      "calibrate (range of the first batch)"):
+                    for name, image_tops in zip(job.names, per_image):
+                        tops[name] = float(np.max([tops[name], *image_tops]))  # NaN stays NaN: refused at start
+                    del tensors
+                start_ranges(histograms, tops)
+            for count, tensors, per_image in forwards(job.indices, "calibrate (collect stats)"):
+                if range_from_first_forward:  # this forward holds the whole first calibration batch
+                    start_ranges(histograms, {name: float(np.max(image_tops[:job.first_images]))
+                                              for name, image_tops in zip(job.names, per_image)})
+                    range_from_first_forward = False
+                for name, values, image_tops in zip(job.names, tensors, per_image):
+                    histogram = histograms[name]
+                    if not histogram.state.scale:  # zero on every image so far: the first non-zero one starts it
+                        histogram.state.start_at_first_nonzero(image_tops)
+                    histogram.update_slices(values, [(0, count)], [float(np.max(image_tops))])
+                del tensors
     finally:
         restore_numerics(saved)
         feed.close()
         del module
         if device.type == "cuda":
             torch.cuda.empty_cache()  # give the memory back to the evaluation that follows (other processes too)
-    bar.close()
     how = f"torch on {device_name(device)}, {rows} images per forward"
-    peak = rows * per_image if per_image else 0
+    if first_forwards > 1:
+        how += f"; bin widths from a first pass over the first {job.first_images} images"
+    peak = rows * job.per_image if job.per_image else 0
     return {name: h.to_numpy() for name, h in histograms.items()}, peak, how
+
+
+def _exposing_module(job):
+    """The FP32 graph as a torch module with every requested tensor an output (`exposed_positions`: where each one
+    is among the module's outputs)."""
+    from trtlab.backends.gpu.graph_module import convert_onnx
+    from trtlab.graph.onnx_utils import with_outputs
+
+    existing = {o.name for o in job.model.graph.output}
+    module = convert_onnx(with_outputs(job.model, [n for n in job.requested if n not in existing]))
+    module.exposed_positions = [module.output_names.index(name) for name in job.requested]
+    return module

@@ -23,7 +23,7 @@ from trtlab.quantization.recipe import (DEFAULT_CALIBRATION_IMAGES, PRECISIONS, 
                                         CalibrationSizeError, Recipe, select_calibration_indices)
 from trtlab.quantization.calibration_cache import read_imported_cache
 from trtlab.quantization.statistics import (CALIBRATION_REVISION, CalibrationStats, collect_statistics,
-                                           statistics_code)
+                                            first_batch_images, statistics_code)
 from trtlab.quantization.thresholds import compute_thresholds, scales_from_thresholds
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 #: default, placement rules, bare first_layer / last_layer guards following the float path; 4: an Add of two Convs
 #: quantizes the shortcut, not the exporter's first input; one per-tensor weight scale for a grouped ConvTranspose and
 #: a 1-D MatMul weight; a constant MatMul/Gemm first input quantized; 5: the opset imports no node uses dropped at
-#: sanitize), so old variant folders (a graph the recipe no
+#: sanitize, and the first calibration batch sets every histogram's range whatever the memory budget, the variant
+#: recording how many images that was), so old variant folders (a graph the recipe no
 #: longer makes) are rebuilt, never reused. Since issue 36 a change to GRAPH_SOURCES needs no bump (their fingerprint
 #: is in the identity too): bump it for what code cannot show, and to name a change for people.
 VARIANT_REVISION = 5
@@ -126,17 +127,16 @@ def stats_tensors(model) -> list[str]:
     return list(dict.fromkeys(legacy.activations + everything.activations + extra))
 
 
-def statistics_path(model_path, cache, indices, workspace=None) -> Path:
-    """Where the calibration statistics of (model, these images, preprocessing) are kept."""
+def statistics_path(model_path, cache, indices, batch_size: int, workspace=None) -> Path:
+    """Where the calibration statistics of (model, these images in this order, preprocessing, calibration batch)
+    are kept: the first calibration batch sets the histograms' range, so the batch is part of the key (the memory
+    budget and the device are not: they change nothing)."""
     from trtlab.graph.classifier import inspect_classifier
 
-    sha = inspect_classifier(model_path).sha256
+    info = inspect_classifier(model_path)
+    sha = info.sha256
     ids = cache.dataset.image_ids()
-    chosen = [ids[i] for i in indices]
-    made_from = Identity(model_sha256=sha, preprocess=cache.preprocess.to_dict(), revision=CALIBRATION_REVISION,
-                         calibration={"ids_hash": hash_json(chosen), "images": len(chosen), "decode_cache": cache.key},
-                         code={"statistics": statistics_code()})
-    return workspace_dir(workspace) / "calibration" / f"stats-{sha[:12]}-{made_from.key}.npz"
+                                            first_batch_images, statistics_code)
 
 
 def stored_statistics(path) -> CalibrationStats | None:
@@ -161,7 +161,7 @@ def calibration_statistics(model_path, cache, indices, batch_size: int, workspac
     """Collect (or reload, when model, images and preprocessing are identical) the calibration statistics."""
     import onnx
 
-    path = statistics_path(model_path, cache, indices, workspace)
+    path = statistics_path(model_path, cache, indices, batch_size, workspace)
     stats = stored_statistics(path)
     tensors = stats_tensors(onnx.load(str(model_path), load_external_data=False))
     if stats is not None and set(tensors) <= set(stats.tensors):
@@ -285,13 +285,17 @@ class _Int8Build:
         self.recipe, self.indices = select_calibration_indices(cache, calibration_indices, recipe)
         self.model_path, self.cache, self.workspace = model_path, cache, workspace
         self.cache_path = calibration_cache_path
-        self.sha = inspect_classifier(model_path).sha256
+        info = inspect_classifier(model_path)
+        self.sha = info.sha256
         ids = cache.dataset.image_ids()
         self.calib_ids = [ids[i] for i in self.indices]
         # The calibration code's revision is part of what a variant is: a changed algorithm never reuses old scales.
+        # range_images: the first calibration images (in calib_ids' order) whose max |x| set every histogram's range.
         self.calibration = {"images": len(self.calib_ids), "ids_hash": hash_json(self.calib_ids),
                             "batch": self.recipe.calibration_batch, "seed": self.recipe.seed,
-                            "revision": CALIBRATION_REVISION}
+                            "revision": CALIBRATION_REVISION,
+                            "range_images": first_batch_images(self.recipe.calibration_batch, len(self.calib_ids),
+                                                               info.fixed_batch)}
         self.imported = bool(reuse_cache and calibration_cache_path and Path(calibration_cache_path).exists())
         # An imported cache is read (and its header checked) now; its sha256, format (trtlab's with sidecar, or
         # TensorRT's own without) and header are part of the variant's identity.
@@ -376,7 +380,8 @@ class _Int8Build:
         so none are collected for it)."""
         from trtlab.quantization.calibration_cache import check_imported
 
-        observed = stored_statistics(statistics_path(source, self.cache, self.indices, self.workspace))
+        observed = stored_statistics(statistics_path(source, self.cache, self.indices, self.recipe.calibration_batch,
+                                                     self.workspace))
         scales = check_imported(self.imported_cache, self.sha, self.recipe.algorithm, self.cache.preprocess.to_dict(),
                                 self.recipe.percentile, plan.activations, tensor_names(model),
                                 observed_absmax=None if observed is None else
