@@ -136,7 +136,12 @@ def statistics_path(model_path, cache, indices, batch_size: int, workspace=None)
     info = inspect_classifier(model_path)
     sha = info.sha256
     ids = cache.dataset.image_ids()
-                                            first_batch_images, statistics_code)
+    chosen = [ids[i] for i in indices]
+    made_from = Identity(model_sha256=sha, preprocess=cache.preprocess.to_dict(), revision=CALIBRATION_REVISION,
+                         calibration={"ids_hash": hash_json(chosen), "images": len(chosen), "decode_cache": cache.key,
+                                      "range_images": first_batch_images(batch_size, len(indices), info.fixed_batch)},
+                         code={"statistics": statistics_code()})
+    return workspace_dir(workspace) / "calibration" / f"stats-{sha[:12]}-{made_from.key}.npz"
 
 
 def stored_statistics(path) -> CalibrationStats | None:
