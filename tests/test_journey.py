@@ -85,7 +85,7 @@ def test_the_dashboard_compares_the_verdicts_pair_and_answers_with_its_cost_per_
 
     result, split, workspace = ab
     # A guarded pair evaluated later (the widget's run) is stored too; plain names never mix guarded and unguarded.
-    guarded = trtlab.compare(demo_model, demo_data, [trtlab.Recipe(algorithm="percentile", guards=("last_layer",))],
+    guarded = trtlab.compare(demo_model, demo_data, [trtlab.Recipe(algorithm="percentile", guards=("first_layer",))],
                              split=split, workspace=workspace, progress=False)
     assert guarded.store.folder == result.store.folder and guarded.store.last_verdict()["first"] == "int8-minmax@6"
     dash = trtlab.build_dashboard(result.store)
@@ -95,7 +95,7 @@ def test_the_dashboard_compares_the_verdicts_pair_and_answers_with_its_cost_per_
     # 'percentile' names the only percentile variant (guarded); 'minmax' then the one calibrated alike — there is
     # none, so the unguarded one, and the headline carries both full labels.
     pair = dash.compare("percentile", "minmax")
-    assert (pair.first, pair.second) == ("int8-percentile99.99@6+last_layer-fp16", "int8-minmax@6")
+    assert (pair.first, pair.second) == ("int8-percentile99.99@6+first_layer-fp16", "int8-minmax@6")
     answer = str(dash.answer())
     assert answer.startswith("int8-minmax@6 (notebook 03's recommendation) changes top-1 on ") and "worst: " in answer
     assert f"<p><b>{html.escape(answer[:30])}" in dash.write_html(workspace / "d.html").read_text()

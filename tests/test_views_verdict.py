@@ -324,3 +324,34 @@ def test_few_labels_say_top1_cannot_be_measured_and_what_the_recommendation_rest
            "1.00): a difference of up to 43 points would go unseen" in verdict.sentence
     assert verdict.images_needed is None and "so no number of images is predicted to resolve one." in \
         verdict.sentence
+
+
+def test_the_verdict_ends_with_the_speed_clause_measured_where_engines_were_timed(demo_model, demo_cache,
+                                                                                   session_workspace):
+    """Issue 37.4: INT8 only where it pays. With TensorRT engine latencies (injected here as an A/B's engine column
+    records them) below 1.02× the verdict says to ship FP16; above it that the speed supports INT8; without engines
+    it gives the estimate with its band and says only a build can confirm."""
+    from trtlab.data.demo import demo_split
+    from trtlab.quantization.recipe import Recipe
+    from trtlab.views.verdict import head_to_head
+    from trtlab.workflows.compare import compare
+
+    dataset = demo_cache.dataset
+    result = compare(demo_model, dataset, [Recipe(algorithm="minmax"), Recipe(algorithm="entropy")],
+                     split=demo_split(dataset), workspace=session_workspace, progress=False)
+    results = result.store.load_all(list(result.table.index))
+    estimated = head_to_head(results).decision
+    assert estimated.speed.source == "estimate" and estimated.speed.ship is None
+    assert estimated.sentence.startswith("Ship int8-minmax@6 — ") and " Speed of int8-minmax@6: INT8 vs FP16, " \
+        "estimate (no TensorRT engine timed): " in estimated.sentence
+    assert estimated.sentence.endswith("only a TensorRT build timed on the target GPU can confirm.")
+    assert result.store.last_verdict()["speed"]["source"] == "estimate"  # compare() kept it with the verdict
+    slower = head_to_head(results, latencies={"fp16": 0.300, "int8-minmax@6": 0.298, "int8-entropy@6": 0.31,
+                                              "batch": 8}).decision
+    assert slower.speed.source == "measured" and slower.speed.ship == "fp16" and slower.speed.batch == 8
+    assert "Speed of int8-minmax@6: ship FP16: INT8 is not faster on this GPU (1.007×, 0.298 ms against FP16's " \
+           "0.3 ms at batch 8, measured on TensorRT" in slower.sentence
+    faster = head_to_head(results, latencies={"fp16": 0.300, "int8-minmax@6": 0.200}).decision
+    assert faster.speed.ship == "int8" and "INT8 is 1.500× faster than FP16 on this GPU" in faster.sentence
+    # A variant whose FP16 twin was not timed falls back to the estimate, saying so.
+    assert head_to_head(results, latencies={"int8-minmax@6": 0.2}).decision.speed.source == "estimate"

@@ -54,12 +54,29 @@ class Verdict:
     top1_basis: str = "labelled images"
     images_needed: int | None = None
     margin: float = COSINE_MARGIN
+    speed: object = None  # graph.speed.SpeedClause of the INT8 variant the verdict points to (with_speed), or None
     methods: dict = field(default_factory=lambda: {"interval": PAIRED_INTERVAL_METHOD,
                                                    "sample size": SAMPLE_SIZE_METHOD, "alpha": ALPHA,
                                                    "power": POWER})
 
     def __str__(self) -> str:
         return self.sentence
+
+    def with_speed(self, clause) -> "Verdict":
+        """This verdict with its speed clause (issue 37: INT8 only where it pays): the sentence gains it — measured
+        on TensorRT engines, below the threshold 'ship FP16: INT8 is not faster on this GPU'; else the estimate with
+        its band and that only a build can confirm."""
+        import dataclasses
+
+        if clause is None:
+            return self
+        return dataclasses.replace(self, speed=clause, sentence=f"{self.sentence} Speed of {self.speed_variant}: "
+                                                                 f"{clause.text}")
+
+    @property
+    def speed_variant(self) -> str:
+        """The INT8 variant the verdict points to: the one to ship, else the one closer to the reference."""
+        return self.record()["closer"]
 
     def record(self) -> dict:
         """What a results store keeps of it (ResultsStore.save_verdict): the pair, the decision, its sentence, and
@@ -70,9 +87,13 @@ class Verdict:
         cos = self.fidelity.get("cosine", {}) if self.fidelity else {}
         first, second = cos.get("first", math.nan), cos.get("second", math.nan)
         closer = self.ship or (self.second if math.isfinite(second) and not second <= first else self.first)
+        speed = None if self.speed is None else {"source": self.speed.source, "speedup": self.speed.speedup,
+                                                   "low": self.speed.low, "high": self.speed.high,
+                                                   "batch": self.speed.batch, "gpu": self.speed.gpu,
+                                                   "ship": self.speed.ship, "threshold": self.speed.threshold}
         return {"first": self.first, "second": self.second, "reference": self.reference, "ship": self.ship,
                 "decided_by": self.decided_by, "closer": closer, "sentence": self.sentence,
-                "images_needed": self.images_needed, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+                "images_needed": self.images_needed, "speed": speed, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
 
     def _repr_markdown_(self) -> str:
         return f"**{self.sentence}**"

@@ -327,14 +327,15 @@ def _with_delta(value, delta) -> str:
 # -- computing it ---------------------------------------------------------------------------------------------------
 def head_to_head(results: dict[str, VariantResult], first: str | None = None, second: str | None = None,
                  reference: str | None = None, caches: dict | None = None, alpha: float = ALPHA,
-                 preferred=None) -> HeadToHead:
+                 preferred=None, latencies: dict | None = None) -> HeadToHead:
     """The head-to-head of `first` and `second` (default: default_pair, which takes `preferred` — the pair of the
     last stated verdict — when both are stored) against `reference` (default fp32). Each is a stored label or an
     algorithm name ('minmax': the variant calibrated with minmax alike with the other side, else the unguarded
     one).
 
     caches: {variant: calibration cache path} where known (A/B results know theirs); otherwise each INT8 variant's
-    cache is looked up beside the model its run record names."""
+    cache is looked up beside the model its run record names. The verdict ends with the speed clause of the INT8
+    variant it points to (speed_of): measured where `latencies` holds TensorRT engine timings, else estimated."""
     reference = reference or ("fp32" if "fp32" in results else next(iter(results)))
     if reference not in results:
         raise PairError(f"reference {reference!r} is not stored here; stored: {', '.join(results)}")
@@ -369,7 +370,27 @@ def head_to_head(results: dict[str, VariantResult], first: str | None = None, se
     scales, notes = scale_differences(first, caches.get(first), second, caches.get(second),
                                       names=_graph_of(results[first]) or _graph_of(ref))
     decision = decide(results, first, second, reference, alpha, accuracy_test=acc_test, agreement_test=agree_test)
+    decision = decision.with_speed(speed_of(results.get(decision.speed_variant), latencies))
     return HeadToHead(first, second, reference, summary, acc_test, agree_test, drift, scales, notes, decision)
+
+
+def speed_of(result: VariantResult | None, latencies: dict | None = None, batch: int = 1):
+    """The speed clause (graph.speed) of an INT8 variant's stored result: measured where TensorRT engines were timed
+    (`latencies`: {label: median ms at one batch} holding this variant's and an FP16 variant's, e.g. the A/B's
+    engine column), else the estimate of its graph (the run record names it) at `batch`; None for a variant that is
+    not INT8 or whose graph is gone (then no speed is claimed)."""
+    from trtlab.graph.fusion import precision_report
+    from trtlab.graph.speed import speed_clause
+
+    if result is None or int8_algorithm(result) is None:
+        return None
+    latencies = latencies or {}
+    fp16 = next((ms for label, ms in latencies.items() if label == "fp16" or label.startswith("fp16+")), None)
+    measured = {"fp16": fp16, "int8": latencies[result.variant]} if fp16 and latencies.get(result.variant) else None
+    model = result.record.get("model")
+    if not model or not Path(str(model)).is_file():
+        return None
+    return speed_clause(precision_report(str(model)), measured, batch=int(latencies.get("batch", batch)))
 
 
 def _graph_of(result: VariantResult):

@@ -58,6 +58,12 @@ class EngineColumn:
     def failed(self) -> list:
         return [row for row in self.rows if row.failed]
 
+    def latencies(self) -> dict:
+        """{variant label: median ms} of the engines timed here, and 'batch': what the verdict's speed clause reads
+        (views.verdict.speed_of) — measured on TensorRT, so it replaces the estimate."""
+        timed = {row.variant: row.p50_ms for row in self.rows if row.p50_ms and not row.failed}
+        return {**timed, "batch": self.latency_batch} if timed else {}
+
     def summary(self) -> str:
         """One line: what was built where, or why nothing was."""
         ran = [row for row in self.rows if not row.failed]

@@ -119,7 +119,8 @@ class ABResult:
         first, second = (self.same_graph.get(name, name) if name else name for name in (first, second))
         results = self.store.load_all(list(self.table.index))
         caches = {name: built.calibration_cache for name, built in self.variants.items() if built.calibration_cache}
-        h2h = head_to_head(results, first, second, reference, caches=caches)
+        latencies = self.engines.latencies() if self.engines is not None else None
+        h2h = head_to_head(results, first, second, reference, caches=caches, latencies=latencies)
         if default:
             self._default = h2h
             if h2h.decision is not None:
@@ -265,14 +266,14 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", *, spli
                       same_graph={twin.name: built_name(kept, built) for twin, kept in same_graph})
     if progress:
         log.info(result.ran_on)
-    try:
-        result.verdict()  # the answer, kept as this store's last verdict (notebooks 04 and 05 follow it)
-    except PairError:
-        pass
     if with_engines:  # after the literal results are stored: whatever happens here, they stand
         from trtlab.workflows.ab_engines import engine_column
 
         result.engines = engine_column(result, model_path, experiment=experiment, workspace=workspace, run=run)
+    try:
+        result.verdict()  # the answer (with the engines' latencies, where timed), kept as this store's last verdict
+    except PairError:
+        pass
     return result
 
 
