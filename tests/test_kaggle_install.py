@@ -60,10 +60,17 @@ def kaggle_venv(tmp_path: Path) -> dict:
     python = venv / "bin" / "python"
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
-    shared = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
-    # Appended after the venv's own site-packages, as --system-site-packages would, but without the other .pth
-    # files there (one of them is the editable install of the checkout these tests run from).
-    (site / "zz_reuse_installed_packages.pth").write_text("".join(f"{p}\n" for p in shared))
+    # This interpreter's site-packages, seen through a folder of links to each entry but trtlab's own (its
+    # editable install and its metadata: the venv must see no trtlab until one is installed into it), appended
+    # after the venv's own site-packages as --system-site-packages would, without running the .pth files there.
+    shared = tmp_path / "borrowed-site-packages"
+    shared.mkdir()
+    for folder in dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib")):
+        for entry in Path(folder).iterdir():
+            if not entry.name.lower().replace("-", "_").startswith(("trtlab", "__editable__.trtlab", "__editable___trtlab")) \
+                    and not (shared / entry.name).exists():
+                (shared / entry.name).symlink_to(entry)
+    (site / "zz_reuse_installed_packages.pth").write_text(f"{shared}\n")
     found = _run([python, "-c", "import importlib.util as u; s = u.find_spec('trtlab'); print(s and s.origin)"],
                  tmp_path, _environment())
     if found != "None":
