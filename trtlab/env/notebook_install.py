@@ -267,6 +267,6 @@ def complete_install(source: str | None = None, wheels: str | None = None,
     new = [n for n in after if n not in before and n not in bare]
     result.requested = [r.name for r in missing]
     result.installed = [n for n in result.requested if n in new] + sorted(set(new) - set(result.requested))
-    result.without_dependencies = [n for n in after if n not in before and n in bare]
+    result.without_dependencies = [r.name for r in missing_bare if r.name in after and r.name not in before]
     result.upgraded = [f"{n} {before[n]} → {after[n]}" for n in before if n in after and after[n] != before[n]]
     return result
