@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -135,6 +134,19 @@ def read_only_dataset(kaggle) -> Path:
     return dataset
 
 
+def read_only_wrapper(tree: Path) -> tuple:
+    """argv prefix that runs a command with `tree` mounted read-only (for root too), or () where unshare cannot."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return ()
+    script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+    wrap = (unshare, "-rm", "sh", "-c", script, str(tree))
+    # Where user namespaces or mounts are not allowed (some containers), chmod and the snapshot check remain.
+    writes = 'touch "$0/.probe" 2>/dev/null && rm "$0/.probe" && exit 1 || exit 0'
+    probe = subprocess.run([*wrap, "sh", "-c", writes, str(tree)], capture_output=True)
+    return wrap if probe.returncode == 0 else ()
+
+
 def git_repository(tmp_path: Path) -> str:
     """Way a's source: a git repository of this tree; its URL as pip takes it (README's line with the GitHub URL:
     "trtlab @ git+https://github.com/<owner>/trtlab"; localhost: the packaging pip vendors refuses a file URL
@@ -155,21 +167,28 @@ def pip_install(kaggle, *args, cwd: Path, wrap=()) -> None:
         environment())
 
 
-def install_cell(source: str, wheels: str | None = None) -> str:
+def set_install_source(nb, source, wheels=None):
     """Notebook 00's first code cell, the install cell, with TRTLAB_SOURCE (and TRTLAB_WHEELS) set as its intro
-    says."""
+    tells a user; returns the cell."""
+    cell = next(c for c in nb.cells if c.cell_type == "code")
+    assert SOURCE_PLACEHOLDER in cell.source and WHEELS_PLACEHOLDER in cell.source, cell.source
+    cell.source = cell.source.replace(SOURCE_PLACEHOLDER, json.dumps(str(source))).replace(
+        WHEELS_PLACEHOLDER, f"TRTLAB_WHEELS = {json.dumps(str(wheels)) if wheels else None}")
+    return cell
+
+
+def install_cell(source, wheels=None) -> str:
+    """The source of notebook 00's install cell set up for `source` (and `wheels`)."""
     import nbformat
 
     nb = nbformat.read(str(REPO / "notebooks" / "00_env_setup.ipynb"), as_version=4)
-    cell = next(c.source for c in nb.cells if c.cell_type == "code")
-    assert SOURCE_PLACEHOLDER in cell and WHEELS_PLACEHOLDER in cell, cell
-    cell = cell.replace(SOURCE_PLACEHOLDER, json.dumps(str(source)))
-    return cell.replace(WHEELS_PLACEHOLDER, f"TRTLAB_WHEELS = {json.dumps(str(wheels)) if wheels else None}")
+    return set_install_source(nb, source, wheels).source
 
 
-def kernel_spec(kaggle, offline: bool = True) -> Path:
+def kernel_spec(kaggle, offline: bool = True, read_only: bool = False) -> Path:
     """A Jupyter kernel `kaggle-venv` of the emulated kernel's Python; returns the folder for JUPYTER_PATH.
-    `offline`: its pip may not reach an index."""
+    `offline`: its pip may not reach an index; `read_only`: /kaggle/input is mounted read-only in the kernel (what
+    it runs, pip included, cannot write there, root or not; where unshare cannot, it is as chmod left it)."""
     spec = kaggle["root"].parent / "jupyter" / "kernels" / "kaggle-venv"
     spec.mkdir(parents=True)
     env = {"PYTHONPATH": "", "TRTLAB_WORKSPACE": "", "KAGGLE_KERNEL_RUN_TYPE": "Interactive",
@@ -177,6 +196,7 @@ def kernel_spec(kaggle, offline: bool = True) -> Path:
     if offline:
         env["PIP_NO_INDEX"] = "1"
     (spec / "kernel.json").write_text(json.dumps({
-        "argv": [str(kaggle["python"]), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "argv": [*(read_only_wrapper(kaggle["input"]) if read_only else ()), str(kaggle["python"]), "-m",
+                 "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "emulated Kaggle kernel", "language": "python", "env": env}))
     return spec.parent.parent

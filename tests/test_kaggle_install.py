@@ -17,19 +17,16 @@ packages are hidden and come from a wheels folder (the offline way).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
-import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from kaggle_env import (REPO, borrowing_venv, copy_tree, environment, git_repository, install_cell, kernel_environment,
-                        kernel_spec, pip_install, run)
-from trtlab.core.packages import DEMO_PACKAGES, MissingPackages, demo_install_command, demo_install_hint
+from kaggle_env import (REPO, borrowing_venv, copy_tree, environment, git_repository, install_cell,
+                        kernel_environment, kernel_spec, pip_install, read_only_wrapper, run)
+from trtlab.core.packages import DEMO_PACKAGES, demo_install_command
 from trtlab.env.notebook_install import (KernelInstall, Requirement, installed_distributions, missing_requirements,
                                          parse_requirement, pins)
 
@@ -50,7 +47,7 @@ def install_from_read_only_dataset(kaggle) -> Path:
     dataset = copy_tree(kaggle["input"] / "trtlab-source")
     subprocess.run(["chmod", "-R", "a-w", str(dataset)], check=True)
     try:
-        pip_install(kaggle, str(dataset), cwd=kaggle["working"], wrap=_read_only_wrapper(dataset))
+        pip_install(kaggle, str(dataset), cwd=kaggle["working"], wrap=read_only_wrapper(dataset))
     finally:
         subprocess.run(["chmod", "-R", "u+w", str(dataset)], check=True)
     return dataset
@@ -82,19 +79,6 @@ def _fresh_kernel(kaggle, cwd: Path | None = None) -> tuple[Path, Path]:
     return Path(module), Path(workspace)
 
 
-def _read_only_wrapper(tree: Path) -> tuple:
-    """argv prefix that runs a command with `tree` mounted read-only (for root too), or () where unshare cannot."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return ()
-    script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
-    wrap = (unshare, "-rm", "sh", "-c", script, str(tree))
-    # Where user namespaces or mounts are not allowed (some containers), chmod and the snapshot check remain.
-    writes = 'touch "$0/.probe" 2>/dev/null && rm "$0/.probe" && exit 1 || exit 0'
-    probe = subprocess.run([*wrap, "sh", "-c", writes, str(tree)], capture_output=True)
-    return wrap if probe.returncode == 0 else ()
-
-
 def test_a_pip_install_from_the_git_repository(kaggle, tmp_path):
     install_from_git(kaggle, tmp_path)
     module, _ = _fresh_kernel(kaggle)
@@ -103,7 +87,7 @@ def test_a_pip_install_from_the_git_repository(kaggle, tmp_path):
 
 def test_b_pip_install_from_a_read_only_dataset(kaggle):
     dataset = copy_tree(kaggle["input"] / "trtlab-source")
-    wrap = _read_only_wrapper(dataset)
+    wrap = read_only_wrapper(dataset)
     for current, _, _ in os.walk(dataset):
         os.chmod(current, 0o555)
     subprocess.run(["chmod", "-R", "a-w", str(dataset)], check=True)
@@ -130,11 +114,11 @@ def test_c_a_clone_named_trtlab_in_the_working_directory(kaggle, editable):
     assert module == clone / "trtlab" / "__init__.py"
 
 
-def _cell(kaggle, source, wheels=None, before: str = "", after: str = "\nprint(trtlab.__file__)", offline=True,
-          cwd: Path | None = None) -> list[str]:
-    """What a kernel started in /kaggle/working prints running `before`, the install cell, then `after`."""
+def _cell(kaggle, source, wheels=None, before: str = "", after: str = "\nprint(trtlab.__file__)") -> list[str]:
+    """What a kernel started in /kaggle/working prints running `before`, the install cell, then `after` (pip may
+    not reach an index)."""
     code = before + install_cell(source, wheels) + after
-    return run([kaggle["python"], "-c", code], cwd or kaggle["working"], kernel_environment(kaggle, offline)).splitlines()
+    return run([kaggle["python"], "-c", code], kaggle["working"], kernel_environment(kaggle)).splitlines()
 
 
 def _torch() -> str:
@@ -210,8 +194,22 @@ def test_install_cell_refuses_a_wheels_folder_that_does_not_exist(kaggle):
                           env=kernel_environment(kaggle), capture_output=True, text=True, timeout=300)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.splitlines()[-1] == (
-        f"trtlab.core.errors.UserFileNotFound: TRTLAB_WHEELS: {missing} is not a folder — attach the wheels dataset "
-        f"(Add Input) and give its folder, or set TRTLAB_WHEELS = None with internet on")
+        f"trtlab.core.errors.UserFileNotFound: the wheels folder {missing} does not exist — attach the wheels dataset "
+        f"(Add Input) and name its folder, or install with internet on and no wheels folder")
+
+
+def test_the_notebook_deps_command_prints_the_cells_line_or_one_error_line(kaggle):
+    # README's way for a terminal or another notebook: pip install --no-deps <source>, then this command.
+    dataset = install_from_read_only_dataset(kaggle)
+    command = [kaggle["python"], "-m", "trtlab.env", "notebook-deps"]
+    assert run(command, kaggle["working"], kernel_environment(kaggle)) == (
+        f"found trtlab 0.1.0 from {dataset}; {NOTHING_MORE}; kept torch {_torch()} (the kernel's)")
+    missing = kaggle["input"] / "trtlab-wheels"
+    done = subprocess.run([*map(str, command), "--wheels", str(missing)], cwd=kaggle["working"],
+                          env=kernel_environment(kaggle), capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"error: the wheels folder {missing} does not exist — attach the wheels dataset (Add Input) "
+                           f"and name its folder, or install with internet on and no wheels folder\n")
 
 
 # Missing demo packages, as a kernel without them meets them: the one line names what to install, and names torch

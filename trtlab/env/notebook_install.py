@@ -239,9 +239,9 @@ def complete_install(source: str | None = None, wheels: str | None = None,
     cell did with trtlab itself: 'installed' (pip install --no-deps of the source), 'activated' (an install made
     after this kernel started, made importable) or 'found'."""
     if wheels and not Path(wheels).is_dir():
-        raise UserFileNotFound(f"TRTLAB_WHEELS: {wheels} is not a folder",
-                               "attach the wheels dataset (Add Input) and give its folder, or set TRTLAB_WHEELS = "
-                               "None with internet on")
+        raise UserFileNotFound(f"the wheels folder {wheels} does not exist",
+                               "attach the wheels dataset (Add Input) and name its folder, or install with internet "
+                               "on and no wheels folder")
     try:
         version = metadata.version("trtlab")
     except metadata.PackageNotFoundError:
