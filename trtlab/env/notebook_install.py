@@ -194,7 +194,7 @@ def _index_name(wheels: str | None) -> str:
 
 
 def missing_requirements(requirements, installed: dict[str, str]) -> tuple[list[Requirement], list[str]]:
-    """(requirements not met, ['name old-version'] of those installed at a version too old) in this Python."""
+    """(requirements not met, names of those among them installed at a version too old) among `installed`."""
     missing, too_old = [], []
     for requirement in requirements:
         names = (requirement.name, *ALTERNATIVES.get(requirement.name, ()))
@@ -226,8 +226,9 @@ def _pip(arguments: list[str], constraints: str, wheels: str | None) -> None:
         print(done.stdout + done.stderr, file=sys.stderr)
         asked = " ".join(a for a in arguments if not a.startswith("-"))
         raise InstallFailed(f"pip could not install {asked} (its output is above)",
-                            "with internet off, attach a wheels dataset and set TRTLAB_WHEELS; where pip names a "
-                            "conflict with an installed package, that package is the kernel's and stays")
+                            "with internet off, attach a wheels dataset and name its folder (TRTLAB_WHEELS, "
+                            "--wheels); where pip names a conflict with an installed package, that package is the "
+                            "kernel's and stays")
 
 
 def complete_install(source: str | None = None, wheels: str | None = None,
@@ -249,11 +250,11 @@ def complete_install(source: str | None = None, wheels: str | None = None,
                         f"install it: pip install {source or '<the repository>'}") from None
     before = installed_distributions()
     runtime, demo = trtlab_requirements()
-    with_deps = runtime + [demo.get(canonical(p.distribution)) or
-                           Requirement(canonical(p.distribution), "", p.distribution)
-                           for p in DEMO_PACKAGES if p.with_dependencies]
-    without = [demo.get(canonical(p.distribution)) or Requirement(canonical(p.distribution), "", p.distribution)
-               for p in DEMO_PACKAGES if not p.with_dependencies]
+    # The demo extra's version floors where the installed metadata has them (an older trtlab's may not).
+    wanted = [demo.get(canonical(p.distribution)) or Requirement(canonical(p.distribution), "", p.distribution)
+              for p in DEMO_PACKAGES]
+    with_deps = runtime + [r for r, p in zip(wanted, DEMO_PACKAGES) if p.with_dependencies]
+    without = [r for r, p in zip(wanted, DEMO_PACKAGES) if not p.with_dependencies]
     missing, too_old = missing_requirements(with_deps, before)
     missing_bare, too_old_bare = missing_requirements(without, before)
     constraints = pins(before, except_names=too_old + too_old_bare)
