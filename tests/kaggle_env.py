@@ -102,6 +102,10 @@ def borrowing_venv(tmp_path: Path, hidden=()) -> dict:
             if not _hidden(entry.name, names) and not (shared / entry.name).exists():
                 (shared / entry.name).symlink_to(entry)
     (site / "zz_reuse_installed_packages.pth").write_text(f"{shared}\n")
+    # A venv made without pip has no pip command: `pip` there must still be this venv's, never the next on PATH.
+    for name in ("pip", "pip3"):
+        (venv / "bin" / name).write_text(f'#!/bin/sh\nexec "{python}" -m pip "$@"\n')
+        (venv / "bin" / name).chmod(0o755)
     found = run([python, "-c", "import importlib.util as u; s = u.find_spec('trtlab'); print(s and s.origin)"],
                 tmp_path, environment())
     assert found == "None", f"the borrowing venv sees a trtlab at {found}"
@@ -191,8 +195,12 @@ def kernel_spec(kaggle, offline: bool = True, read_only: bool = False) -> Path:
     it runs, pip included, cannot write there, root or not; where unshare cannot, it is as chmod left it)."""
     spec = kaggle["root"].parent / "jupyter" / "kernels" / "kaggle-venv"
     spec.mkdir(parents=True)
+    # The venv's bin first on PATH, as a Kaggle kernel's own pip is: `!pip install …` in a cell installs into the
+    # kernel's Python, never into the Python running these tests.
     env = {"PYTHONPATH": "", "TRTLAB_WORKSPACE": "", "KAGGLE_KERNEL_RUN_TYPE": "Interactive",
-           "TRTLAB_KAGGLE_ROOT": str(kaggle["root"])}
+           "TRTLAB_KAGGLE_ROOT": str(kaggle["root"]),
+           "PATH": os.pathsep.join([str(Path(kaggle["python"]).parent), os.environ.get("PATH", "")]),
+           "VIRTUAL_ENV": str(Path(kaggle["python"]).parent.parent)}
     if offline:
         env["PIP_NO_INDEX"] = "1"
     (spec / "kernel.json").write_text(json.dumps({
