@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from kaggle_env import (REPO, borrowing_venv, copy_tree, environment, git_repository, install_cell,
+from kaggle_env import (REPO, borrowing_venv, copy_tree, environment, git_repository, install_cell, installed,
                         kernel_environment, kernel_spec, pip_install, read_only_wrapper, run)
 from trtlab.core.packages import DEMO_PACKAGES, demo_install_command
 from trtlab.env.notebook_install import (KernelInstall, Requirement, installed_distributions, missing_requirements,
@@ -104,11 +104,11 @@ def test_b_pip_install_from_a_read_only_dataset(kaggle):
 @pytest.mark.parametrize("editable", [True, False], ids=["pip-install-e", "pip-install"])
 def test_c_a_clone_named_trtlab_in_the_working_directory(kaggle, editable):
     clone = install_clone(kaggle, editable)
-    installed = clone / "trtlab" / "__init__.py" if editable else kaggle["site"] / "trtlab" / "__init__.py"
+    expected = clone / "trtlab" / "__init__.py" if editable else kaggle["site"] / "trtlab" / "__init__.py"
     # From /kaggle/working the clone folder `trtlab/` is on the path first, as an empty namespace package.
     for cwd in (kaggle["working"], kaggle["root"]):
         module, _ = _fresh_kernel(kaggle, cwd)
-        assert module == installed, f"from {cwd}: {module}"
+        assert module == expected, f"from {cwd}: {module}"
     # Inside the clone its own package folder comes first on the path: the real package too, the same files.
     module, _ = _fresh_kernel(kaggle, clone)
     assert module == clone / "trtlab" / "__init__.py"
@@ -173,17 +173,15 @@ def test_install_cell_without_internet_installs_the_demo_packages_from_a_wheels_
     bare = [p.distribution for p in DEMO_PACKAGES if not p.with_dependencies]
     run([sys.executable, "-m", "pip", "download", "-q", "-d", wheels, "--no-deps", *bare], tmp_path, online)
     dataset = copy_tree(kaggle["input"] / "trtlab-source")
-    python = kaggle["python"]
-    listed = "import importlib.metadata as m; print({d.metadata['Name']: d.version for d in m.distributions()})"
-    before = eval(run([python, "-c", listed], tmp_path, environment()))
+    before = installed(kaggle)
     lines = _cell(kaggle, dataset, wheels, after="")
     assert lines == [f"installed trtlab 0.1.0 from {dataset}, and from {wheels}: onnxscript; {', '.join(bare)} "
                      f"(no dependencies); kept torch {_torch()} (the kernel's)"]
-    after = eval(run([python, "-c", listed], tmp_path, environment()))
+    after = installed(kaggle)
     assert {name: after.get(name) for name in before} == before  # nothing the kernel had changed
     for module in hidden:
-        found = run([python, "-c", f"import importlib.util as u; print(u.find_spec({module!r}).origin)"], tmp_path,
-                    environment())
+        found = run([kaggle["python"], "-c", f"import importlib.util as u; print(u.find_spec({module!r}).origin)"],
+                    tmp_path, environment())
         assert found.startswith(str(kaggle["site"])), found
 
 
