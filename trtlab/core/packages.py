@@ -4,7 +4,7 @@ pip command that installs what is missing without ever naming a torch that impor
 A Kaggle kernel ships a CUDA build of torch; `pip install torch==…` there replaces it with whatever build pip picks.
 efficientnet-lite-pytorch asks for plain `torch`, so it is installed with --no-deps (as install.sh does), and so is
 foolbox (used for its 20 bundled ImageNet photos only; its attack framework is not needed). Standard library only:
-notebook 00's install cell and trtlab.env (which runs on a half-installed machine) use it too.
+trtlab.env's notebook install (run before trtlab's dependencies are installed) uses it too.
 """
 from __future__ import annotations
 
@@ -84,9 +84,11 @@ def demo_install_hint(modules=None) -> str:
     if torch == "not installed":
         notes.append("pip's default torch on Linux is a CUDA build of a few GB; Kaggle kernels ship torch")
     elif torch is not None:
-        notes.append(f"torch is {torch}: repair that install rather than installing another over it")
+        notes.append(f"torch is {torch}: repair that install, not another torch over it")
     if any(not p.with_dependencies for p in missing):
         notes.append("--no-deps keeps the installed torch and leaves out foolbox's attack framework")
     if missing and all(p in DEMO_PACKAGES for p in missing):
         notes.append("notebook 00's first cell installs these")
-    return (command or "nothing to install") + (f" ({'; '.join(notes)})" if notes else "")
+    if not command:  # a broken torch alone: nothing to install, the note is the fix
+        return "; ".join(notes)
+    return command + (f" ({'; '.join(notes)})" if notes else "")
