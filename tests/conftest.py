@@ -57,6 +57,15 @@ def photo_folder(tmp_path, demo_data) -> Path:
 
 
 @pytest.fixture(scope="session")
+def torch_label() -> str:
+    """The backend label trtlab's torch backend must give its results on this machine, asked of torch itself (not
+    of trtlab): 'torch-cuda' where torch sees a CUDA GPU — with a GPU visible the torch backend never runs on the
+    CPU — else 'torch-cpu'. Tests of results on the torch backend expect this, so they pass on CPU and GPU alike."""
+    torch = pytest.importorskip("torch")
+    return "torch-cuda" if torch.cuda.is_available() else "torch-cpu"
+
+
+@pytest.fixture(scope="session")
 def qdq_model(demo_model, tmp_path_factory):
     """The demo model with a QuantizeLinear/DequantizeLinear pair on the first Conv's input: enough for the
     builder's Q/DQ detection (the scales are not calibrated; quantization quality is the quantizer's job)."""
