@@ -66,6 +66,20 @@ def torch_label() -> str:
 
 
 @pytest.fixture(scope="session")
+def ort_workspace(session_workspace, tmp_path_factory) -> Path:
+    """The workspace for A/Bs pinned to ONNX Runtime (backend='ort') that check labels or ONNX Runtime's numbers:
+    the session workspace where 'auto' answers ONNX Runtime anyway (no GPU: nothing is calibrated twice), else one of
+    their own. Where 'auto' is the torch GPU backend, the session workspace's results store holds the torch results
+    of the 'auto' A/Bs under the plain labels ('fp32', 'int8-minmax@6'), and a result of the same variant on another
+    backend is stored beside them as 'fp32@ort-cpu' (and the other way round, whichever comes first)."""
+    from trtlab.backends import resolve_backend
+
+    if resolve_backend("model.onnx")[0] == "ort":
+        return session_workspace
+    return tmp_path_factory.mktemp("trtlab-ws-ort")
+
+
+@pytest.fixture(scope="session")
 def qdq_model(demo_model, tmp_path_factory):
     """The demo model with a QuantizeLinear/DequantizeLinear pair on the first Conv's input: enough for the
     builder's Q/DQ detection (the scales are not calibrated; quantization quality is the quantizer's job)."""

@@ -235,7 +235,7 @@ def test_guards_leave_first_and_last_layer_in_float_and_fp16_is_in_the_graph(dem
 
 
 # -- variants and A/B on real photos -----------------------------------------------------------------------------------
-def test_int8_variants_stay_close_to_fp32_on_real_photos(demo_model, session_workspace):
+def test_int8_variants_stay_close_to_fp32_on_real_photos(demo_model, ort_workspace):
     from trtlab.workflows.compare import compare
     from trtlab.data.demo import demo_dataset, demo_split
 
@@ -244,7 +244,7 @@ def test_int8_variants_stay_close_to_fp32_on_real_photos(demo_model, session_wor
     assert not set(split.calibration) & set(split.evaluation)
     # ONNX Runtime pinned: its literal settings and self-check are checked below ('auto' is torch on a GPU machine)
     result = compare(demo_model, dataset, [Recipe(algorithm=a) for a in ("minmax", "entropy", "percentile")],
-                     split=split, workspace=session_workspace, backend="ort", progress=False)
+                     split=split, workspace=ort_workspace, backend="ort", progress=False)
     table = result.table
     assert list(table.index) == ["fp32", "int8-minmax@6", "int8-entropy@6", "int8-percentile99.99@6"]
     assert (table["images"] == 20).all()
