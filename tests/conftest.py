@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +22,34 @@ def session_workspace(tmp_path_factory) -> Path:
     return path
 
 
+DEMO_EXPORT = "from trtlab.core import log; log.setup(0); import trtlab; trtlab.export_demo_model()"
+
+
 @pytest.fixture(scope="session")
-def demo_model(session_workspace) -> Path:
+def demo_export(tmp_path_factory) -> subprocess.CompletedProcess:
+    """The session's one export of the demo model, run as a user's first run is: a fresh Python with trtlab's
+    logging at its default verbosity, into an empty workspace (test_logging checks that it printed nothing but
+    trtlab's lines; the suite exports the model once, not twice). `.workspace`: where it wrote the model."""
+    workspace = tmp_path_factory.mktemp("trtlab-export")
+    done = subprocess.run([sys.executable, "-c", DEMO_EXPORT], env=dict(os.environ, TRTLAB_WORKSPACE=str(workspace)),
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"the demo model's export failed:\n{done.stderr[-4000:]}"
+    done.workspace = workspace
+    return done
+
+
+@pytest.fixture(scope="session")
+def demo_model(demo_export, session_workspace) -> Path:
+    """The exported demo model, in the session workspace's models folder: where every stage run there without a
+    model (the CLI, the debugger) looks for it, so nothing exports it again."""
+    from trtlab.core.workspace import atomic_path
     from trtlab.data.demo import export_demo_model
 
+    exported = export_demo_model("efficientnet-lite0", demo_export.workspace)  # found there: not exported again
+    target = session_workspace / "models" / exported.name
+    if not target.is_file():
+        with atomic_path(target, suffix=".onnx") as tmp:
+            shutil.copyfile(exported, tmp)
     return export_demo_model("efficientnet-lite0", session_workspace)
 
 

@@ -143,7 +143,7 @@ def test_widget_toggle_follows_tensorrt_and_switches_the_column_off(monkeypatch,
     assert compare_module.ab_widgets(demo_model, dataset, workspace=tmp_path, split=split).engines_toggle.value is False
 
 
-def test_calibrate_flag_reaches_compare(monkeypatch, tmp_path, capsys):
+def test_calibrate_flag_reaches_compare(monkeypatch, demo_model, tmp_path, capsys):
     from trtlab.cli.commands import calibrate
 
     seen = {}
@@ -159,7 +159,9 @@ def test_calibrate_flag_reaches_compare(monkeypatch, tmp_path, capsys):
     for flag, expected in (([], "auto"), (["--no-engines"], False), (["--engines"], True)):
         seen.clear()
         with pytest.raises(Reached):
-            calibrate.main(["--workspace", str(tmp_path), "--algorithms", "minmax", "--backend", "ort"] + flag)
+            # the session's demo model: a new workspace without --model would export it once more (≈10 s)
+            calibrate.main(["--model", str(demo_model), "--workspace", str(tmp_path), "--algorithms", "minmax",
+                            "--backend", "ort"] + flag)
         assert seen["run"].engines == expected and seen["run"].backend == "ort"
 
 
