@@ -75,6 +75,6 @@ def test_the_literal_reference_warning_is_said_once_per_cause(caplog):
 
 
 def test_exporting_the_demo_model_prints_nothing_but_trtlab_lines(demo_export):
-    """The session's export (tests/conftest.py: a fresh Python, trtlab's notebook logging, an empty workspace)."""
+    """The session's export (tests/conftest.py: a fresh Python, trtlab's logging at its default verbosity, an empty workspace)."""
     lines = (demo_export.stdout + demo_export.stderr).splitlines()
     assert lines and all(line.startswith("[trtlab] ") for line in lines), lines
