@@ -131,10 +131,13 @@ def qdq_model(demo_model, tmp_path_factory):
 @pytest.fixture(autouse=True)
 def advice_said_afresh():
     """Each test starts as a fresh kernel would: no TensorRT advice given yet (trtlab.env.install.say_once), no
-    self-check made yet (trtlab.evaluation.literal_check.self_check_once)."""
+    self-check made yet (trtlab.evaluation.literal_check.self_check_once), no notebook cell holding trtlab's info
+    lines (core.log: a test of the notebook setup starts a cell that no IPython ends)."""
+    from trtlab.core import log
     from trtlab.env.install import forget_said
     from trtlab.evaluation.literal_check import forget_self_checks
 
     forget_said()
     forget_self_checks()  # and no ONNX Runtime self-check reused from another test's graph
+    log._cell_notes.flush()  # a cell left open would hold every later info line back from the screen
     yield
