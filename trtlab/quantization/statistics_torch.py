@@ -135,7 +135,8 @@ def collect_on_torch(job, device: str):
     (statistics.CalibrationPass) on torch `device` — see the module docstring."""
     import torch
 
-    from trtlab.backends.gpu.runner import CropFeed, device_name, pin_numerics, restore_numerics
+    from trtlab.backends.gpu.feed import CropFeed
+    from trtlab.backends.gpu.runner import device_name, pin_numerics, restore_numerics
     from trtlab.core.progress import progress_bar
     from trtlab.data.batches import iter_batches
 
