@@ -148,6 +148,45 @@ def test_qdq_one_kernel_formulas_equal_the_plain_ops_on_every_qdq_of_demo_and_li
     assert counted["demo-fp16path"][2] >= 20 and counted["demo-fp32path"][2] == 0, counted
 
 
+def test_the_triton_kernel_under_tritons_interpreter_equals_the_plain_ops(qdq_graphs, tmp_path):
+    """The QuantizeLinear kernel itself (qdq_triton), run by Triton's interpreter on the CPU (numpy's IEEE division
+    standing in for the GPU's div.rn), on every Q of the demo and light graphs: the plain ops' integers bit for bit.
+    Needs Triton (Linux CUDA machines have it with torch); the GPU's own run: test_cuda_quantize_kernel_*."""
+    pytest.importorskip("triton")
+    import subprocess
+    import sys
+
+    from trtlab.backends.gpu.ops_quant import INTEGER_RANGES
+
+    cases = []
+    for name, model, x in qdq_graphs:
+        env, plain, _ = _plain_and_fused(model, x)
+        for node in (n for n in model.graph.node if n.op_type == "QuantizeLinear" and n.input[0] in env):
+            scale = plain.constant(node.input[1])
+            expected = env[node.output[0]]
+            low, high = INTEGER_RANGES[3 if expected.dtype == torch.int8 else 2]
+            cases.append((env[node.input[0]].contiguous(), scale, low, high, expected))
+    torch.save(cases, tmp_path / "cases.pt")
+    script = f"""
+import torch
+from trtlab.backends.gpu.qdq_triton import quantize_kernel
+cases = torch.load({str(tmp_path / "cases.pt")!r})
+bad = 0
+for x, scale, low, high, expected in cases:
+    out = torch.empty(x.shape, dtype=expected.dtype)
+    half = scale.dtype == torch.float16
+    quantize_kernel[(-(-x.numel() // 1024),)](x, scale.reshape(1), out, x.numel(), float(low), float(high), 0.0,
+                                              HALF=half, X_TO_HALF=half and x.dtype == torch.float32, BLOCK=1024)
+    bad += not torch.equal(out, expected)
+print(len(cases), bad)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    checked, bad = map(int, done.stdout.split())
+    assert checked >= 80 and bad == 0, (checked, bad)
+
+
 # -- calibration counted in device stores -------------------------------------------------------------------------
 def _batches(seed: int, count: int = 8, size=(3, 4000)):
     rng = np.random.default_rng(seed)
