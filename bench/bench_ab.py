@@ -237,19 +237,19 @@ def issue38(args) -> int:
     config = {"assets": str(assets), "work": str(work), "gpus": args.gpus, "kill_after": args.kill_after, **sizes}
     child = subprocess.Popen([sys.executable, __file__, "_measure", _json.dumps(config)], stdout=subprocess.PIPE,
                              text=True, preexec_fn=lambda: os.sched_setaffinity(0, cores))
-    result = None
-    for line in child.stdout:
-        if line.startswith("RESULT "):
-            result = _json.loads(line[7:])
+    result = {"written_seconds": written, "cores": len(cores), "host_cores": len(allowed), "sizes": sizes}
+    for line in child.stdout:  # each section printed (and saved) as soon as it is measured: a time limit keeps them
+        if line.startswith("SECTION "):
+            _, name, payload = line.split(" ", 2)
+            result[name] = _json.loads(payload)
+            print_section(name, result)
+            if args.json:
+                Path(args.json).write_text(_json.dumps(result, indent=1, default=str))
         else:
             print(line, end="", flush=True)
-    if child.wait() or result is None:
+    if child.wait():
         print(f"the measuring process failed (exit status {child.returncode})")
         return 1
-    result.update(written_seconds=written, cores=len(cores), host_cores=len(allowed), **{"sizes": sizes})
-    print_issue38(result)
-    if args.json:
-        Path(args.json).write_text(_json.dumps(result, indent=1, default=str))
     return 0
 
 
@@ -268,23 +268,28 @@ def measure(config: dict) -> dict:
     model = str(assets / "fp32.onnx")
     sampler = GpuSampler()
     cuda = torch.cuda.is_available()
-    out = {"gpu": torch.cuda.get_device_name(0) if cuda else "no GPU (CPU run: --smoke)",
-           "gpus_visible": torch.cuda.device_count(), "torch": torch.__version__,
-           "cuda": torch.version.cuda, "nvml": sampler.names or sampler.error}
+    out = {}
+
+    def emit(name: str, value) -> None:
+        out[name] = value
+        print(f"SECTION {name} {json.dumps(value, default=str)}", flush=True)
+
+    emit("machine", {"gpu": torch.cuda.get_device_name(0) if cuda else "no GPU (CPU run: --smoke)",
+                     "gpus_visible": torch.cuda.device_count(), "torch": torch.__version__,
+                     "cuda": torch.version.cuda, "nvml": sampler.names or sampler.error})
     cache = memory_cache(base, manifest["preprocess"], max(config["throughput_images"], config["calibration_images"]))
     say = lambda text: print(f"[bench] {text}", flush=True)  # noqa: E731
     say("warm-up: the first INT8 variant's one-time cost")
-    out["warmup"] = warmup(str(assets / "int8-fp16path.onnx"), cache)
+    emit("warmup", warmup(str(assets / "int8-fp16path.onnx"), cache))
     batch = evaluation_batch_size("auto", model, "torch", False)
     variants = {"fp32": model, "int8 (FP16 path, default)": str(assets / "int8-fp16path.onnx"),
                 "int8 (FP32 path)": str(assets / "int8.onnx"), "fp16": str(assets / "fp16.onnx")}
     say(f"evaluation img/s per variant at batches {batch} and 32")
-    out["auto_batch"] = batch
-    out["throughput"] = throughput(variants, cache, sorted({batch, 32}, reverse=True), sampler,
-                                   config["throughput_images"])
+    emit("throughput", {"auto_batch": batch, "rows": throughput(variants, cache, sorted({batch, 32}, reverse=True),
+                                                                sampler, config["throughput_images"])})
     say("calibration against a warm forward (batch 8)")
-    out["calibration"] = calibration(model, cache, config["calibration_images"], 8, sampler,
-                                     "cuda" if cuda else "torch-cpu")
+    emit("calibration", calibration(model, cache, config["calibration_images"], 8, sampler,
+                                    "cuda" if cuda else "torch-cpu"))
     photos = sorted((work / "photos").glob("photo*.jpg"))[: config["images"] + config["calibration"]]
     labels = np.load(assets / "labels.npy") if (assets / "labels.npy").exists() else np.full(len(base), -1)
     dataset = Dataset("bench-ab-jpeg", [str(p) for p in photos],
@@ -294,10 +299,10 @@ def measure(config: dict) -> dict:
     if workspace.exists():
         shutil.rmtree(workspace)
     say(f"A/B cold: {len(photos)} JPEG files, no decode cache")
-    out["cold"] = ab_run(model, dataset, workspace, config["calibration"], sampler)
+    emit("cold", ab_run(model, dataset, workspace, config["calibration"], sampler))
     only_decode_cache(workspace)
     say("A/B warm: the decode cache present, nothing else")
-    out["warm"] = ab_run(model, dataset, workspace, config["calibration"], sampler)
+    emit("warm", ab_run(model, dataset, workspace, config["calibration"], sampler))
     if config["gpus"] >= 2 and torch.cuda.device_count() >= 2:
         one = ab_run(model, dataset, _beside(workspace, "ws-one-gpu"), config["calibration"], sampler, False)
         two = out["warm"] if out["warm"]["ran_on"].startswith("ran on 2") else \
@@ -305,9 +310,9 @@ def measure(config: dict) -> dict:
         say(f"two GPUs with one worker killed {config['kill_after']} s after the workers start")
         failed = ab_run(model, dataset, _beside(workspace, "ws-killed"), config["calibration"], sampler, "auto",
                         on_worker=lambda pids: _kill_later(pids[-1], config["kill_after"]))
-        out["two_gpus"] = {"one_gpu": one, "two_gpus": two, "killed": failed,
-                           "identical": stored_logits_equal(one["store"], two["store"], one["labels"]),
-                           "identical_after_kill": stored_logits_equal(one["store"], failed["store"], one["labels"])}
+        emit("two_gpus", {"one_gpu": one, "two_gpus": two, "killed": failed,
+                          "identical": stored_logits_equal(one["store"], two["store"], one["labels"]),
+                          "identical_after_kill": stored_logits_equal(one["store"], failed["store"], one["labels"])})
     sampler.stop()
     return out
 
@@ -332,38 +337,36 @@ def _kill_later(pid: int, seconds: float) -> None:
         pass
 
 
-def print_issue38(r: dict) -> None:
+def print_section(name: str, r: dict) -> None:
+    """Print section `name` of the result `r` (the sections measured so far)."""
     sizes = r["sizes"]
-    print(f"\n== issue 38 bench: {r['gpus_visible']}× {r['gpu']} (torch {r['torch']}, CUDA {r['cuda']}); the measuring "
-          f"process pinned to {r['cores']} of {r['host_cores']} cores ==")
-    print(f"images: {sizes['images'] + sizes['calibration']:,} JPEG files of 500×375 made from the 26 demo photos' "
-          f"crops (flipped, shifted, upscaled; written in {r['written_seconds']:.0f} s, not timed) — no ImageNet on "
-          f"this machine: accuracies mean nothing, times and agreement do")
-    w = r["warmup"]
-    print(f"one-time cost, paid before timing: the first INT8 runner and batch {w['first']:.2f} s, again {w['again']:.2f} s")
-    print(f"\nevaluation img/s per variant (the evaluation loop from memory; default batch 'auto' = {r['auto_batch']}):")
-    print(f"{'variant':>28} {'batch':>5} {'graph+1-kernel Q/DQ':>20} {'eager+1-kernel':>15} {'eager+plain':>12} "
-          f"{'GPU busy':>9} {'CPU s/s':>8}  bit-identical")
-    rows = r["throughput"]
-    for key in dict.fromkeys((x["variant"], x["batch"]) for x in rows):
-        modes = [x for x in rows if (x["variant"], x["batch"]) == key]
-        rate = {(x["capture"], x["fused_qdq"]): x for x in modes}
-        best = rate[True, True]
-        print(f"{key[0]:>28} {key[1]:>5} {best['img_s']:>20,.0f} {rate[False, True]['img_s']:>15,.0f} "
-              f"{rate[False, False]['img_s']:>12,.0f} {_busy(best['gpu_busy']):>9} {best['cpu_per_s']:>8.2f}  "
-              f"{all(x['identical'] for x in modes)}")
-    print(f"  Q/DQ on CUDA: {rows[-1]['quantize_kernel'] or rows[0]['quantize_kernel']}")
-    c = r["calibration"]
-    for name in ("streamed", "loop"):
-        print(f"calibration ({name}) N={c['images']} batch {c['batch']}: {c[name]['seconds']:.2f} s = "
-              f"{c[name]['seconds'] / c['forward']:.2f}× a warm forward ({c['forward']:.2f} s), GPU busy "
-              f"{_busy(c[name]['gpu_busy'])} ({c[name]['how']})")
-    print(f"\nA/B through compare() with its defaults: FP32 + INT8 {', '.join(RECIPES)}, {sizes['calibration']} "
-          f"calibration + {sizes['images']:,} evaluation images")
-    for name in ("cold", "warm"):
+    if name == "machine":
+        m = r["machine"]
+        print(f"\n== issue 38 bench: {m['gpus_visible']}× {m['gpu']} (torch {m['torch']}, CUDA {m['cuda']}); the "
+              f"measuring process pinned to {r['cores']} of {r['host_cores']} cores ==")
+        print(f"images: {sizes['images'] + sizes['calibration']:,} JPEG files of 500×375 made from the 26 demo "
+              f"photos' crops (flipped, shifted, upscaled; written in {r['written_seconds']:.0f} s, not timed) — no "
+              f"ImageNet on this machine: accuracies mean nothing, times and agreement do")
+    elif name == "warmup":
+        w = r["warmup"]
+        print(f"one-time cost, paid before timing: the first INT8 runner and batch {w['first']:.2f} s, "
+              f"again {w['again']:.2f} s")
+    elif name == "throughput":
+        _print_throughput(r["throughput"])
+    elif name == "calibration":
+        c = r["calibration"]
+        for how in ("streamed", "loop"):
+            print(f"calibration ({how}) N={c['images']} batch {c['batch']}: {c[how]['seconds']:.2f} s = "
+                  f"{c[how]['seconds'] / c['forward']:.2f}× a warm forward ({c['forward']:.2f} s), GPU busy "
+                  f"{_busy(c[how]['gpu_busy'])} ({c[how]['how']})")
+    elif name in ("cold", "warm"):
+        if name == "cold":
+            print(f"\nA/B through compare() with its defaults: FP32 + INT8 {', '.join(RECIPES)}, "
+                  f"{sizes['calibration']} calibration + {sizes['images']:,} evaluation images")
         _print_ab(name, r[name])
-    _print_estimate(r)
-    if "two_gpus" in r:
+        if name == "warm" and "cold" in r:
+            _print_estimate(r)
+    elif name == "two_gpus":
         t = r["two_gpus"]
         print(f"\ntwo GPUs (one process each): {t['two_gpus']['seconds']:.1f} s against one GPU "
               f"{t['one_gpu']['seconds']:.1f} s ({t['two_gpus']['ran_on']}); stored results identical: "
@@ -371,6 +374,23 @@ def print_issue38(r: dict) -> None:
         lines = [w for w in t["killed"]["warnings"] if "evaluation worker" in w]
         print(f"  one worker killed: {t['killed']['seconds']:.1f} s, stored results identical: "
               f"{t['identical_after_kill']}; said: {lines[0] if lines else '(nothing)'}")
+
+
+def _print_throughput(section: dict) -> None:
+    rows = section["rows"]
+    print(f"\nevaluation img/s per variant (the evaluation loop from memory; default batch 'auto' = "
+          f"{section['auto_batch']}):")
+    print(f"{'variant':>28} {'batch':>5} {'graph+1-kernel Q/DQ':>20} {'eager+1-kernel':>15} {'eager+plain':>12} "
+          f"{'GPU busy':>9} {'CPU s/s':>8}  bit-identical")
+    for key in dict.fromkeys((x["variant"], x["batch"]) for x in rows):
+        modes = [x for x in rows if (x["variant"], x["batch"]) == key]
+        rate = {(x["capture"], x["fused_qdq"]): x for x in modes}
+        best = rate[True, True]
+        print(f"{key[0]:>28} {key[1]:>5} {best['img_s']:>20,.0f} {rate[False, True]['img_s']:>15,.0f} "
+              f"{rate[False, False]['img_s']:>12,.0f} {_busy(best['gpu_busy']):>9} {best['cpu_per_s']:>8.2f}  "
+              f"{all(x['identical'] for x in modes)}")
+    best = [x for x in rows if x["capture"]]
+    print(f"  how: {best[0]['execution']}; Q/DQ on CUDA: {best[-1]['quantize_kernel'] or 'n/a'}")
 
 
 def _busy(values) -> str:
@@ -399,7 +419,7 @@ def _print_ab(name: str, ab: dict) -> None:
 
 def _print_estimate(r: dict) -> None:
     """Kaggle T4 ×2 from these measurements: GPU stages scaled by the datasheet band, evaluation over two GPUs,
-    decoding as measured on these pinned cores."""
+    decoding as measured on these pinned cores (an estimate, printed as one)."""
     cold, warm = r["cold"], r["warm"]
     gpu = sum(x["seconds"] for x in warm["stages"] if x["stage"] in ("calibrate+build", "evaluate"))
     evaluate = sum(x["seconds"] for x in warm["stages"] if x["stage"] == "evaluate")
@@ -419,8 +439,7 @@ def main(argv=None) -> int:
         print(json.dumps(side(*argv[1:])))
         return 0
     if argv and argv[0] == "_measure":
-        result = measure(json.loads(argv[1]))
-        print("RESULT " + json.dumps(result, default=str), flush=True)
+        measure(json.loads(argv[1]))
         return 0
     if argv and argv[0] == "calibration":
         return calibration_bar(argv[1:])

@@ -105,10 +105,10 @@ class TorchRunner(Runner):
         self.input_name = graph_input.name
         self.input_shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims)
         self.input_dtype = torch_dtype(graph_input.type.tensor_type.elem_type)
+        self.module = module.to(self.device).eval()
         self._saved_flags = pin_numerics(self.deterministic, self.benchmark)
         if self.device.type == "cuda":
             self._saved_threads = hold_host_threads(GPU_HOST_THREADS)
-        self.module = module.to(self.device).eval()
         self.feed = CropFeed(self.device)
         self._preprocess = None
         self._graphs = {"float": ShapeGraphs(self._forward_float, self.capture)}
