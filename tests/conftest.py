@@ -13,6 +13,34 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _graphs_built_here_in_an_ir_version_onnx_runtime_reads() -> None:
+    """Graphs the tests build with onnx.helper.make_model carry, unless a test names one, the newest IR version this
+    machine's ONNX Runtime opens, not the installed onnx's newest: where onnx is newer than onnxruntime (the lent
+    H200's image: onnx 1.23 writes IR 14, onnxruntime 1.30 reads up to 13) every such test would otherwise fail on
+    ONNX Runtime's refusal, a fact of that machine, not of trtlab (whose own one-line refusal of a user's IR-14
+    model is tested in test_model_files.py). Asked of ONNX Runtime, as trtlab asks it (graph.onnx_versions)."""
+    import onnx
+    from onnx import helper
+
+    from trtlab.graph.onnx_versions import _refusal
+
+    newest = next((ir for ir in range(onnx.IR_VERSION, 6, -1) if not _refusal(ir, (("", 17),))), onnx.IR_VERSION)
+    if newest >= onnx.IR_VERSION:
+        return
+    make_model = helper.make_model
+
+    def make_model_onnx_runtime_reads(graph, **kwargs):
+        model = make_model(graph, **kwargs)
+        if "ir_version" not in kwargs:
+            model.ir_version = min(model.ir_version, newest)
+        return model
+
+    helper.make_model = make_model_onnx_runtime_reads
+
+
+_graphs_built_here_in_an_ir_version_onnx_runtime_reads()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def session_workspace(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("trtlab-ws")

@@ -182,7 +182,7 @@ def test_bgr_crops_are_normalised_with_each_channel_s_own_mean_and_std(demo_data
     as_bgr = normalize_batch(decode_image(path, bgr)[None], bgr)
     np.testing.assert_array_equal(as_bgr, as_rgb[:, ::-1])
     pytest.importorskip("torch")
-    from trtlab.backends.gpu.runner import CropFeed  # the torch backend normalises on the device, the same way
+    from trtlab.backends.gpu.feed import CropFeed  # the torch backend normalises on the device, the same way
 
     on_device = CropFeed("cpu").normalised(decode_image(path, bgr)[None], bgr)
     np.testing.assert_array_equal(on_device.numpy(), as_bgr)

@@ -97,7 +97,9 @@ def test_the_dashboard_compares_the_verdicts_pair_and_answers_with_its_cost_per_
     pair = dash.compare("percentile", "minmax")
     assert (pair.first, pair.second) == ("int8-percentile99.99@6+first_layer-fp16", "int8-minmax@6")
     answer = str(dash.answer())
-    assert answer.startswith("int8-minmax@6 (notebook 03's recommendation) changes top-1 on ") and "worst: " in answer
+    # which classes change depends on the backend's numerics (ONNX Runtime here, torch on a GPU): either sentence
+    assert answer.startswith("int8-minmax@6 (notebook 03's recommendation) changes top-1 ") and \
+        ("worst: " in answer or "on none of the 19 labelled classes" in answer), answer
     assert f"<p><b>{html.escape(answer[:30])}" in dash.write_html(workspace / "d.html").read_text()
 
 

@@ -346,7 +346,9 @@ def test_the_verdict_ends_with_the_speed_clause_measured_where_engines_were_time
     assert estimated.sentence.startswith("Ship int8-minmax@6 — ") and " Speed of int8-minmax@6: INT8 vs FP16, " \
         "estimate (no TensorRT engine timed): " in estimated.sentence
     assert estimated.sentence.endswith("only a TensorRT build timed on the target GPU can confirm.")
-    assert result.store.last_verdict()["speed"]["source"] == "estimate"  # compare() kept it with the verdict
+    kept = result.store.last_verdict()  # compare() kept the verdict with its speed clause
+    assert kept is not None and kept["first"] == "int8-minmax@6" and (kept["speed"] or {}).get("source") == \
+        "estimate", kept
     slower = head_to_head(results, latencies={"fp16": 0.300, "int8-minmax@6": 0.298, "int8-entropy@6": 0.31,
                                               "batch": 8}).decision
     assert slower.speed.source == "measured" and slower.speed.ship == "fp16" and slower.speed.batch == 8

@@ -224,7 +224,9 @@ def build_decode_cache(
     if files.count and bool((status == FAILED).all()):
         _refuse_undecodable(dataset, failures, files)
     base = np.memmap(files.crops, np.uint8, "r", shape=shape) if files.count else np.zeros(shape, np.uint8)
-    crops = CheckedCrops(base, status, checksums, run.repair, verified=run.decoded_rows)
+    # Rows decoded just now are verified on their first read too: another program may write the file between
+    # the decode and the read (a damaged row is never trusted, issue 36); crc32 of a row costs ~0.1 ms.
+    crops = CheckedCrops(base, status, checksums, run.repair)
     return DecodeCache(files.folder, dataset, spec, crops, status, failures, run.decoded, run.seconds, pool,
                        run.workers)
 
@@ -262,7 +264,6 @@ class _DecodeRun:
         self.files, self.dataset, self.spec, self.hashes = files, dataset, spec, hashes
         self.status, self.failures, self.checksums, self.progress = status, failures, checksums, progress
         self.decoded, self.processed, self.seconds, self.workers, self.changed = 0, 0, 0.0, 0, []
-        self.decoded_rows: list[int] = []  # written by this run from bytes whose checksum it computed: verified
 
     def decode(self, pending: np.ndarray, pool: str, workers: int, chunk_size: int, stop_after: int | None) -> None:
         from trtlab.core.progress import progress_bar
@@ -313,7 +314,6 @@ class _DecodeRun:
         elif result.error is None:
             self.status[result.index], self.checksums[result.index] = DECODED, result.checksum
             self.decoded += 1
-            self.decoded_rows.append(result.index)
         else:
             self.status[result.index], self.failures[result.index] = FAILED, result.error
 

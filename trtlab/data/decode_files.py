@@ -2,7 +2,7 @@
 row), checksums.npy (crc32 of each decoded row), failures.json (why a row failed) and meta.json.
 
 Every row read is verified against its checksum the first time this process reads it while the crops file is
-unchanged (`CheckedCrops`; rows this process decoded itself count as verified), so a damaged crops file can never
+unchanged (`CheckedCrops`; rows this process decoded itself too), so a damaged crops file can never
 feed a model garbage: rows that do not match are decoded again from their files. A later read of a verified row,
 in this or another opening of the same unchanged file in this process (an A/B run again with another recipe), is
 not checked again; `verify_all()` checks every row on demand. When a cache is opened, a sample of rows is verified

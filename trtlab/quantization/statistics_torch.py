@@ -151,7 +151,9 @@ def collect_on_torch(job, device: str):
                         "calibrate on the CPU (device='cpu' or TRTLAB_CALIBRATION_DEVICE=cpu)")
     module = _exposing_module(job).to(device).eval()
     rows = _forward_rows(device, job)
-    if STREAMED and -(-job.first_images // rows) == 1:  # one forward holds the first calibration batch: streamed (issue 38)
+    # One forward holds the first calibration batch: streamed (issue 38). With nothing to count there is nothing to
+    # stream either (a pass for the images' count alone).
+    if STREAMED and job.names and -(-job.first_images // rows) == 1:
         return _collect_streamed(job, device, module, rows)
     histograms = {name: TorchHistogram(device, job.bins) for name in job.names}
     feed = CropFeed(device)
