@@ -25,11 +25,15 @@ def _graphs_built_here_in_an_ir_version_onnx_runtime_reads() -> None:
     from trtlab.graph.onnx_versions import _refusal
 
     newest = next((ir for ir in range(onnx.IR_VERSION, 6, -1) if not _refusal(ir, (("", 17),))), onnx.IR_VERSION)
-    if newest >= onnx.IR_VERSION:
+    default_opset = onnx.defs.onnx_opset_version()
+    opset = next((v for v in range(default_opset, 6, -1) if not _refusal(newest, (("", v),))), default_opset)
+    if newest >= onnx.IR_VERSION and opset >= default_opset:
         return
     make_model = helper.make_model
 
     def make_model_onnx_runtime_reads(graph, **kwargs):
+        if "opset_imports" not in kwargs:  # onnx's newest opset may be newer than ONNX Runtime's too (28 vs 26)
+            kwargs["opset_imports"] = [helper.make_opsetid("", opset)]
         model = make_model(graph, **kwargs)
         if "ir_version" not in kwargs:
             model.ir_version = min(model.ir_version, newest)

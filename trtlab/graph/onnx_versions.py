@@ -13,8 +13,9 @@ from __future__ import annotations
 import functools
 import re
 
-#: The oldest ai.onnx opset every ONNX Runtime supports (its compatibility page).
+#: The oldest ai.onnx opset every ONNX Runtime supports (its compatibility page), and an IR version every one reads.
 OLDEST_OPSET = 7
+OLDEST_IR = 7
 #: The opset a re-export is pointed at: released long ago, run by every supported ONNX Runtime and TensorRT 10/11.
 EXPORT_OPSET = 17
 STANDARD = ("", "ai.onnx", "ai.onnx.ml")
@@ -85,5 +86,9 @@ def _schema_newest_opset() -> int | None:
 
 
 def _newest_opset(refusal: str) -> int | str:
-    said = re.search(r"support for domain ai\.onnx is till opset (\d+)", refusal)
+    """The newest ai.onnx opset ONNX Runtime says it supports: in its refusal, else (a refusal of the IR version
+    names no opset) in its refusal of an opset-999 model of an IR version it reads — its official statement
+    (1.30: "till opset 26", while its schemas reach 27) — else its newest schema."""
+    pattern = r"support for domain ai\.onnx is till opset (\d+)"
+    said = re.search(pattern, refusal) or re.search(pattern, _refusal(OLDEST_IR, (("", 999),)))
     return int(said.group(1)) if said else (_schema_newest_opset() or "?")
