@@ -52,6 +52,9 @@ class DebugArgs(ArgGroup):
         group.add_argument("--scale-override", action=Items, metavar="NAME=FACTOR", default=None,
                            help="debugging aid: multiply a tensor's (or a layer input's) calibrated scale; repeat "
                                 "or comma-separate")
+        group.add_argument("--recovery", action=Items, metavar="METHOD", default=None,
+                           help="what the guard search tries before keeping any layer out of INT8: equalization, "
+                                "adaround, bias_correction, or none (default: adaround,bias_correction)")
         group.add_argument("--no-search", action="store_true", help="tensor errors and sensitivity only")
         group.add_argument("--no-verify", action="store_true", help="skip building + evaluating the found recipe")
 
@@ -68,6 +71,13 @@ class DebugArgs(ArgGroup):
             args.guard_precision = check_choice("--guard-precision", args.guard_precision, GUARD_PRECISIONS,
                                                 "a guard precision")
         args.scale_overrides = parse_overrides(args.scale_override)
+        from trtlab.debug.guard_search import DEFAULT_RECOVERY
+        from trtlab.quantization.recovery import resolve_methods
+
+        try:
+            args.recovery = DEFAULT_RECOVERY if args.recovery is None else resolve_methods(args.recovery)
+        except UserValueError as exc:
+            raise UserValueError(f"--recovery: {exc.what}", exc.fix) from None
 
 
 COMMAND = Command("debug", "layer-wise INT8 debugging of one recipe: per-tensor error vs FP32, per-layer "
@@ -126,7 +136,7 @@ def _analyse(debugger, args, out: Path) -> int:
     if args.no_search:
         return 0
     found = debugger.search_guards(target=args.target, sensitivity=sensitivity, max_guards=args.max_guards,
-                                   precision=args.guard_precision)
+                                   precision=args.guard_precision, recovery=args.recovery)
     print(search_steps_table(found.steps).to_string(index=False))
     print(found.summary())
     verified = found.verify() if found.reached and not args.no_verify else None
