@@ -91,3 +91,28 @@ def test_the_guard_search_recovers_first_and_guards_only_what_recovery_leaves(de
         assert "--recovery bias_correction" in command and "--guards" in command
     alone = debugger.search_guards(target=f"sqnr={(plain + better) / 2:.3f}", recovery=(), max_guards=1)
     assert alone.recovery == () and "recover" not in list(alone.steps["phase"])
+
+
+def test_notebook_03s_recovery_cells_run(demo_model, session_workspace):
+    """Notebook 03's first cell (one algorithm, to keep it short) and its recovery cells, executed in a kernel: the
+    recovered recipe's variant is built, stored and compared head to head with the plain one."""
+    import re
+    from pathlib import Path
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    repo = Path(__file__).resolve().parents[1]
+    source = nbformat.read(repo / "notebooks" / "03_calibration_ab.ipynb", as_version=4)
+    code = [c for c in source.cells if c.cell_type == "code"]
+    first = code[0]
+    recovery = next(c for c in code if "recovery=" in c.source)
+    first.source = first.source.replace("('minmax', 'entropy', 'percentile')", "('minmax',)")
+    assert "('minmax',)" in first.source
+    nb = nbformat.v4.new_notebook(cells=[first, recovery])
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(repo)}}).execute()
+    outputs = [o for c in nb.cells for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    shown = "".join(o.get("data", {}).get("text/markdown", "") + o.get("data", {}).get("text/plain", "")
+                    for o in nb.cells[1].outputs)
+    assert re.search(r"Head to head: int8-minmax@\d+ vs int8-minmax@\d+\+biascorr", shown), shown[:500]

@@ -117,7 +117,11 @@ class ABResult:
         if default and self._default is not None:
             return self._default
         first, second = (self.same_graph.get(name, name) if name else name for name in (first, second))
-        results = self.store.load_all(list(self.table.index))
+        # a label of this store beyond the table (another A/B on the same images, e.g. the plain recipe a recovered
+        # one is compared with) can be named too
+        stored = set(self.store.variants())
+        named = [n for n in (first, second) if n and n not in self.table.index and n in stored]
+        results = self.store.load_all(list(self.table.index) + named)
         caches = {name: built.calibration_cache for name, built in self.variants.items() if built.calibration_cache}
         latencies = self.engines.latencies() if self.engines is not None else None
         h2h = head_to_head(results, first, second, reference, caches=caches, latencies=latencies)
