@@ -71,6 +71,7 @@ class LayerDebugger:
             raise ValueError("no decodable evaluation images; check the split and the decode cache failures")
         self.debug_indices = self.evaluation_indices[:images]
         self._split_search_and_verification(search_images)
+        self._twins: dict = {}
         self._made_with = {"images": images, "batch_size": batch_size, "scale_overrides": scale_overrides,
                            "search_images": search_images}
         self._load_graph(recipe)
@@ -180,10 +181,13 @@ class LayerDebugger:
 
     def with_recovery(self, recovery) -> "LayerDebugger":
         """This debugger's twin for the same recipe with `recovery` (method names): same images and settings, the
-        FP32 logits computed here shared."""
+        FP32 logits computed here shared; made once per recovery."""
         import dataclasses
 
-        twin = LayerDebugger(self.model_path, self.cache, self.calibration_indices, self.evaluation_indices,
+        key = tuple(recovery)
+        if key in self._twins:
+            return self._twins[key]
+        twin = self._twins[key] = LayerDebugger(self.model_path, self.cache, self.calibration_indices, self.evaluation_indices,
                              dataclasses.replace(self.recipe, recovery=tuple(recovery)),
                              workspace=self.workspace, progress=self.progress, **self._made_with)
         twin.reference_logits = self.reference_logits

@@ -18,7 +18,9 @@ output channel keeps its nearest rounding (±127): the scale, max|w|/127, stays 
 Weights are written back as exact multiples of that scale — the FP16 scale on the FP16 float path, since the graph
 stores FP16 scales (quantization.insertion rounds the scale to FP16 before it rounds the weights) — so trtlab's Q/DQ
 writer, which rounds w/s to the nearest integer, stores exactly the integers chosen here; its INT8 initializers are
-what TensorRT reads (DequantizeLinear of constant INT8 weights: TensorRT takes the integers, it does not round).
+what TensorRT reads: "When using pre-quantized weights, an IDequantizeLayer is required between the weights and
+the linear operator" — pre-quantized INT8 weights are taken as they are; only high-precision weights are quantized
+at build time (TensorRT developer guide, Explicit Quantization, "Quantized Weights").
 """
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-ITERATIONS = 500
+ITERATIONS = 300  # the full-batch gradient is exact: on the demo model 150 → 500 → 1500 lower the held-out layer
+#: error by 4.4 → 5.2 → 5.3 % on average, and each iteration costs Cout · F² multiply-adds
 LEARNING_RATE = 0.05
 #: λ, with the recon error normalised to nearest rounding's and the regulariser averaged over the weights (the
 #: rounding found barely moves over λ = 0.1 … 10).
@@ -39,7 +42,7 @@ MAX_SAMPLES = 8192  # positions sampled per layer
 MAX_PATCH_VALUES = 32_000_000  # samples × fan-in held at once (128 MB of float32)
 MIN_SAMPLES_PER_INPUT = 4
 HOLDOUT_EVERY = 4  # every fourth image's positions check the rounding found on the others
-SECONDS = 900.0  # the whole method's time budget: layers after it keep nearest rounding (said)
+SECONDS = 600.0  # the whole method's time budget: layers after it keep nearest rounding (said)
 
 
 @dataclass
@@ -175,7 +178,8 @@ class LayerRounding:
 
 
 def optimise(rows: np.ndarray, scale: np.ndarray, train: Moments, iterations: int = ITERATIONS):
-    """(integers (Cout, F), nearest integers): the rounding AdaRound chooses for weight rows with per-row scale."""
+    """(integers (Cout, F), nearest integers): the rounding AdaRound chooses for weight rows with per-row scale
+    (float32 steps: the gradient needs no more, and BLAS runs them twice as fast as float64)."""
     ratio = rows / scale[:, None]
     nearest = np.clip(np.rint(ratio), -127, 127)
     lower = np.clip(np.floor(ratio), -127, 127)
@@ -185,28 +189,31 @@ def optimise(rows: np.ndarray, scale: np.ndarray, train: Moments, iterations: in
     lower = np.where(pinned, nearest, lower)
     step = np.where(pinned, 0.0, step)
     rest = np.clip(ratio - np.floor(ratio), 0.0, 1.0)
-    v = -np.log((ZETA - GAMMA) / (np.clip(rest, 1e-3, 1 - 1e-3) - GAMMA) - 1)
+    v = (-np.log((ZETA - GAMMA) / (np.clip(rest, 1e-3, 1 - 1e-3) - GAMMA) - 1)).astype(np.float32)
     baseline = max(train.error(nearest * scale[:, None]), 1e-30)  # the recon error starts near 1
+    gram, cross = train.gram.astype(np.float32), train.cross.astype(np.float32)
+    lower32, step32, scale32 = lower.astype(np.float32), step.astype(np.float32), scale.astype(np.float32)[:, None]
+    movable = step32 > 0
+    norm = np.float32(2 / (len(rows) * baseline))
     m, s2 = np.zeros_like(v), np.zeros_like(v)
-    g_count = train.gram.shape[0]
+    g_count = gram.shape[0]
     for it in range(1, iterations + 1):
         sig = 1 / (1 + np.exp(-v))
         raw = sig * (ZETA - GAMMA) + GAMMA
         h = np.clip(raw, 0, 1)
-        w = (lower + h * step) * scale[:, None]
-        grouped = w.reshape(g_count, -1, w.shape[1])
-        grad_w = 2 * (np.matmul(grouped, train.gram).reshape(w.shape) - train.cross) / (len(w) * baseline)
-        grad_h = grad_w * scale[:, None] * step
+        w = (lower32 + h * step32) * scale32
+        grad_w = (np.matmul(w.reshape(g_count, -1, w.shape[1]), gram).reshape(w.shape) - cross) * norm
+        grad_h = grad_w * scale32 * step32
         frac = (it - 1) / iterations
         if frac >= WARM_START:
             beta = BETA[1] + (BETA[0] - BETA[1]) * (1 - (frac - WARM_START) / (1 - WARM_START))
             centred = 2 * h - 1
-            grad_h += REGULARISATION / h.size * (-beta * np.abs(centred) ** (beta - 1) * np.sign(centred) * 2) \
-                * (step > 0)
-        grad_v = grad_h * ((raw > 0) & (raw < 1)) * sig * (1 - sig) * (ZETA - GAMMA)
+            grad_h -= (REGULARISATION / h.size * 2 * beta) * np.abs(centred) ** (beta - 1) * np.sign(centred) \
+                * movable
+        grad_v = grad_h * ((raw > 0) & (raw < 1)) * sig * (1 - sig) * np.float32(ZETA - GAMMA)
         m = 0.9 * m + 0.1 * grad_v
         s2 = 0.999 * s2 + 0.001 * grad_v ** 2
-        v -= LEARNING_RATE * (m / (1 - 0.9 ** it)) / (np.sqrt(s2 / (1 - 0.999 ** it)) + 1e-8)
+        v -= np.float32(LEARNING_RATE / (1 - 0.9 ** it)) * m / (np.sqrt(s2 / np.float32(1 - 0.999 ** it)) + 1e-8)
     h = np.clip((1 / (1 + np.exp(-v))) * (ZETA - GAMMA) + GAMMA, 0, 1)
     return lower + (h >= 0.5) * step, nearest
 
