@@ -150,13 +150,14 @@ class LayerDebugger:
         from trtlab.quantization.variants import calibration_statistics
 
         self.base, source = self.fp32, self.sanitized_path
+        self.unrecovered = self.base
         self.recovery = None
         if recipe.recovery:
             from trtlab.quantization.recovery.recover import RecoveryReport, equalize, write_equalized
 
             self.recovery = RecoveryReport(recipe.recovery)
             if "equalization" in recipe.recovery:  # calibrated on the equalized graph, as build_variant does
-                self.base = equalize(self.fp32, self.recovery)
+                self.base = self.unrecovered = equalize(self.fp32, self.recovery)
                 source = write_equalized(self.base, self.sanitized_path, self.workspace)
         stats = calibration_statistics(source, self.cache, self.calibration_indices,
                                        recipe.calibration_batch, self.workspace, self.progress)
@@ -265,16 +266,42 @@ class LayerDebugger:
 
         guards = self.node_guards(extra_layers, precision)
         full_plan = self.plan(guards)
+        base = self.guarded_base(extra_layers)
         if start:
-            suffix, cut = suffix_model(self.base, start)
+            suffix, cut = suffix_model(base, start)
             if suffix is not None:
                 names = {n.name for n in suffix.graph.node}
                 plan = self.plan([g for g in guards if g.target in names], suffix)
                 if plan_signature(plan, names) == plan_signature(full_plan, names):
                     return quantize_graph(suffix, plan, self.plan_scales(plan), self.recipe.high_precision,
                                           check=False).model, cut
-        return quantize_graph(self.base, full_plan, self.plan_scales(full_plan), self.recipe.high_precision,
+        return quantize_graph(base, full_plan, self.plan_scales(full_plan), self.recipe.high_precision,
                               check=False).model, [self.input_name]
+
+    def guarded_base(self, extra_layers=()):
+        """The float graph variants are made from, with `extra_layers` given back their weights and bias from
+        before rounding and bias correction: a layer kept out of INT8 has no rounding to choose and no quantization
+        error of its own to correct."""
+        if self.base is self.unrecovered or not extra_layers:
+            return self.base
+        import onnx
+
+        out = onnx.ModelProto()
+        out.CopyFrom(self.base)
+        before = {i.name: i for i in self.unrecovered.graph.initializer}
+        inits = {i.name: i for i in out.graph.initializer}
+        for node in out.graph.node:
+            if node.name not in set(extra_layers):
+                continue
+            original = next(n for n in self.unrecovered.graph.node if n.name == node.name)
+            del node.input[:]
+            node.input.extend(original.input)
+            for name in original.input[1:]:
+                if name in before and name in inits:
+                    inits[name].CopyFrom(before[name])
+                elif name in before:
+                    out.graph.initializer.append(before[name])
+        return out
 
     def plan(self, guards, model=None):
         """The Q/DQ plan of `model` (default: the FP32 graph) with node `guards`, by the recipe's placement rules
