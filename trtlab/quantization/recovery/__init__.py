@@ -42,11 +42,13 @@ METHODS = {m.name: m for m in (
     Method("adaround", "adaround", "adaptive rounding of each weight, up or down, against FP32 layer outputs"),
     Method("bias_correction", "biascorr", "per-channel mean quantization error folded into the float bias"),
 )}
-#: The sub-modules that carry the methods out (their code is part of every variant's identity: quantization.variants
-#: GRAPH_SOURCES).
+#: The modules that carry the methods out (their code is part of every variant's identity: quantization.variants
+#: GRAPH_SOURCES), with the batch source and preprocessing that give adaptive rounding and bias correction their
+#: calibration images (an imported-cache variant's identity holds no statistics code that would name them).
 MODULES = ("trtlab.quantization.recovery", "trtlab.quantization.recovery.recover",
            "trtlab.quantization.recovery.layerwise", "trtlab.quantization.recovery.equalization",
-           "trtlab.quantization.recovery.adaround", "trtlab.quantization.recovery.bias_correction")
+           "trtlab.quantization.recovery.adaround", "trtlab.quantization.recovery.bias_correction",
+           "trtlab.data.batches", "trtlab.data.preprocess")
 
 
 def resolve_methods(recovery) -> tuple[str, ...]:
