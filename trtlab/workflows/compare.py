@@ -459,7 +459,7 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
     run.on_click(on_run)
     panel = w.VBox([w.HBox([algorithms, w.VBox([size, batch, percentile])]),
                     w.HBox([w.Label("guards:")] + guard_boxes),
-                    w.HBox([nodes, precision]), w.HBox([w.Label("recovery:")] + recovery_boxes), with_fp16, engines,
+                    w.HBox([nodes, precision]), with_fp16, w.HBox([w.Label("recovery:")] + recovery_boxes), engines,
                     run, out])
     panel.run_callback = on_run  # lets tests and scripts press "Run" without a browser
     panel.last_result = None
