@@ -58,6 +58,7 @@ class GuardSearch:
     precision: str = "fp16"  # the precision the guarded layers keep
     mac_share: dict = field(default_factory=dict)  # {'INT8', 'FP16', 'FP32': share of the MACs} with the guards
     recovery: tuple = ()  # the recovery methods the found recipe uses (the search's, or the recipe's own)
+    asked: str = ""  # the label of the recipe the search was asked about (before the recovery it tried)
 
     @property
     def int8_fraction(self) -> float:
@@ -80,8 +81,9 @@ class GuardSearch:
 
         debugger = self.debugger
         recipe = self.recipe_template.get("algorithm", "")
-        about = f"{debugger.recipe.name} ({debugger.recipe_reason})" if debugger is not None and \
-            getattr(debugger, "recipe_reason", "") else (debugger.recipe.name if debugger is not None else recipe)
+        name = self.asked or (debugger.recipe.name if debugger is not None else recipe)
+        about = f"{name} ({debugger.recipe_reason})" if debugger is not None and \
+            getattr(debugger, "recipe_reason", "") else name
         precision = self.precision.upper()
         named = [labelled(self.blocks.get(n, n), n) for n in self.added]
         cost = _share_text(self.mac_share, precision)
@@ -262,6 +264,7 @@ def search_guards(debugger, target=None, sensitivity=None, max_guards: int | Non
     if precision not in ("fp32", "fp16"):
         raise ValueError(f"guard precision must be 'fp32' or 'fp16', got {precision!r}")
     tried = resolve_methods(recovery)
+    asked = debugger.recipe.name
     evaluate = _ResumableEvaluation(debugger, precision, resume)
     first = evaluate([])
     steps = [_step(debugger, 0, "add", "(recipe guards only)", [], first)]
@@ -288,7 +291,8 @@ def search_guards(debugger, target=None, sensitivity=None, max_guards: int | Non
                        len(debugger.search_indices), evaluate(final), pruned, debugger,
                        search_image_ids=debugger.image_ids(debugger.search_indices),
                        blocks={name: debugger.block(name) for name in added}, precision=precision,
-                       mac_share=debugger.mac_share(final, precision), recovery=tuple(debugger.recipe.recovery))
+                       mac_share=debugger.mac_share(final, precision), recovery=tuple(debugger.recipe.recovery),
+                       asked=asked)
 
 
 def _share_text(share: dict, precision: str) -> str:

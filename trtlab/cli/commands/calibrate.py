@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from trtlab.cli.args import (ArgGroup, BackendArgs, CalibrationArgs, Command, GuardArgs, Items, ModelDataArgs,
-                             WorkspaceArgs, given)
+from trtlab.cli.args import (ArgGroup, BackendArgs, CalibrationArgs, Command, GuardArgs, ModelDataArgs,
+                             RecoveryArgs, WorkspaceArgs, given)
 from trtlab.cli.main import command_main
 from trtlab.core.errors import UserValueError
 
@@ -23,23 +23,13 @@ class CalibrateArgs(ArgGroup):
                            help="also build each variant's TensorRT engine and evaluate it on the same images "
                                 "(top-1, agreement with the literal result, INT8 vs FP16 latency); --no-engines: "
                                 "the literal A/B only (default: on where TensorRT imports)")
-        group.add_argument("--recovery", action=Items, metavar="METHOD", default=None,
-                           help="recover INT8 accuracy without leaving INT8: equalization, adaround, bias_correction; "
-                                "repeat or comma-separate. Each algorithm's variant is built plain and recovered, and "
-                                "the verdict compares the two")
         group.add_argument("--import-cache", metavar="FILE", default=None,
                            help="take the INT8 scales from this calibration cache instead of calibrating: trtlab's, "
                                 "or TensorRT's own text cache (TRT-<version>-<calibrator> header) without trtlab's "
                                 ".json; one INT8 variant, its algorithm from the cache, checked against this model")
 
     def parse(self, args):
-        from trtlab.quantization.recovery import resolve_methods
-
         self._parse_parallel(args)
-        try:
-            args.recovery = resolve_methods(args.recovery)
-        except UserValueError as exc:
-            raise UserValueError(f"--recovery: {exc.what}", exc.fix) from None
         args.import_cache = Path(args.import_cache) if given(args, "import_cache") else None
         if args.import_cache is None:
             return
@@ -67,6 +57,8 @@ class CalibrateArgs(ArgGroup):
 
 COMMAND = Command("calibrate", "calibrate INT8 variants (one per algorithm, with the guards) and compare them with "
                   "FP32 on the evaluation images", [ModelDataArgs(), CalibrationArgs(), GuardArgs(),
+                                                    RecoveryArgs("each algorithm's variant is then built plain and "
+                                                                 "recovered, and the verdict compares the two"),
                                                     WorkspaceArgs(), BackendArgs(), CalibrateArgs()])
 main = command_main(COMMAND.name)
 

@@ -6,7 +6,8 @@ import math
 from pathlib import Path
 
 from trtlab.cli.args import (ArgGroup, BackendArgs, CalibrationArgs, Command, GuardArgs, Items, ModelDataArgs,
-                             OutputArgs, WorkspaceArgs, check_choice, positive)
+                             OutputArgs, RecoveryArgs, WorkspaceArgs, check_choice, positive)
+from trtlab.debug.guard_search import DEFAULT_RECOVERY
 from trtlab.cli.main import command_main
 from trtlab.core.errors import UserValueError
 from trtlab.debug.targets import DEFAULT_TARGET, Target
@@ -52,9 +53,6 @@ class DebugArgs(ArgGroup):
         group.add_argument("--scale-override", action=Items, metavar="NAME=FACTOR", default=None,
                            help="debugging aid: multiply a tensor's (or a layer input's) calibrated scale; repeat "
                                 "or comma-separate")
-        group.add_argument("--recovery", action=Items, metavar="METHOD", default=None,
-                           help="what the guard search tries before keeping any layer out of INT8: equalization, "
-                                "adaround, bias_correction, or none (default: adaround,bias_correction)")
         group.add_argument("--no-search", action="store_true", help="tensor errors and sensitivity only")
         group.add_argument("--no-verify", action="store_true", help="skip building + evaluating the found recipe")
 
@@ -71,18 +69,14 @@ class DebugArgs(ArgGroup):
             args.guard_precision = check_choice("--guard-precision", args.guard_precision, GUARD_PRECISIONS,
                                                 "a guard precision")
         args.scale_overrides = parse_overrides(args.scale_override)
-        from trtlab.debug.guard_search import DEFAULT_RECOVERY
-        from trtlab.quantization.recovery import resolve_methods
 
-        try:
-            args.recovery = DEFAULT_RECOVERY if args.recovery is None else resolve_methods(args.recovery)
-        except UserValueError as exc:
-            raise UserValueError(f"--recovery: {exc.what}", exc.fix) from None
 
 
 COMMAND = Command("debug", "layer-wise INT8 debugging of one recipe: per-tensor error vs FP32, per-layer "
                   "sensitivity and an automatic guard search",
                   [ModelDataArgs(), CalibrationArgs(default=("entropy",), many=False), GuardArgs(),
+                   RecoveryArgs("what the guard search tries before keeping any layer out of INT8 (no speed lost)",
+                                DEFAULT_RECOVERY),
                    BackendArgs(backend=False, batch_default=8), WorkspaceArgs(),
                    OutputArgs("CSV, JSON and PNG results", "the workspace's debug folder"), DebugArgs()],
                   check_failed="the guard search did not reach --target, or the found recipe missed it on the "
