@@ -337,3 +337,9 @@ def test_bias_correction_brings_the_demo_models_int8_logits_closer_to_fp32_on_he
     assert sqnr[("bias_correction",)] > sqnr[()] + 0.3, sqnr
     assert built.plan["recovery"]["bias_correction"]["channels_corrected"] > 0
     assert built.name.endswith("+biascorr")
+    from trtlab.core.errors import UserValueError
+
+    with pytest.raises(UserValueError, match="equalization changes the graph's activation ranges"):
+        build_variant(demo_model, Recipe(algorithm="minmax", recovery=("equalization",)), demo_cache,
+                      split.calibration, session_workspace, progress=False,
+                      calibration_cache_path=built.calibration_cache, reuse_cache=True)

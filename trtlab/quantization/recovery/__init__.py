@@ -68,9 +68,18 @@ def resolve_methods(recovery) -> tuple[str, ...]:
     return tuple(name for name in METHODS if name in names)
 
 
+def check_imported_scales(recipe, imported: bool) -> None:
+    """Refuse, before any work, equalization with the scales of an imported calibration cache: it changes the
+    graph's activation ranges, so scales measured on the original graph do not fit it."""
+    if imported and "equalization" in recipe.recovery:
+        raise UserValueError(f"{recipe.name}: equalization changes the graph's activation ranges, so the scales of "
+                             f"an imported calibration cache do not fit it",
+                             "drop 'equalization' from recovery, or calibrate instead of importing the cache")
+
+
 def recovery_label(methods) -> str:
     """'+cle+adaround+biascorr' for the methods given ('' for none)."""
     return "".join(f"+{METHODS[name].label}" for name in methods)
 
 
-__all__ = ["METHODS", "Method", "MODULES", "resolve_methods", "recovery_label"]
+__all__ = ["METHODS", "Method", "MODULES", "resolve_methods", "recovery_label", "check_imported_scales"]

@@ -75,6 +75,45 @@ class RecoveryReport:
         return out
 
 
+class BuildRecovery:
+    """A variant build's recovery (quantization.variants): equalization before calibration, adaptive rounding and
+    bias correction after it; what they did goes into the variant's plan (`describe`) and the log. A recipe without
+    recovery passes through unchanged."""
+
+    def __init__(self, recipe, workspace=None):
+        self.recipe, self.workspace = recipe, workspace
+        self.report = RecoveryReport(recipe.recovery) if recipe.recovery else None
+
+    def before_calibration(self, model, source):
+        """(graph to calibrate and quantize, its file): the equalized graph, written beside the workspace's other
+        graphs (the statistics are keyed by the file), when the recipe equalizes."""
+        if "equalization" not in self.recipe.recovery:
+            return model, source
+        model = equalize(model, self.report)
+        return model, write_equalized(model, source, self.workspace)
+
+    def after_calibration(self, model, plan, scales, calibration_seconds: float, cache, indices, fixed_batch,
+                          progress: bool = True):
+        """The float graph with adaptive rounding's weights and bias correction's biases (`model` as it is when the
+        recipe asks for neither)."""
+        if self.report is None:
+            return model
+        self.report.seconds["calibration"] = calibration_seconds
+        if not set(self.recipe.recovery) - {"equalization"}:
+            return model
+        model, _ = recover_layers(model, plan, scales, self.recipe, calibration_images(cache, indices), fixed_batch,
+                                  self.report, progress)
+        return model
+
+    def describe(self) -> dict:
+        """{'recovery': the report} for the variant's plan ({} without recovery), each method's line logged."""
+        if self.report is None:
+            return {}
+        for line in self.report.lines():
+            log.info(f"{self.recipe.name}: {line}")
+        return {"recovery": self.report.to_dict()}
+
+
 def _reasons(by_layer: dict) -> str:
     counts: dict[str, int] = {}
     for reason in by_layer.values():
@@ -218,5 +257,5 @@ def write_roundings(model, chosen: dict, scales: dict) -> None:
             init.CopyFrom(numpy_helper.from_array(values, init.name))
 
 
-__all__ = ["RecoveryReport", "equalize", "recover_layers", "layer_weights", "write_roundings", "write_equalized",
+__all__ = ["BuildRecovery", "RecoveryReport", "equalize", "recover_layers", "layer_weights", "write_roundings", "write_equalized",
            "calibration_images", "MEMORY_BUDGET"]
