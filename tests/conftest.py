@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +22,34 @@ def session_workspace(tmp_path_factory) -> Path:
     return path
 
 
+DEMO_EXPORT = "from trtlab.core import log; log.setup(0); import trtlab; trtlab.export_demo_model()"
+
+
 @pytest.fixture(scope="session")
-def demo_model(session_workspace) -> Path:
+def demo_export(tmp_path_factory) -> subprocess.CompletedProcess:
+    """The session's one export of the demo model, run as a user's first run is: a fresh Python with trtlab's
+    logging at its default verbosity, into an empty workspace (test_logging checks that it printed nothing but
+    trtlab's lines; the suite exports the model once, not twice). `.workspace`: where it wrote the model."""
+    workspace = tmp_path_factory.mktemp("trtlab-export")
+    done = subprocess.run([sys.executable, "-c", DEMO_EXPORT], env=dict(os.environ, TRTLAB_WORKSPACE=str(workspace)),
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"the demo model's export failed:\n{done.stderr[-4000:]}"
+    done.workspace = workspace
+    return done
+
+
+@pytest.fixture(scope="session")
+def demo_model(demo_export, session_workspace) -> Path:
+    """The exported demo model, in the session workspace's models folder: where every stage run there without a
+    model (the CLI, the debugger) looks for it, so nothing exports it again."""
+    from trtlab.core.workspace import atomic_path
     from trtlab.data.demo import export_demo_model
 
+    exported = export_demo_model("efficientnet-lite0", demo_export.workspace)  # found there: not exported again
+    target = session_workspace / "models" / exported.name
+    if not target.is_file():
+        with atomic_path(target, suffix=".onnx") as tmp:
+            shutil.copyfile(exported, tmp)
     return export_demo_model("efficientnet-lite0", session_workspace)
 
 
@@ -57,6 +83,29 @@ def photo_folder(tmp_path, demo_data) -> Path:
 
 
 @pytest.fixture(scope="session")
+def torch_label() -> str:
+    """The backend label trtlab's torch backend must give its results on this machine, asked of torch itself (not
+    of trtlab): 'torch-cuda' where torch sees a CUDA GPU — with a GPU visible the torch backend never runs on the
+    CPU — else 'torch-cpu'. Tests of results on the torch backend expect this, so they pass on CPU and GPU alike."""
+    torch = pytest.importorskip("torch")
+    return "torch-cuda" if torch.cuda.is_available() else "torch-cpu"
+
+
+@pytest.fixture(scope="session")
+def ort_workspace(session_workspace, tmp_path_factory) -> Path:
+    """The workspace for A/Bs pinned to ONNX Runtime (backend='ort') that check labels or ONNX Runtime's numbers:
+    the session workspace where 'auto' answers ONNX Runtime anyway (no GPU: nothing is calibrated twice), else one of
+    their own. Where 'auto' is the torch GPU backend, the session workspace's results store holds the torch results
+    of the 'auto' A/Bs under the plain labels ('fp32', 'int8-minmax@6'), and a result of the same variant on another
+    backend is stored beside them as 'fp32@ort-cpu' (and the other way round, whichever comes first)."""
+    from trtlab.backends import resolve_backend
+
+    if resolve_backend("model.onnx")[0] == "ort":
+        return session_workspace
+    return tmp_path_factory.mktemp("trtlab-ws-ort")
+
+
+@pytest.fixture(scope="session")
 def qdq_model(demo_model, tmp_path_factory):
     """The demo model with a QuantizeLinear/DequantizeLinear pair on the first Conv's input: enough for the
     builder's Q/DQ detection (the scales are not calibrated; quantization quality is the quantizer's job)."""
@@ -82,10 +131,13 @@ def qdq_model(demo_model, tmp_path_factory):
 @pytest.fixture(autouse=True)
 def advice_said_afresh():
     """Each test starts as a fresh kernel would: no TensorRT advice given yet (trtlab.env.install.say_once), no
-    self-check made yet (trtlab.evaluation.literal_check.self_check_once)."""
+    self-check made yet (trtlab.evaluation.literal_check.self_check_once), no notebook cell holding trtlab's info
+    lines (core.log: a test of the notebook setup starts a cell that no IPython ends)."""
+    from trtlab.core import log
     from trtlab.env.install import forget_said
     from trtlab.evaluation.literal_check import forget_self_checks
 
     forget_said()
     forget_self_checks()  # and no ONNX Runtime self-check reused from another test's graph
+    log._cell_notes.flush()  # a cell left open would hold every later info line back from the screen
     yield

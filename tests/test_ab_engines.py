@@ -143,7 +143,7 @@ def test_widget_toggle_follows_tensorrt_and_switches_the_column_off(monkeypatch,
     assert compare_module.ab_widgets(demo_model, dataset, workspace=tmp_path, split=split).engines_toggle.value is False
 
 
-def test_calibrate_flag_reaches_compare(monkeypatch, tmp_path, capsys):
+def test_calibrate_flag_reaches_compare(monkeypatch, demo_model, tmp_path, capsys):
     from trtlab.cli.commands import calibrate
 
     seen = {}
@@ -159,7 +159,9 @@ def test_calibrate_flag_reaches_compare(monkeypatch, tmp_path, capsys):
     for flag, expected in (([], "auto"), (["--no-engines"], False), (["--engines"], True)):
         seen.clear()
         with pytest.raises(Reached):
-            calibrate.main(["--workspace", str(tmp_path), "--algorithms", "minmax", "--backend", "ort"] + flag)
+            # the session's demo model: a new workspace without --model would export it once more (≈10 s)
+            calibrate.main(["--model", str(demo_model), "--workspace", str(tmp_path), "--algorithms", "minmax",
+                            "--backend", "ort"] + flag)
         assert seen["run"].engines == expected and seen["run"].backend == "ort"
 
 
@@ -189,7 +191,7 @@ def test_options_objects_and_keywords_are_one_api(demo_model, demo_cache, tmp_pa
 
 
 def test_batch_size_is_in_the_identity_where_the_backend_depends_on_it(demo_model, demo_cache, tmp_path,
-                                                                       monkeypatch):
+                                                                       monkeypatch, torch_label):
     """ONNX Runtime on the CPU gives every image the same logits at any batch (checked): a stored result is reused
     across batch sizes. The torch backend sums in another order at another batch (checked, also on the CPU): the
     batch size is in its results' identity, so batch 4 is not reused for batch 3 and both are kept."""
@@ -206,7 +208,7 @@ def test_batch_size_is_in_the_identity_where_the_backend_depends_on_it(demo_mode
     torch4 = evaluate(demo_model, demo_cache, "fp32", backend="torch", batch_size=4, **common)
     torch3 = evaluate(demo_model, demo_cache, "fp32", backend="torch", batch_size=3, **common)
     assert torch4.record["identity"]["batch_size"] == 4 and torch3.record["identity"]["batch_size"] == 3
-    assert torch4.variant == "fp32@torch-cpu" and torch3.variant.startswith("fp32@torch-cpu~")  # both kept
+    assert torch4.variant == f"fp32@{torch_label}" and torch3.variant.startswith(f"fp32@{torch_label}~")  # both kept
     assert torch3.record["variant_key"] != torch4.record["variant_key"]
     again = evaluate(demo_model, demo_cache, "fp32", backend="torch", batch_size=4, **common)
     assert again.variant == torch4.variant and again.record["date"] == torch4.record["date"]  # its own is reused

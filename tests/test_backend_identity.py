@@ -1,8 +1,9 @@
 """The backend in a result's identity (issue 19): results of two literal implementations (ONNX Runtime on the CPU,
-the torch backend — here on the CPU too) are stored side by side, each reused only by its own backend, never
-overwritten by the other; tables, significance and dashboards refuse to compare them unless asked, and then say
-so; evaluation on the torch backend feeds uint8 crops and skips ONNX Runtime's self-check; evaluation processes
-share one store safely, and variants spread over two worker processes store what one process stores."""
+the torch backend — on the GPU where torch sees one, else on the CPU: the `torch_label` fixture) are stored side by
+side, each reused only by its own backend, never overwritten by the other; tables, significance and dashboards
+refuse to compare them unless asked, and then say so; evaluation on the torch backend feeds uint8 crops and skips
+ONNX Runtime's self-check; evaluation processes share one store safely, and variants spread over two worker
+processes store what one process stores."""
 from __future__ import annotations
 
 import json
@@ -26,7 +27,7 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def two_backends(demo_model, demo_data, demo_cache, tmp_path_factory):
+def two_backends(demo_model, demo_data, demo_cache, tmp_path_factory, torch_label):
     workspace = tmp_path_factory.mktemp("two-backends")
     split = demo_split(demo_data)
     common = dict(indices=split.evaluation, workspace=workspace, progress=False)
@@ -36,32 +37,43 @@ def two_backends(demo_model, demo_data, demo_cache, tmp_path_factory):
     return workspace, split, store, on_ort, on_torch
 
 
-def test_two_backends_are_stored_side_by_side_and_each_reuses_only_its_own(two_backends, demo_model, demo_cache):
+def _on_the_device_of(description: dict, torch_label: str) -> bool:
+    """Whether a torch run record's device is the one `torch_label` names ('cpu', or 'NVIDIA … (cuda:0, sm_90)')."""
+    device = description["device"]
+    return device == "cpu" if torch_label == "torch-cpu" else "(cuda:" in device
+
+
+def test_two_backends_are_stored_side_by_side_and_each_reuses_only_its_own(two_backends, demo_model, demo_cache,
+                                                                          torch_label):
+    from trtlab.backends import resolve_backend
+
     workspace, split, store, on_ort, on_torch = two_backends
-    assert (on_ort.variant, on_torch.variant) == ("fp32", "fp32@torch-cpu")
-    assert on_ort.record["identity"]["backend"] == "ort-cpu" and on_torch.record["identity"]["backend"] == "torch-cpu"
+    # 'auto' follows the machine the same way: never the CPU while torch sees a GPU
+    assert resolve_backend(demo_model)[0] == ("torch" if torch_label == "torch-cuda" else "ort")
+    assert (on_ort.variant, on_torch.variant) == ("fp32", f"fp32@{torch_label}")
+    assert on_ort.record["identity"]["backend"] == "ort-cpu" and on_torch.record["identity"]["backend"] == torch_label
     assert on_ort.record["variant_key"] != on_torch.record["variant_key"]
-    assert backend_of(on_torch.record) == "torch-cpu" and on_torch.record["backend"]["device"] == "cpu"
+    assert backend_of(on_torch.record) == torch_label and _on_the_device_of(on_torch.record["backend"], torch_label)
     assert on_torch.record["backend_choice"] == {"requested": "gpu", "resolved": "torch",
                                                  "why": "backend='torch' requested"}
-    assert set(store.variants()) == {"fp32", "fp32@torch-cpu"}
+    assert set(store.variants()) == {"fp32", f"fp32@{torch_label}"}
     common = dict(indices=split.evaluation, workspace=workspace, progress=False)
     stamp = (store.folder / "fp32.npz").stat().st_mtime_ns
     again = {name: evaluate(demo_model, demo_cache, "fp32", backend=name, **common) for name in ("ort", "torch")}
-    assert again["ort"].variant == "fp32" and again["torch"].variant == "fp32@torch-cpu"
+    assert again["ort"].variant == "fp32" and again["torch"].variant == f"fp32@{torch_label}"
     assert again["ort"].record["date"] == on_ort.record["date"]  # reused, not re-run
     assert (store.folder / "fp32.npz").stat().st_mtime_ns == stamp
     np.testing.assert_array_equal(again["torch"].logits, on_torch.logits)
     # forcing one backend rewrites its own result only
     forced = evaluate(demo_model, demo_cache, "fp32", backend="torch", force=True, **common)
-    assert forced.variant == "fp32@torch-cpu" and set(store.variants()) == {"fp32", "fp32@torch-cpu"}
+    assert forced.variant == f"fp32@{torch_label}" and set(store.variants()) == {"fp32", f"fp32@{torch_label}"}
     np.testing.assert_array_equal(store.load("fp32").logits, on_ort.logits)
     # the two implementations agree closely on FP32, yet they are different numbers
     agree = (on_ort.top1 == on_torch.top1).mean()
     assert agree >= 0.95
 
 
-def test_tables_refuse_mixed_backends_unless_asked_and_then_say_so(two_backends):
+def test_tables_refuse_mixed_backends_unless_asked_and_then_say_so(two_backends, torch_label):
     _, _, store, _, _ = two_backends
     results = store.load_all()
     for refuse in (lambda: variant_table(results), lambda: consistency_table(results),
@@ -70,12 +82,12 @@ def test_tables_refuse_mixed_backends_unless_asked_and_then_say_so(two_backends)
             refuse()
         line = err.value.line()
         assert "\n" not in line and line.startswith("error: refusing to compare 'fp32' (evaluated on ort-cpu) with "
-                                                    "'fp32@torch-cpu' (on torch-cpu)")
+                                                    f"'fp32@{torch_label}' (on {torch_label})")
         assert "allow_mixed_backends=True" in line and "--allow-mixed-backends" in line
     table = variant_table(results, allow_mixed_backends=True)
-    assert list(table["backend"]) == ["ort-cpu", "torch-cpu"]
-    assert table.attrs["backends"] == {"fp32": "ort-cpu", "fp32@torch-cpu": "torch-cpu"}
-    assert "Mixed backends" in table.attrs["notes"][0] and "ort-cpu: fp32; torch-cpu: fp32@torch-cpu" in \
+    assert list(table["backend"]) == ["ort-cpu", torch_label]
+    assert table.attrs["backends"] == {"fp32": "ort-cpu", f"fp32@{torch_label}": torch_label}
+    assert "Mixed backends" in table.attrs["notes"][0] and f"ort-cpu: fp32; {torch_label}: fp32@{torch_label}" in \
         table.attrs["notes"][0]
     assert len(pairwise_significance(results, reference="fp32", allow_mixed_backends=True)) == 1
     # one backend: no refusal, no note
@@ -83,7 +95,7 @@ def test_tables_refuse_mixed_backends_unless_asked_and_then_say_so(two_backends)
     assert "notes" not in single.attrs
 
 
-def test_dashboard_refuses_mixed_backends_and_notes_them_when_allowed(two_backends):
+def test_dashboard_refuses_mixed_backends_and_notes_them_when_allowed(two_backends, torch_label):
     from trtlab.views.dashboard import build_dashboard
 
     _, _, store, _, _ = two_backends
@@ -91,12 +103,13 @@ def test_dashboard_refuses_mixed_backends_and_notes_them_when_allowed(two_backen
         build_dashboard(store)
     dash = build_dashboard(store, allow_mixed_backends=True)
     assert any(note.startswith("Mixed backends") for note in dash.notes)
-    only_torch = build_dashboard(store, variants=["fp32@torch-cpu"])  # one backend chosen: no refusal
-    assert only_torch.reference == "fp32@torch-cpu"
+    only_torch = build_dashboard(store, variants=[f"fp32@{torch_label}"])  # one backend chosen: no refusal
+    assert only_torch.reference == f"fp32@{torch_label}"
 
 
 def test_results_stored_before_the_backend_was_in_the_identity_stay_with_their_backend(demo_model, demo_data,
-                                                                                       demo_cache, tmp_path):
+                                                                                       demo_cache, tmp_path,
+                                                                                       torch_label):
     from trtlab.evaluation.identity import variant_key, without_backend
 
     split = demo_split(demo_data)
@@ -115,15 +128,16 @@ def test_results_stored_before_the_backend_was_in_the_identity_stay_with_their_b
     assert reused.variant == "fp32" and reused.record["date"] == first.record["date"]
     assert (store.folder / "fp32.npz").stat().st_mtime_ns == stamp  # reused, not re-run
     on_torch = evaluate(demo_model, demo_cache, "fp32", backend="torch", **common)
-    assert on_torch.variant == "fp32@torch-cpu"  # never the ORT result
+    assert on_torch.variant == f"fp32@{torch_label}"  # never the ORT result
     forced = evaluate(demo_model, demo_cache, "fp32", backend="ort", force=True, **common)
     assert forced.variant == "fp32" and forced.record["identity"]["backend"] == "ort-cpu"  # replaced, not duplicated
-    assert set(store.variants()) == {"fp32", "fp32@torch-cpu"}
+    assert set(store.variants()) == {"fp32", f"fp32@{torch_label}"}
 
 
 def test_torch_evaluation_feeds_crops_records_numerics_and_skips_the_ort_self_check(demo_model, demo_data,
                                                                                     demo_cache, session_workspace,
-                                                                                    tmp_path, monkeypatch):
+                                                                                    tmp_path, monkeypatch,
+                                                                                    torch_label):
     from trtlab.backends.gpu.runner import TorchRunner
     from trtlab.quantization.variants import Recipe, build_variant
 
@@ -142,9 +156,10 @@ def test_torch_evaluation_feeds_crops_records_numerics_and_skips_the_ort_self_ch
                               workspace=tmp_path)
     assert not self_check and "ort_qdq_check" not in result.record
     backend = result.record["backend"]
-    assert backend["backend"] == "torch" and backend["identity"] == "torch-cpu" and backend["device"] == "cpu"
+    assert backend["backend"] == "torch" and backend["identity"] == torch_label
+    assert _on_the_device_of(backend, torch_label)
     assert "scale's type" in backend["quantize_division"] and backend["tf32"] is False
-    assert result.record["identity"]["backend"] == "torch-cpu" and result.record["calibration"]
+    assert result.record["identity"]["backend"] == torch_label and result.record["calibration"]
     # FP16 range in the run record: the demo's dead weight channels raised, nothing lowered (counted apart)
     assert result.record["fp16_range"]["raised"]["weights"] > 0 and result.record["fp16_range"]["lowered"] == {
         "weights": 0, "activations": 0}
@@ -203,7 +218,7 @@ def test_parallel_devices_choice(monkeypatch):
         parallel.parallel_devices("many", "torch")
 
 
-def test_two_worker_processes_store_what_one_process_stores(demo_model, demo_data, tmp_path):
+def test_two_worker_processes_store_what_one_process_stores(demo_model, demo_data, tmp_path, torch_label):
     from trtlab.quantization.variants import Recipe
     from trtlab.workflows.compare import compare
 
@@ -219,7 +234,7 @@ def test_two_worker_processes_store_what_one_process_stores(demo_model, demo_dat
     assert single.table.index[0] == "fp32" and single.table.index[1].startswith("int8-entropy")
     for label in single.table.index:
         a, b = single.store.load(label), spread.store.load(label)
-        assert a.record["variant_key"] == b.record["variant_key"] and backend_of(b.record) == "torch-cpu"
+        assert a.record["variant_key"] == b.record["variant_key"] and backend_of(b.record) == torch_label
         np.testing.assert_array_equal(a.logits, b.logits)
         np.testing.assert_array_equal(a.top5_indices, b.top5_indices)
     assert spread.table.raw.equals(single.table.raw)

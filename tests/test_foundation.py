@@ -70,7 +70,8 @@ def test_a_non_float_input_is_refused_with_what_to_do(tmp_path):
 
 def test_evaluate_stores_results_and_reuses_them(demo_model, demo_cache, session_workspace, caplog):
     store = ResultsStore(session_workspace / "results-test-eval")
-    first = evaluate(demo_model, demo_cache, "fp32", store=store, batch_size=8, progress=False)
+    # ONNX Runtime pinned: the record checked is its own ('auto' is torch on a GPU machine)
+    first = evaluate(demo_model, demo_cache, "fp32", store=store, batch_size=8, backend="ort", progress=False)
     assert store.variants() == ["fp32"]
     record = json.loads((store.folder / "fp32.json").read_text())
     assert record["model_sha256"] == inspect_classifier(demo_model).sha256
@@ -86,7 +87,7 @@ def test_evaluate_stores_results_and_reuses_them(demo_model, demo_cache, session
     acc = accuracy(loaded)
     assert acc["labelled"] == 21 and acc["top1"] > 0.75 and acc["top1_low"] < acc["top1"] < acc["top1_high"]
     caplog.set_level("INFO", logger="trtlab")
-    again = evaluate(demo_model, demo_cache, "fp32", store=store, progress=True)
+    again = evaluate(demo_model, demo_cache, "fp32", store=store, backend="ort", progress=True)
     assert "reusing stored results" in caplog.text
     np.testing.assert_array_equal(again.logits, loaded.logits)
 
@@ -181,7 +182,9 @@ def test_interrupted_evaluation_resumes_where_it_stopped(demo_model, demo_cache,
     from trtlab.backends.ort import OrtRunner
 
     store = ResultsStore(session_workspace / "results-test-resume")
-    reference = evaluate(demo_model, demo_cache, "uninterrupted", store=store, batch_size=4, progress=False)
+    # ONNX Runtime pinned: its runner is the one interrupted below ('auto' is torch on a GPU machine)
+    reference = evaluate(demo_model, demo_cache, "uninterrupted", store=store, batch_size=4, backend="ort",
+                         progress=False)
     real_infer, calls = OrtRunner.infer_impl, []
 
     def infer_then_die(self, batch):
@@ -194,14 +197,14 @@ def test_interrupted_evaluation_resumes_where_it_stopped(demo_model, demo_cache,
     # Another identity than the uninterrupted run (which would otherwise simply be reused).
     second = {"recipe": {"precision": "fp32"}, "scales": {"source": "resumed"}}
     with pytest.raises(KeyboardInterrupt):
-        evaluate(demo_model, demo_cache, "resumed", store=store, batch_size=4, progress=False, checkpoint_every=8,
-                 identity=second)
+        evaluate(demo_model, demo_cache, "resumed", store=store, batch_size=4, backend="ort", progress=False,
+                 checkpoint_every=8, identity=second)
     assert "resumed" not in store  # nothing half-written is ever presented as a result
     calls.clear()
     caplog.set_level("INFO", logger="trtlab")
     monkeypatch.setattr(OrtRunner, "infer_impl", lambda self, batch: (calls.append(len(batch)), real_infer(self, batch))[1])
-    resumed = evaluate(demo_model, demo_cache, "resumed", store=store, batch_size=4, progress=True, checkpoint_every=8,
-                       identity=second)
+    resumed = evaluate(demo_model, demo_cache, "resumed", store=store, batch_size=4, backend="ort", progress=True,
+                       checkpoint_every=8, identity=second)
     assert "resuming an interrupted evaluation after 8 of 26 images" in caplog.text
     assert sum(calls) == 26 - 8  # only the images not checkpointed ran again
     np.testing.assert_array_equal(resumed.logits, reference.logits)

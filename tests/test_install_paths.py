@@ -24,7 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from test_kaggle_install import _copy_tree, _environment, _read_only_wrapper, _snapshot, kaggle_venv
+from kaggle_env import borrowing_venv as kaggle_venv
+from kaggle_env import copy_tree as _copy_tree
+from kaggle_env import environment as _environment
+from kaggle_env import read_only_wrapper as _read_only_wrapper
+from test_kaggle_install import _snapshot
 
 HOOKS = ("get_requires_for_build_wheel", "get_requires_for_build_sdist", "get_requires_for_build_editable",
          "prepare_metadata_for_build_wheel", "prepare_metadata_for_build_editable", "build_wheel", "build_sdist",

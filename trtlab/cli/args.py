@@ -415,7 +415,7 @@ BACKENDS = ("auto", "ort", "trt", "torch", "gpu")
 class BackendArgs(ArgGroup):
     """backend: what runs the model"""
 
-    def __init__(self, backend: bool = True, batch_default: int = 32):
+    def __init__(self, backend: bool = True, batch_default: int | str = "auto"):
         self.backend, self.batch_default = backend, batch_default
 
     def add_options(self, group):
@@ -425,8 +425,10 @@ class BackendArgs(ArgGroup):
                                     "TensorRT or not; else ONNX Runtime on the CPU, the literal reference "
                                     "— says which and why), ort, trt, or torch (alias gpu: ONNX graphs on the GPU "
                                     "with literal Q/DQ) (default: auto)")
+        default = "auto: on a GPU what its free memory holds, up to 256; else 32" if self.batch_default == "auto" \
+            else self.batch_default
         group.add_argument("--batch-size", type=int, metavar="N", default=None,
-                           help=f"images per inference batch (default: {self.batch_default})")
+                           help=f"images per inference batch (default: {default})")
 
     def parse(self, args):
         if self.backend:

@@ -73,6 +73,7 @@ def setup(verbosity: int = 0, stream=None, info_stream=None) -> logging.Logger:
     to `stream` (default stderr). Idempotent: trtlab's handlers are replaced on each call (their streams follow
     the current sys.stderr / sys.stdout, which pytest and notebooks swap). Enables the run log file."""
     global _file_logging
+    _cell_notes.active = False  # a new setup is not inside a notebook cell until setup_for_notebook says so
     logger = logging.getLogger(ROOT)
     level = logging.WARNING if verbosity < 0 else logging.INFO if verbosity == 0 else logging.DEBUG
     for handler in list(logger.handlers):

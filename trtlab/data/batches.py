@@ -58,12 +58,15 @@ _END = object()
 
 
 def iter_batches(cache, indices=None, batch_size: int = 32, fixed_batch: int | None = None,
-                 prefetch: bool = False, crops: bool = False) -> Iterator[Batch]:
+                 prefetch: bool = False, crops: bool = False, into: Callable | None = None) -> Iterator[Batch]:
     """Batches of `indices` of the decode cache `cache` (default: every decoded image).
 
     `crops=True` yields the uint8 N×H×W×3 crops as they are (contiguous) for consumers that normalise on the device
-    (the torch backend and calibration on torch); otherwise float32 batches normalised here. `prefetch=True` reads
-    the next batch in a background thread while the caller works on this one (`read_ahead`)."""
+    (the torch backend and calibration on torch); otherwise float32 batches normalised here. `into(shape)` (with
+    crops) gives the buffer each batch of crops is read into — the torch backend's pinned ring slots —, so the
+    crops are read once, straight where the GPU copies them from. `prefetch=True` reads the next batch in a
+    background thread while the caller works on this one (`read_ahead`)."""
+    from trtlab.data.decode_files import read_rows
     from trtlab.data.preprocess import normalize_batch
 
     indices = cache.valid_indices if indices is None else np.asarray(indices, np.int64)
@@ -71,6 +74,11 @@ def iter_batches(cache, indices=None, batch_size: int = 32, fixed_batch: int | N
 
     def make(start: int) -> Batch:
         chunk = indices[start:start + rows]
+        if crops and into is not None:
+            images = into((rows if fixed_batch else len(chunk),) + tuple(cache.crops.shape[1:]))
+            read_rows(cache.crops, chunk, images[:len(chunk)])
+            images[len(chunk):] = images[len(chunk) - 1]  # the fixed-batch rule: copies of the last image
+            return Batch(chunk, images)
         images = np.ascontiguousarray(np.asarray(cache.crops[chunk]))
         if not crops:
             images = normalize_batch(images, cache.preprocess)

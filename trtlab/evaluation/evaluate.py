@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trtlab.backends import announce_backend, make_runner, options_for, resolve_backend
+from trtlab.backends import announce_backend, default_batch_size, make_runner, options_for, resolve_backend
 from trtlab.data.decode_cache import DecodeCache
 from trtlab.graph.classifier import inspect_classifier
 from trtlab.core.progress import progress_bar
@@ -68,6 +68,7 @@ def evaluate(model_path: str | os.PathLike, cache: DecodeCache, variant: str = "
         recipe = {"precision": "int8", "scales": "provided"}
         variant = "int8" if variant == "fp32" else variant
         identity = identity or variant_identity(recipe, scales={"source": "provided"})
+    batch_size = evaluation_batch_size(batch_size, model_path, resolve_backend(model_path, backend)[0], progress)
     batch_size = checked_batch_size(model_path, info, cache, batch_size, progress)
     recipe = dict(recipe or {"precision": "fp32"})
     requested = np.arange(len(cache.dataset)) if indices is None else np.asarray(indices, np.int64)
@@ -158,6 +159,24 @@ def checked_batch_size(model_path, info, cache, batch_size: int, progress: bool)
                      f"{info.input_shape[0]} (re-export with a dynamic batch for faster evaluation)")
         return info.input_shape[0]
     return batch_size
+
+
+_said: set = set()
+
+
+def evaluation_batch_size(batch_size, model_path, backend: str, progress: bool = True) -> int:
+    """`batch_size` as a number: 'auto' resolved for the resolved `backend` (backends.default_batch_size: on a CUDA
+    GPU what its free memory holds, up to 256; else 32; said once), a number checked."""
+    if batch_size == "auto":
+        batch, why = default_batch_size(model_path, backend)
+        if progress and why not in _said:
+            _said.add(why)
+            log.info(f"batch_size='auto': {why}")
+        return batch
+    if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
+        raise UserValueError(f"batch_size={batch_size!r} is neither a whole number ≥ 1 nor 'auto'",
+                             "pass e.g. batch_size=64, or 'auto' (on a GPU: what its free memory holds, up to 256)")
+    return int(batch_size)
 
 
 def run_record(model_path, info, *, experiment, key, identity, recipe, description, choice, cache, requested,
@@ -326,18 +345,23 @@ def infer_cached(runner, cache: DecodeCache, indices, batch_size: int = 32, desc
                  on_images=None) -> list[np.ndarray]:
     """Logits (float32, one array per batch) of an active runner over `indices` of the decode cache.
 
-    A runner with `infer_crops` (the torch GPU backend) is fed the uint8 crops as they are (it uploads them through
-    pinned memory and normalises on the device); others get float32 batches normalised here. Either way the next
-    batch is read from the cache while the runner works on the current one. `on_batch` is called with each batch's
-    logits (checkpointing), `on_images` with its image count.
+    A runner with `run_crop_batches` (the torch GPU backend) is fed the uint8 crops as they are: the batch reader
+    reads them straight into the runner's host buffers (`host_buffer`: pinned ring slots on CUDA), the runner
+    uploads them and normalises on the device, one batch in flight; where it `pads_batches` (CUDA) the last batch
+    is padded to `batch_size`, so one captured shape serves the run. Others get float32 batches normalised here.
+    Either way the next batch is read from the cache while the runner works on the current one. `on_batch` is
+    called with each batch's logits (checkpointing), `on_images` with its image count.
     """
     chunks = []
     bar = progress_bar(total=len(indices), desc=desc, unit="img", enabled=progress)
-    on_device = hasattr(runner, "infer_crops")
-    batches = ((batch.count, runner.infer_crops(batch.images, cache.preprocess) if on_device else
-                runner.infer(batch.images))
-               for batch in iter_batches(cache, indices, batch_size, fixed_batch=fixed_batch, prefetch=True,
-                                         crops=on_device))
+    if hasattr(runner, "run_crop_batches"):
+        fixed = fixed_batch or (batch_size if runner.pads_batches() else None)
+        source = iter_batches(cache, indices, batch_size, fixed_batch=fixed, prefetch=True, crops=True,
+                              into=runner.host_buffer)
+        batches = ((batch.count, logits) for batch, logits in runner.run_crop_batches(source, cache.preprocess))
+    else:
+        batches = ((batch.count, runner.infer(batch.images))
+                   for batch in iter_batches(cache, indices, batch_size, fixed_batch=fixed_batch, prefetch=True))
     for count, logits in batches:
         chunks.append(logits[:count].astype(np.float32, copy=False))
         if on_batch is not None:
@@ -386,6 +410,8 @@ def evaluate_variant(built, cache, eval_indices, store=None, *, split=None, expe
     if isinstance(built.plan, dict) and built.plan.get("fp16_range"):  # scales raised / lowered, counted apart
         extra["fp16_range"] = built.plan["fp16_range"]
     runner, choice = backend_runner(built.model_path, backend, announce=progress)
+    run = dataclasses.replace(run, batch_size=evaluation_batch_size(run.batch_size, built.model_path,
+                                                                    choice["resolved"], progress))
     identity = with_backend(built.identity, runner, run.batch_size)
     stored = not force and find_stored(store, identity, variant_key(identity), runner.identity())[0] is not None
     if built.recipe.precision == "int8" and choice["resolved"] == "ort" and not stored:

@@ -20,12 +20,14 @@ from trtlab.core.errors import UserValueError
 @dataclass(frozen=True)
 class RunOptions:
     """Where and how to run. `backend`: 'auto' (the torch GPU backend whenever a CUDA GPU is visible, else ONNX
-    Runtime on the CPU), 'ort', 'torch'/'gpu' or 'trt'. `parallel` and `engines` are compare()'s: `parallel`
+    Runtime on the CPU), 'ort', 'torch'/'gpu' or 'trt'. `batch_size`: images per inference batch, or 'auto' (on a
+    CUDA GPU as many as a share of its free memory holds, a power of two up to 256 — backends.gpu.memory —; else
+    32). `parallel` and `engines` are compare()'s: `parallel`
     'auto' evaluates in one process per GPU where several are visible; `engines` 'auto' also builds and evaluates
     each variant's TensorRT engine where TensorRT imports (True: always try, False: never)."""
 
     backend: str = "auto"
-    batch_size: int = 32
+    batch_size: int | str = "auto"
     parallel: object = "auto"
     engines: object = "auto"
     force: bool = False

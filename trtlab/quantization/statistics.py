@@ -73,7 +73,9 @@ STATISTICS_SOURCES = ("trtlab.quantization.statistics", "trtlab.quantization.his
                       "trtlab.data.batches", "trtlab.data.preprocess", "trtlab.graph.onnx_utils",
                       "trtlab.core.ort_session", "trtlab.backends.gpu", "trtlab.backends.gpu.graph_module",
                       "trtlab.backends.gpu.registry", "trtlab.backends.gpu.ops_nn", "trtlab.backends.gpu.ops_quant",
-                      "trtlab.backends.gpu.ops_tensor", "trtlab.backends.gpu.runner")
+                      "trtlab.backends.gpu.ops_tensor", "trtlab.backends.gpu.runner", "trtlab.backends.gpu.feed",
+                      "trtlab.backends.gpu.capture", "trtlab.backends.gpu.qdq_kernel", "trtlab.backends.gpu.qdq_triton",
+                      "trtlab.quantization.statistics_stream")
 # Bytes of exposed activations (x2: one sub-batch being histogrammed while the next runs) per ONNX Runtime run.
 # 256: EfficientNet-Lite0 (26.5 MB exposed per image) runs in sub-batches of 4 and calibrates 128 images in about
 # 660 MB peak RSS (512: sub-batches of 9, about 1 GB; bench/bench_calibration.py).

@@ -24,6 +24,9 @@ import numpy as np
 
 from trtlab.quantization.histogram import MAX_HISTOGRAM_BINS, TensorHistogram, _non_finite, start_ranges
 
+# Where one forward holds the first calibration batch, the streamed pass (statistics_stream) runs; False: the loop
+# below everywhere (what the bench compares it with; the histograms are the same).
+STREAMED = True
 # Exposed activations held on the GPU per forward (several sub-batches at once), at most this share of free memory.
 GPU_MEMORY_SHARE = 0.25
 GPU_MEMORY_CAP = 4 * 2**30
@@ -135,7 +138,8 @@ def collect_on_torch(job, device: str):
     (statistics.CalibrationPass) on torch `device` — see the module docstring."""
     import torch
 
-    from trtlab.backends.gpu.runner import CropFeed, device_name, pin_numerics, restore_numerics
+    from trtlab.backends.gpu.feed import CropFeed
+    from trtlab.backends.gpu.runner import device_name, pin_numerics, restore_numerics
     from trtlab.core.progress import progress_bar
     from trtlab.data.batches import iter_batches
 
@@ -147,6 +151,8 @@ def collect_on_torch(job, device: str):
                         "calibrate on the CPU (device='cpu' or TRTLAB_CALIBRATION_DEVICE=cpu)")
     module = _exposing_module(job).to(device).eval()
     rows = _forward_rows(device, job)
+    if STREAMED and -(-job.first_images // rows) == 1:  # one forward holds the first calibration batch: streamed (issue 38)
+        return _collect_streamed(job, device, module, rows)
     histograms = {name: TorchHistogram(device, job.bins) for name in job.names}
     feed = CropFeed(device)
     saved = pin_numerics()
@@ -200,6 +206,31 @@ def collect_on_torch(job, device: str):
         how += f"; bin widths from a first pass over the first {job.first_images} images"
     peak = rows * job.per_image if job.per_image else 0
     return {name: h.to_numpy() for name, h in histograms.items()}, peak, how
+
+
+def _collect_streamed(job, device, module, rows: int):
+    """statistics_stream's pass (forwards captured and counted beside the next one), numerics pinned and torch's
+    CPU threads held on CUDA as for an evaluation."""
+    import torch
+
+    from trtlab.backends.gpu.runner import GPU_HOST_THREADS, device_name, hold_host_threads, pin_numerics, \
+        restore_numerics
+    from trtlab.quantization.statistics_stream import collect_streamed
+
+    saved = pin_numerics()
+    threads = hold_host_threads(GPU_HOST_THREADS) if device.type == "cuda" else None
+    try:
+        histograms, how = collect_streamed(job, device, module, rows)
+    finally:
+        restore_numerics(saved)
+        if threads is not None:
+            torch.set_num_threads(threads)
+        del module
+        if device.type == "cuda":
+            torch.cuda.empty_cache()  # give the memory back to the evaluation that follows (other processes too)
+    peak = rows * job.per_image if job.per_image else 0
+    return (dict(zip(job.names, histograms)), peak,
+            f"torch on {device_name(device)}, {rows} images per forward; {how}")
 
 
 def _exposing_module(job):

@@ -139,7 +139,7 @@ def engine_column(ab, model_path, experiment, workspace=None, run=None) -> Engin
     from trtlab.evaluation.options import RunOptions
 
     run = run or RunOptions()
-    column = EngineColumn(literal_backend=_literal_backend(ab), latency_batch=min(run.batch_size, 32))
+    column = EngineColumn(literal_backend=_literal_backend(ab), latency_batch=min(run.batch_size, 32) if isinstance(run.batch_size, int) else 32)
     try:
         from trtlab.backends.tensorrt.loader import import_tensorrt
         from trtlab.backends.tensorrt.readiness import gpu_for_tensorrt

@@ -230,8 +230,11 @@ def check_sizes(info=None, batch_size: int | None = None, calibration_images: in
 
     for name, value in (("batch_size", batch_size), ("calibration_images", calibration_images),
                         ("calibration_batch", calibration_batch)):
+        if value == "auto" and name == "batch_size":  # resolved where the backend is known (evaluate)
+            continue
         if value is not None and (not isinstance(value, (int,)) or isinstance(value, bool) or value < 1):
-            raise UserValueError(f"{flag(name)} {value!r} is not possible", f"give a whole number ≥ 1 for {flag(name)}")
+            raise UserValueError(f"{flag(name)} {value!r} is not possible", f"give a whole number ≥ 1 for {flag(name)}"
+                                 + (" (or 'auto')" if name == "batch_size" else ""))
     fixed = info.fixed_batch if info is not None else None
     if fixed:
         changed = [flag(n) for n, v in (("batch_size", batch_size), ("calibration_batch", calibration_batch))

@@ -255,6 +255,10 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", *, spli
                                   progress=progress, calibration_cache_path=import_cache,
                                   reuse_cache=import_cache is not None) for recipe in recipes]
     variants, same_graph = one_per_graph(variants)
+    from trtlab.evaluation.evaluate import evaluation_batch_size
+
+    # one evaluation batch for every variant and worker ('auto': from this GPU's free memory, said once)
+    run = dataclasses.replace(run, batch_size=evaluation_batch_size(run.batch_size, model_path, resolved, progress))
     if devices:
         shared = SharedEvaluation(dataset=dataset, preprocess=spec, split=split, experiment=experiment,
                                   store_folder=store.folder, workspace=workspace,

@@ -39,7 +39,7 @@ class JobResult:
 
 
 def run_job(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, backend: str = "auto",
-            batch_size: int = 32, progress: bool = True, report_dir=None, output: str | None = None,
+            batch_size: int | str = "auto", progress: bool = True, report_dir=None, output: str | None = None,
             background_class: str = "auto", crop: int | None = None, resize: int | None = None) -> JobResult:
     """Evaluate the model on `dataset` and write the report: FP32, or — for a model that is already quantized —
     as an int8 variant with the scales it carries ("provided"), run literally (Q/DQ not fused by ONNX Runtime).
@@ -77,7 +77,7 @@ DEMO_ALGORITHMS = ("minmax", "entropy", "percentile")
 
 
 def run_demo(workspace=None, model: str = "efficientnet-lite0", progress: bool = True, backend: str = "auto",
-             batch_size: int = 32, algorithms=DEMO_ALGORITHMS) -> JobResult:
+             batch_size: int | str = "auto", algorithms=DEMO_ALGORITHMS) -> JobResult:
     """The bundled default: EfficientNet-Lite0 on the demo photos, whole pipeline — decode cache, FP16 graph,
     calibration on the calibration photos with each algorithm, Q/DQ INT8 variants, evaluation of FP32, FP16 and INT8
     on the labelled evaluation photos, results store, report."""

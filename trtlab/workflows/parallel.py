@@ -9,6 +9,11 @@ workers never take one label. The variants are built (calibrated) before, in the
 Workers are plain subprocesses (`python -c ...`), not multiprocessing children: nothing of the caller's __main__ is
 re-imported, and each gets its own environment (the GPU it may see). They report progress (images done) and the
 labels they stored as JSON lines on stdout; their stderr goes to a log file named in any error.
+
+A worker that fails (crashes, is killed — out of memory —, raises an unexpected error) loses nothing: what it and
+the others stored stays, and the variants it had not stored are evaluated in the calling process, each resuming
+from its checkpoint; one warning line says so and where the worker's log is kept. A user mistake a worker meets is
+raised as its one line, as in one process.
 """
 from __future__ import annotations
 
@@ -134,11 +139,50 @@ def evaluate_in_parallel(variants, devices: list[str], shared: SharedEvaluation)
         for reader in readers:
             reader.join()
         bar.close()
+        failed = []
         for worker in workers:
-            worker.finish()
+            try:
+                worker.finish()
+            except WorkerFailed as exc:
+                failed.append((worker, exc))
             for position, label in zip(worker.share, worker.labels):
                 labels[position] = label
+        if failed:
+            _evaluate_here(variants, labels, failed, shared)
     return labels
+
+
+class WorkerFailed(RuntimeError):
+    """A worker process that crashed, was killed or raised an unexpected error (not a user mistake)."""
+
+
+def _evaluate_here(variants, labels: list, failed: list, shared: SharedEvaluation) -> None:
+    """The variants failed workers had not stored, evaluated in this process (each resumes from its checkpoint);
+    said in one line per worker, its log kept in the workspace. What the workers stored stays as it is."""
+    import shutil
+
+    from trtlab.core.workspace import workspace_dir
+    from trtlab.data.decode_cache import build_decode_cache
+    from trtlab.evaluation.evaluate import evaluate_variant
+    from trtlab.evaluation.results import ResultsStore
+
+    folder = workspace_dir(shared.workspace) / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    for worker, error in failed:
+        kept = folder / f"evaluation-worker-{worker.device.replace(':', '')}-{os.getpid()}.log"
+        shutil.copy(worker.log_path, kept)
+        missing = len(worker.share) - len(worker.labels)
+        stored = sum(label is not None for label in labels)
+        log.warning("the evaluation worker on %s failed (%s; its log: %s): its %d variant(s) not stored yet are "
+                    "evaluated in this process, the %d stored are kept", worker.device, error.reason, kept, missing,
+                    stored)
+    cache = build_decode_cache(shared.dataset, shared.preprocess, shared.workspace, progress=False)
+    store = ResultsStore(shared.store_folder)
+    for worker, _ in failed:
+        for position in worker.share[len(worker.labels):]:
+            labels[position] = evaluate_variant(variants[position], cache, shared.split.evaluation, store,
+                                                split=shared.split, workspace=shared.workspace,
+                                                experiment=shared.experiment, run=shared.run).variant
 
 
 class _Worker:
@@ -153,9 +197,7 @@ class _Worker:
         if device == "cpu":  # the workers share the cores
             env["TRTLAB_CALIBRATION_DEVICE"] = "cpu"
         self.log_file = open(log_path, "wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", "from trtlab.workflows.parallel import serve; serve()", str(job)],
-            stdout=subprocess.PIPE, stderr=self.log_file, env=env)
+        self.process = subprocess.Popen(worker_command(job), stdout=subprocess.PIPE, stderr=self.log_file, env=env)
 
     def read(self, advance) -> None:
         for line in self.process.stdout:
@@ -179,9 +221,17 @@ class _Worker:
             from trtlab.core.errors import UserError
 
             raise UserError(f"worker on {self.device}: {self.error['what']}", self.error.get("fix", ""))
-        tail = self.log_path.read_text(errors="replace")[-3000:]
-        message = (self.error or {}).get("error") or f"exited with status {self.process.returncode}"
-        raise RuntimeError(f"evaluation worker on {self.device} failed: {message}\n{tail}")
+        code = self.process.returncode
+        status = f"killed by signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+        message = (self.error or {}).get("error") or status
+        failure = WorkerFailed(f"evaluation worker on {self.device} failed: {message} (log: {self.log_path})")
+        failure.reason = message.splitlines()[0][:200] if message else status
+        raise failure
+
+
+def worker_command(job: Path) -> list[str]:
+    """The command line of one worker process serving the job file `job`."""
+    return [sys.executable, "-c", "from trtlab.workflows.parallel import serve; serve()", str(job)]
 
 
 def serve() -> None:
@@ -225,4 +275,4 @@ def serve() -> None:
         sys.exit(1)
 
 
-__all__ = ["SharedEvaluation", "evaluate_in_parallel", "parallel_devices", "serve", "share_out", "visible_gpus"]
+__all__ = ["SharedEvaluation", "WorkerFailed", "evaluate_in_parallel", "parallel_devices", "serve", "share_out", "visible_gpus"]

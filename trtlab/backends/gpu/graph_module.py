@@ -72,18 +72,20 @@ def _check_domains(model) -> None:
 QUANTIZE_PRECISIONS = ("scale", "float32")
 
 
-def convert_onnx(model, quantize_precision: str = "scale"):
+def convert_onnx(model, quantize_precision: str = "scale", fused_qdq: bool = True):
     """An `OnnxModule` running `model` (a path or ModelProto). Raises UnsupportedOnnx (a UserError) naming the
     first node the torch backend cannot run.
 
     `quantize_precision`: the type QuantizeLinear divides in when its node does not say — "scale" (the spec: the
-    scale's type, FP16 on the FP16 float path) or "float32" (what ONNX Runtime's CPU kernel does)."""
+    scale's type, FP16 on the FP16 float path) or "float32" (what ONNX Runtime's CPU kernel does). `fused_qdq`:
+    QuantizeLinear / DequantizeLinear as one kernel each where that is bit for bit the plain ops (ops_quant);
+    False runs the plain ops everywhere (how the bench measures what the kernels bring)."""
     if quantize_precision not in QUANTIZE_PRECISIONS:
         from trtlab.core.errors import UserValueError
 
         raise UserValueError(f"quantize_precision={quantize_precision!r} is not one of {QUANTIZE_PRECISIONS}",
                              "use 'scale' (the ONNX spec) or 'float32' (ONNX Runtime's CPU arithmetic)")
-    options = {"quantize_precision": quantize_precision}
+    options = {"quantize_precision": quantize_precision, "fused_qdq": bool(fused_qdq)}
     import torch
     from onnx import numpy_helper
 

@@ -13,6 +13,13 @@
 
 Per-tensor (scalar scale) and per-axis (1-D scale along `axis`) are supported; blocked quantization (opset 21
 `block_size`) and float8/int4 types are refused at conversion.
+
+One kernel each where that stays bit for bit the same (conversion option `fused_qdq`, default on; issue 38):
+- DequantizeLinear of 8-bit q with a zero zero point into the scale's type (or float32) is one `torch.mul(q, scale)`:
+  q converts exactly, and the product of an 8-bit integer and an FP16 or FP32 scale is exact in float32, so the
+  one rounding torch's multiply makes (in float32, to the result type) is the one the plain ops make;
+- QuantizeLinear on CUDA with a per-tensor scale is one Triton kernel (qdq_kernel: IEEE division, each step in the
+  plain ops' types, checked against them on first use); elsewhere the plain ops below.
 """
 from __future__ import annotations
 
@@ -75,14 +82,27 @@ def quantize_linear(ctx: NodeContext):
         precision = 1  # FLOAT
     compute_dtype = torch_dtype(precision, ctx) if precision else None
     skip_zero = _zero_point_is_zero(ctx)
+    # a per-tensor zero point's value, known now: the one-kernel path must not read it from the device
+    offset = 0.0 if skip_zero else float(zero.reshape(-1)[0]) if zero.size == 1 else None
+    fused = bool(ctx.options.get("fused_qdq", True)) and offset is not None
 
-    def quantize(x, scale, zero_point=None):
+    def plain(x, scale, zero_point=None):
         dtype = compute_dtype or scale.dtype
         y = torch.div(x.to(dtype), _broadcast(scale, x, axis).to(dtype))
         y = torch.round(y, out=y)  # round half to even, as np.rint
         if not skip_zero:
             y.add_(_broadcast(zero_point, x, axis).to(dtype))
         return y.clamp_(low, high).to(out_dtype)
+
+    def quantize(x, scale, zero_point=None):
+        if fused and x.is_cuda:
+            from trtlab.backends.gpu.qdq_kernel import fused_quantize
+
+            y = fused_quantize(x, scale, offset, compute_dtype or scale.dtype, low, high, out_dtype,
+                               lambda value: plain(value, scale, zero_point))
+            if y is not None:
+                return y
+        return plain(x, scale, zero_point)
 
     return quantize
 
@@ -98,10 +118,18 @@ def dequantize_linear(ctx: NodeContext):
     quantized = ctx.constant(0)
     if quantized is not None and _onnx_type_of(quantized) not in _DQ_INPUTS:
         ctx.fail(f"dequantizing {quantized.dtype}")
+    fused = bool(ctx.options.get("fused_qdq", True)) and skip_zero
+    exact_products = (torch.float32, torch.float16, torch.bfloat16)  # 8-bit × these: exact in float32
 
     def dequantize(q, scale, zero_point=None):
         if q.is_floating_point() or q.dtype == torch.bool:
             raise TypeError(f"{ctx.label}: DequantizeLinear of a {q.dtype} tensor")
+        target = out_dtype or scale.dtype
+        if fused and q.dtype in (torch.int8, torch.uint8) and scale.dtype in exact_products:
+            if target == scale.dtype:
+                return torch.mul(q, _broadcast(scale, q, axis))  # int8 × FP16 → FP16: one multiply, one rounding
+            if target == torch.float32:
+                return torch.mul(q, _broadcast(scale, q, axis).to(torch.float32))
         y = q.to(torch.float32)
         if not skip_zero:
             y.sub_(_broadcast(zero_point, q, axis).to(torch.float32))

@@ -1,0 +1,286 @@
+"""Calibration statistics on a GPU at forward speed (issue 38 item 6): statistics_torch's pass, streamed.
+
+The histograms, their range rule and their counts are statistics_torch's and histogram.TensorHistogram's, count for
+count; what changes is how the work reaches the GPU:
+- the exposing forward (normalisation, the FP32 graph, every exposed tensor's per-image max |x|) is one CUDA graph
+  replay per calibration batch (backends.gpu.capture; checked bit for bit against the eager run), in two slots of
+  their own outputs, so batch k+1 runs while batch k is counted;
+- the counting is free of host synchronisation (a histogram's counts live in a fixed-capacity device store; its
+  multiplier and last bin are device scalars the host updates only when a batch grows or merges the histogram;
+  values are added with `index_add_`, where `bincount` would read the max back to the host twice per tensor), runs
+  on a stream of its own beside the next forward, and is itself one replay per batch once captured (checked
+  against the eager count of the same batch before it is kept);
+- the host reads back only the per-image maxima (one small copy per batch), decides growth and merges on them as
+  TensorHistogram decides, and queues the count.
+A batch shorter than the calibration batch (the last one) is padded for the forward and counted eagerly on its real
+rows. It runs where one forward holds the whole first calibration batch (statistics_torch picks it then); the CPU
+runs it without streams or graphs (how the tests compare it with statistics_torch's own loop).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+
+from trtlab.quantization.histogram import MAX_HISTOGRAM_BINS, TensorHistogram, _non_finite, start_ranges
+
+
+class StoredHistogram:
+    """A TensorHistogram whose counts live in a device store of `max_bins` int64 (its first `state.bins` are the
+    histogram), counted at the device scalars `scale` (float32) and `cap` (the last bin)."""
+
+    def __init__(self, device, bins: int, max_bins: int = MAX_HISTOGRAM_BINS):
+        import torch
+
+        self.state = TensorHistogram(bins=bins, max_bins=max_bins)
+        self.store = torch.zeros(max_bins, dtype=torch.int64, device=device)
+        self.scale = torch.zeros((), dtype=torch.float32, device=device)
+        self.cap = torch.full((), bins - 1, dtype=torch.int64, device=device)
+        self.one = torch.ones(1, dtype=torch.int64, device=device)
+        self._scale_value, self._cap_value = 0.0, bins - 1
+
+    def prepare(self, size: int, top: float) -> None:
+        """TensorHistogram's decisions for one batch of `size` values whose max |x| is `top` (start, merges, growth,
+        max, count of values), applied to the device scalars and store; `count` then counts the batch. A histogram
+        not started (zero so far) counts at multiplier 0: every value (all zero) into bin 0, as TensorHistogram."""
+        state = self.state
+        if not math.isfinite(top):
+            raise _non_finite()
+        if not state.scale:
+            if top == 0.0:
+                state.values += size
+                return
+            state.start(top)
+        merges, bins = state.plan(top)
+        if merges:
+            self._merge(merges)
+        if bins > state.bins:
+            state.grow(bins)
+        state.absmax = max(state.absmax, float(top))
+        state.values += size
+        self.sync()
+
+    def sync(self) -> None:
+        """The device scalars from the state (after start_ranges / start_at_first_nonzero / prepare)."""
+        if self.state.scale != self._scale_value:
+            self._scale_value = self.state.scale
+            self.scale.fill_(float(np.float32(self.state.scale)))
+        if self.state.bins - 1 != self._cap_value:
+            self._cap_value = self.state.bins - 1
+            self.cap.fill_(self._cap_value)
+
+    def count(self, values) -> None:
+        """Add `values` (images × values, float32) at the current multiplier: trunc(float32(|x| · s)), at most the
+        last bin — the reference's bins (histogram.reference_bins)."""
+        import torch
+
+        index = torch.minimum(values.abs().mul_(self.scale).to(torch.int64), self.cap).reshape(-1)
+        self.store.index_add_(0, index, self.one.expand(index.numel()))
+
+    def _merge(self, times: int) -> None:
+        import torch
+
+        for _ in range(times):
+            bins = self.state.bins
+            counts = self.store[:bins]
+            if bins % 2:
+                counts = torch.cat([counts, counts.new_zeros(1)])
+            merged = counts.view(-1, 2).sum(dim=1)
+            self.store[:len(merged)] = merged
+            self.store[len(merged):bins] = 0
+            self.state.merge(1)
+
+    def to_numpy(self) -> TensorHistogram:
+        state = self.state.state()
+        state["counts"] = self.store[:self.state.bins].cpu().numpy().astype(np.int64)
+        return TensorHistogram.from_state(state)
+
+
+def collect_streamed(job, device, module, rows: int, capture: bool = True):
+    """name → TensorHistogram for the statistics pass `job` on torch `device` (module docstring): `module` is the
+    exposing module on the device, `rows` images per forward (≥ the first calibration batch). Returns (histograms,
+    how the forwards and counts ran, in words)."""
+    import torch
+
+    from trtlab.backends.gpu.capture import capture as capture_call
+    from trtlab.backends.gpu.feed import CropFeed
+    from trtlab.core.progress import progress_bar
+    from trtlab.data.batches import iter_batches
+
+    cuda = device.type == "cuda"
+    feed = CropFeed(device)
+    histograms = [StoredHistogram(device, job.bins) for _ in job.names]
+    inputs = len(job.input_tensors)
+
+    def forward(pixels):
+        images = feed.normalise_on_device(pixels, job.cache.preprocess)
+        outputs = module(images)
+        count = len(images)
+        tensors = [outputs[p].reshape(count, -1) for p in module.exposed_positions]
+        tensors += [images.reshape(count, -1)] * inputs
+        return tuple(tensors) + (torch.stack([t.abs().amax(dim=1) for t in tensors]).to(torch.float64),)
+
+    slots = _Slots(forward, capture and cuda, capture_call)
+    counting = torch.cuda.Stream(device) if cuda else None
+    first = {"range": True}
+    bar = progress_bar(total=len(job.indices), desc="calibrate (collect stats)", unit="img", enabled=job.progress)
+
+    def count(pending) -> None:
+        batch, slot, outputs, tops_host, tops_ready, forward_done = pending
+        if tops_ready is not None:
+            tops_ready.synchronize()
+        tops = tops_host.numpy()[:, :batch.count].copy()
+        if first["range"]:  # the first forward holds the whole first calibration batch: it sets every range
+            start_ranges({k: h for k, h in enumerate(histograms)},
+                         {k: float(np.max(t[:job.first_images])) for k, t in enumerate(tops)})
+            first["range"] = False
+        stream = counting if slots.graphs and counting is not None else None
+        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+            if stream is not None:
+                stream.wait_event(forward_done)
+                for tensor in slots.made_elsewhere(slot, outputs):  # read here: not reused before this stream is done
+                    tensor.record_stream(stream)
+            for histogram, values, image_tops in zip(histograms, outputs, tops):
+                if not histogram.state.scale:  # zero on every image so far: the first non-zero one starts it
+                    histogram.state.start_at_first_nonzero(image_tops)
+                histogram.prepare(batch.count * int(values.shape[1]), float(np.max(image_tops)))
+            slots.count(slot, histograms, outputs, batch.count, rows)
+            if stream is not None:
+                slots.counted(slot, stream)
+        bar.update(batch.count)
+
+    pending = None
+    try:
+        with torch.inference_mode():
+            source = iter_batches(job.cache, job.indices, rows, fixed_batch=job.fixed_batch or (rows if cuda else
+                                                                                               None),
+                                  prefetch=True, crops=True, into=feed.ring.take)
+            for batch in source:
+                slot, outputs = slots.forward(feed, batch)
+                tops_host, tops_ready = feed.download(outputs[-1])
+                forward_done = torch.cuda.Event() if cuda else None
+                if forward_done is not None:
+                    forward_done.record()
+                if pending is not None:
+                    count(pending)
+                pending = (batch, slot, outputs, tops_host, tops_ready, forward_done)
+            if pending is not None:
+                count(pending)
+        if cuda:
+            torch.cuda.synchronize(device)
+    finally:
+        bar.close()
+        feed.close()
+    return [h.to_numpy() for h in histograms], slots.describe()
+
+
+class _Slots:
+    """The forward in two slots of captured outputs (batch k in slot k % 2), or the eager forward; and the captured
+    count of each slot."""
+
+    def __init__(self, forward, capture: bool, capture_call):
+        self.forward_fn, self.capture, self.capture_call = forward, capture, capture_call
+        self.calls: list = []
+        self.counts: dict = {}
+        self.count_done: dict = {}
+        self.reason = ""
+        self.batches = 0
+        self.counted_by_graph = 0
+
+    @property
+    def graphs(self) -> bool:
+        return len(self.calls) == 2
+
+    def forward(self, feed, batch):
+        import torch
+
+        slot = self.batches % 2
+        self.batches += 1
+        if slot in self.count_done:  # the slot's outputs are read by its last count: it must be done
+            torch.cuda.current_stream().wait_event(self.count_done[slot])
+        host = feed.host_tensor(batch.images)
+        if self.graphs:
+            outputs = self.calls[slot](host)
+        else:
+            pixels = host.to(feed.device, non_blocking=True) if feed.on_cuda else host
+            if self.capture and not self.reason and len(self.calls) == slot:
+                made = self.capture_call(self.forward_fn, (pixels,))
+                if made.call is None:
+                    self.reason, self.calls = made.reason, []
+                else:
+                    self.calls.append(made.call)
+                outputs = made.outputs
+            else:
+                outputs = self.forward_fn(pixels)
+        feed.mark_read(batch.images)
+        return slot, outputs
+
+    def count(self, slot, histograms, outputs, real: int, rows: int) -> None:
+        """Count the real rows of `outputs` (the slot's captured count when it is whole and captured)."""
+        tensors = outputs[:-1]
+        whole = real == rows and self.graphs and outputs is self.calls[slot].static_outputs
+        graph = self.counts.get(slot) if whole else None
+        if graph is not None:
+            graph.replay()
+            self.counted_by_graph += 1
+            return
+        if whole and slot not in self.counts and not self.reason:
+            self.counts[slot] = self._capture_count(histograms, tensors)
+            if self.counts[slot] is not None:
+                self.counted_by_graph += 1
+                return
+        for histogram, values in zip(histograms, tensors):
+            histogram.count(values[:real] if real < len(values) else values)
+
+    def made_elsewhere(self, slot, outputs) -> tuple:
+        """The tensors of `outputs` that are not a slot's captured outputs (the eager outputs of a capture's batch)."""
+        if slot < len(self.calls) and outputs is self.calls[slot].static_outputs:
+            return ()
+        return tuple({id(t): t for t in outputs}.values())
+
+    def _capture_count(self, histograms, tensors):
+        """The count of this slot's outputs as one graph, kept when its replay adds what the eager count adds (the
+        batch is counted once either way); None (eager counts) otherwise."""
+        import torch
+
+        stream = torch.cuda.current_stream()
+        before = [h.store.clone() for h in histograms]
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
+                for histogram, values in zip(histograms, tensors):
+                    histogram.count(values)
+            graph.replay()
+            replayed = [h.store.clone() for h in histograms]
+            for histogram, saved in zip(histograms, before):
+                histogram.store.copy_(saved)
+            for histogram, values in zip(histograms, tensors):
+                histogram.count(values)
+            same = all(torch.equal(a, h.store) for a, h in zip(replayed, histograms))
+        except Exception as exc:  # noqa: BLE001 - counted eagerly, said in the description
+            for histogram, saved in zip(histograms, before):
+                histogram.store.copy_(saved)
+            for histogram, values in zip(histograms, tensors):
+                histogram.count(values)
+            self.reason = f"count capture failed ({type(exc).__name__})"
+            return None
+        if not same:
+            self.reason = "the captured count differed from the eager count"
+            return None
+        return graph
+
+    def counted(self, slot, stream) -> None:
+        import torch
+
+        event = torch.cuda.Event()
+        event.record(stream)
+        self.count_done[slot] = event
+
+    def describe(self) -> str:
+        if self.graphs:
+            text = (f"{self.batches} forwards as CUDA graph replays in two slots, counted beside the next forward on "
+                    f"a stream of its own ({self.counted_by_graph} counts as graph replays)")
+        else:
+            text = f"{self.batches} forwards by the eager interpreter"
+        return text + (f"; {self.reason}" if self.reason else "")
