@@ -66,6 +66,7 @@ def debugger(demo_model, demo_cache, split, session_workspace):
                          images=4, batch_size=10, workspace=session_workspace, progress=False, search_images=10)
 
 
+@pytest.mark.slow  # three guard searches (one with guards on top of recovery): over a minute on 2 cores
 def test_the_guard_search_recovers_first_and_guards_only_what_recovery_leaves(debugger):
     """A target between the plain variant's SQNR and the recovered one's: recovery alone meets it (no guard, no
     speed lost); a target above the recovered one's: guards on top, the answer naming both with the MAC share."""
