@@ -18,7 +18,7 @@ from trtlab.cli.main import COMMANDS, command_module, main
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_GROUPS = {"ModelDataArgs", "CalibrationArgs", "GuardArgs", "WorkspaceArgs", "OutputArgs", "BackendArgs",
-                 "GlobalArgs"}
+                 "GlobalArgs", "RecoveryArgs"}
 # Options in several commands outside the shared groups, with the same meaning everywhere:
 #   --force  "rebuild even if cached" (calibrate, build);  --root  "the folder searched" (prep: ImageNet, doctor:
 #   TensorRT) — plus argparse's own -h/--help.

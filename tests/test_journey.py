@@ -128,7 +128,9 @@ def test_the_guard_search_answer_names_layers_precision_cost_and_the_figures(ab,
     answer = str(found.answer())
     if found.added:
         count = "this layer" if len(found.added) == 1 else f"these {len(found.added)} layers"
-        assert answer.startswith(f"int8-entropy@6 (the recipe asked for): keep {count} in FP16 — ")
+        # recovery first (issue 39): the answer names what it tried beside the layers it keeps in FP16
+        recover = f"recover with {' + '.join(found.recovery)} and " if found.recovery else ""
+        assert answer.startswith(f"int8-entropy@6 (the recipe asked for): {recover}keep {count} in FP16 — ")
         assert f"% of the MACs in FP16, " in answer and found.mac_share["FP16"] > 0
     assert "(mean logit cosine 0." in answer and answer.endswith("(found.verify()).")
     found.verify(progress=False)

@@ -360,9 +360,10 @@ def test_sensitivity_resumes_after_an_interruption(broken, broken_sensitivity, b
 
 
 # -- 3. guard search -------------------------------------------------------------------------------------------------
+# These test the guards alone (recovery=()); tests/test_recovery_ab.py tests the search's recovery-first step.
 def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(broken, broken_sensitivity,
                                                                              broken_layer):
-    found = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity)
+    found = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, recovery=())
     assert found.reached and found.added[0] == broken_layer
     # Guarded layers keep the recipe's float path precision, spelt out (issue 35: one guard vocabulary).
     assert [str(g) for g in found.guards] == [f"node:{name}={broken.guard_precision}" for name in found.added]
@@ -421,16 +422,16 @@ def test_guard_search_guards_the_broken_layer_first_and_stops_at_the_target(brok
 def test_guard_search_resumes_from_its_saved_evaluations(broken, broken_sensitivity, monkeypatch):
     from trtlab.debug import guard_search
 
-    first = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity)
+    first = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, recovery=())
 
     def must_not_run(*args, **kwargs):
         raise AssertionError("a resumed search evaluated a guard set again")
 
     monkeypatch.setattr(guard_search, "evaluate_guards", must_not_run)
-    again = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity)
+    again = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, recovery=())
     assert again.guards == first.guards and again.steps.equals(first.steps)
     with pytest.raises(AssertionError, match="evaluated a guard set again"):
-        broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, resume=False)
+        broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, recovery=(), resume=False)
     detached = guard_search.GuardSearch(**{**vars(first), "debugger": None})
     with pytest.raises(RuntimeError, match="without its debugger"):
         detached.verify()
@@ -450,18 +451,18 @@ def test_guard_search_bar_totals_are_known_before_drawing(broken, broken_sensiti
         return bar
 
     monkeypatch.setattr(broken, "progress_bar", recording)
-    found = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity)  # resumed from the saved evaluations
+    found = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, recovery=())  # resumed from the saved evaluations
     assert found.reached and bars
     assert all(bar.total == total for bar, total in bars)  # never changed after drawing
     search_bar, total = bars[0]
     assert total == 50 and search_bar.n == total  # stopped early at the target: the layers left were not needed
     bars.clear()
-    broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, max_guards=1, prune=False)
+    broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, recovery=(), max_guards=1, prune=False)
     assert [(bar.total, bar.n) for bar, _ in bars] == [(1, 1)]
 
 
 def test_a_missed_target_says_so(broken, broken_sensitivity):
-    found = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, max_guards=0)
+    found = broken.search_guards(target=TARGET, sensitivity=broken_sensitivity, recovery=(), max_guards=0)
     assert not found.reached and found.added == [] and "NOT reached" in found.summary()
     assert len(found.steps) == 1 and found.int8_layers == 50
 
@@ -477,12 +478,12 @@ def test_the_default_fidelity_target_finds_the_broken_layer_where_top1_is_blind(
     blind = LayerDebugger(demo_model, demo_cache, split.calibration, split.evaluation, DEBUG_RECIPE, images=IMAGES,
                           batch_size=IMAGES, scale_overrides={notebook_layer: BROKEN_FACTOR}, search_images=2,
                           workspace=session_workspace, progress=False)
-    by_top1 = blind.search_guards(target=TARGET)
+    by_top1 = blind.search_guards(target=TARGET, recovery=())
     assert by_top1.reached and by_top1.added == [] and by_top1.steps["top1_agreement"].iloc[0] == 1.0
     assert by_top1.steps["cosine_mean"].iloc[0] < 0.9  # what top-1 cannot see
     assert "the recipe meets it as it is" in by_top1.summary()
 
-    found = blind.search_guards()  # the default target
+    found = blind.search_guards(recovery=())  # the default target
     sensitivity = blind.sensitivity()
     assert sensitivity.ranking[0] == notebook_layer
     assert found.target == Target.of(DEFAULT_TARGET) == Target((("cosine", 0.99),))
@@ -610,7 +611,7 @@ def test_debug_cli_finds_the_broken_layer_and_exits_by_its_verification(algorith
     out = tmp_path / "debug"
     status = debug_main(["--workspace", str(session_workspace), "--images", str(IMAGES), "--batch-size", str(IMAGES),
                          "--algorithms", algorithm, "--scale-override", f"{broken_layer}={BROKEN_FACTOR:g}",
-                         "--out", str(out), "-q"])
+                         "--recovery", "none", "--out", str(out), "-q"])
     printed = capsys.readouterr().out
     assert "error first jumps at" in printed and broken_layer in printed and "built by build_variant" in printed
     assert broken.block(broken_layer) in printed  # layers named by the model's blocks too
@@ -650,4 +651,5 @@ def test_debug_cli_exits_1_when_the_search_misses(session_workspace, broken_laye
     assert status == 1 and lines[-3] == ("target mean logit cosine ≥ 0.9999 NOT reached on the 10 search images "
                                          "(exit status 1)")
     assert f"--guards node:{broken_layer}" in lines[-1]  # the most guarded recipe tried carries its guard
+    assert lines[-1].endswith("--recovery adaround,bias_correction")  # and the recovery tried before it (issue 39)
     assert lines[-2] == "the target was not reached; the most guarded recipe tried:"

@@ -42,6 +42,7 @@ _EXPORTS = {
     "speedup_estimate": "graph.roofline",  # per-GPU INT8-vs-FP16 speed estimate (with its band) of a precision report
     "speed_clause": "graph.speed",  # issue 37: is INT8 worth shipping for speed — measured on TensorRT, else estimated
     "placement_rules": "quantization.placement:RULES",
+    "recovery_methods": "quantization.recovery:METHODS",  # issue 39: Recipe(recovery=(...)) names these
     "prepare_imagenet": "data.imagenet", "load_imagenet": "data.imagenet", "prepared_data": "data.prepared",
     "Experiment": "evaluation.identity",
     "layer_debugger": "debug.debugger", "LayerDebugger": "debug.debugger",

@@ -351,6 +351,29 @@ class GuardArgs(ArgGroup):
         args.guards = tuple(guards)
 
 
+class RecoveryArgs(ArgGroup):
+    """recovery: INT8 accuracy won back without leaving INT8 (trtlab.quantization.recovery)"""
+
+    def __init__(self, what: str, default=()):
+        self.what, self.default = what, tuple(default)
+
+    def add_options(self, group):
+        from trtlab.quantization.recovery import METHODS
+
+        shown = ",".join(self.default) or "none"
+        group.add_argument("--recovery", action=Items, metavar="METHOD", default=None,
+                           help=f"{', '.join(METHODS)}, or none; repeat or comma-separate: {self.what} "
+                                f"(default: {shown})")
+
+    def parse(self, args):
+        from trtlab.quantization.recovery import resolve_methods
+
+        try:
+            args.recovery = self.default if args.recovery is None else resolve_methods(args.recovery)
+        except UserValueError as exc:
+            raise UserValueError(f"--recovery: {exc.what}", exc.fix) from None
+
+
 class WorkspaceArgs(ArgGroup):
     """workspace: where trtlab keeps caches, variants and results"""
 

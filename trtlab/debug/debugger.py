@@ -3,6 +3,11 @@ the INT8 variants they run, built in memory by the quantizer (so they equal what
 
 `scale_overrides={tensor or layer name: factor}` multiplies calibrated activation scales: a debugging aid to break
 one layer on purpose and watch the tools find it. Overrides never reach a Recipe or a built variant.
+
+A recipe with recovery (quantization.recovery) is debugged as build_variant builds it: the INT8 variants are made
+from the recovered float graph (`base`: equalized before calibration, then rounded and bias-corrected with the
+recipe's guards), while FP32 stays the sanitized graph. Variants with extra guards keep that recovered graph (its
+layers guarded run its float weights) — the guard search's approximation; verify() builds the real recipe.
 """
 from __future__ import annotations
 
@@ -66,8 +71,12 @@ class LayerDebugger:
             raise ValueError("no decodable evaluation images; check the split and the decode cache failures")
         self.debug_indices = self.evaluation_indices[:images]
         self._split_search_and_verification(search_images)
+        self._twins: dict = {}
+        self._made_with = {"images": images, "batch_size": batch_size, "scale_overrides": scale_overrides,
+                           "search_images": search_images}
         self._load_graph(recipe)
         self._calibrate(recipe, scale_overrides or {})
+        self._recover()
         self.key = self._identity(recipe).key
         self.folder = (workspace_dir(workspace) / "debug" / f"{self.model_path.stem}-{self.model_sha256[:8]}"
                        / f"{recipe.name}-{self.key}")
@@ -140,7 +149,17 @@ class LayerDebugger:
         from trtlab.quantization.thresholds import compute_thresholds, scales_from_thresholds
         from trtlab.quantization.variants import calibration_statistics
 
-        stats = calibration_statistics(self.sanitized_path, self.cache, self.calibration_indices,
+        self.base, source = self.fp32, self.sanitized_path
+        self.unrecovered = self.base
+        self.recovery = None
+        if recipe.recovery:
+            from trtlab.quantization.recovery.recover import RecoveryReport, equalize, write_equalized
+
+            self.recovery = RecoveryReport(recipe.recovery)
+            if "equalization" in recipe.recovery:  # calibrated on the equalized graph, as build_variant does
+                self.base = self.unrecovered = equalize(self.fp32, self.recovery)
+                source = write_equalized(self.base, self.sanitized_path, self.workspace)
+        stats = calibration_statistics(source, self.cache, self.calibration_indices,
                                        recipe.calibration_batch, self.workspace, self.progress)
         self.scale_overrides = self._resolve_overrides(scale_overrides, set(stats.tensors))
         self.stats = stats
@@ -149,6 +168,32 @@ class LayerDebugger:
         self.scales = dict(self.calibrated_scales)
         for tensor, factor in self.scale_overrides.items():
             self.scales[tensor] *= factor
+
+    def _recover(self) -> None:
+        """Adaptive rounding and bias correction of the base graph with the recipe's guards (build_variant's)."""
+        if not set(self.recipe.recovery) - {"equalization"}:
+            return
+        from trtlab.quantization.recovery.recover import calibration_images, recover_layers
+
+        plan = self.plan(self.node_guards())
+        self.base, _ = recover_layers(self.base, plan, self.plan_scales(plan), self.recipe,
+                                      calibration_images(self.cache, self.calibration_indices),
+                                      self.info.fixed_batch, self.recovery, self.progress)
+
+    def with_recovery(self, recovery) -> "LayerDebugger":
+        """This debugger's twin for the same recipe with `recovery` (method names): same images and settings, the
+        FP32 logits computed here shared; made once per recovery."""
+        import dataclasses
+
+        key = tuple(recovery)
+        if key in self._twins:
+            return self._twins[key]
+        twin = self._twins[key] = LayerDebugger(self.model_path, self.cache, self.calibration_indices, self.evaluation_indices,
+                             dataclasses.replace(self.recipe, recovery=tuple(recovery)),
+                             workspace=self.workspace, progress=self.progress, **self._made_with)
+        twin.reference_logits = self.reference_logits
+        twin.recipe_reason = self.recipe_reason
+        return twin
 
     # -- guards and variants -------------------------------------------------------------------------------------
     def _resolve_overrides(self, overrides: dict, calibrated: set[str]) -> dict[str, float]:
@@ -221,23 +266,49 @@ class LayerDebugger:
 
         guards = self.node_guards(extra_layers, precision)
         full_plan = self.plan(guards)
+        base = self.guarded_base(extra_layers)
         if start:
-            suffix, cut = suffix_model(self.fp32, start)
+            suffix, cut = suffix_model(base, start)
             if suffix is not None:
                 names = {n.name for n in suffix.graph.node}
                 plan = self.plan([g for g in guards if g.target in names], suffix)
                 if plan_signature(plan, names) == plan_signature(full_plan, names):
                     return quantize_graph(suffix, plan, self.plan_scales(plan), self.recipe.high_precision,
                                           check=False).model, cut
-        return quantize_graph(self.fp32, full_plan, self.plan_scales(full_plan), self.recipe.high_precision,
+        return quantize_graph(base, full_plan, self.plan_scales(full_plan), self.recipe.high_precision,
                               check=False).model, [self.input_name]
+
+    def guarded_base(self, extra_layers=()):
+        """The float graph variants are made from, with `extra_layers` given back their weights and bias from
+        before rounding and bias correction: a layer kept out of INT8 has no rounding to choose and no quantization
+        error of its own to correct."""
+        if self.base is self.unrecovered or not extra_layers:
+            return self.base
+        import onnx
+
+        out = onnx.ModelProto()
+        out.CopyFrom(self.base)
+        before = {i.name: i for i in self.unrecovered.graph.initializer}
+        inits = {i.name: i for i in out.graph.initializer}
+        for node in out.graph.node:
+            if node.name not in set(extra_layers):
+                continue
+            original = next(n for n in self.unrecovered.graph.node if n.name == node.name)
+            del node.input[:]
+            node.input.extend(original.input)
+            for name in original.input[1:]:
+                if name in before and name in inits:
+                    inits[name].CopyFrom(before[name])
+                elif name in before:
+                    out.graph.initializer.append(before[name])
+        return out
 
     def plan(self, guards, model=None):
         """The Q/DQ plan of `model` (default: the FP32 graph) with node `guards`, by the recipe's placement rules
         and float path (what build_variant plans)."""
         from trtlab.quantization.placement import plan_quantization
 
-        return plan_quantization(self.fp32 if model is None else model, guards, self.recipe.placement,
+        return plan_quantization(self.base if model is None else model, guards, self.recipe.placement,
                                  int8_float_path=self.recipe.high_precision)
 
     def plan_scales(self, plan) -> dict[str, float]:
@@ -289,11 +360,11 @@ class LayerDebugger:
 
     def search_guards(self, target=None, sensitivity: Sensitivity | None = None,
                       max_guards: int | None = None, precision: str | None = None, prune: bool = True,
-                      resume: bool = True) -> GuardSearch:
-        """The fewest most-sensitive layers to guard for `target` (None: mean logit cosine ≥ 0.99 with FP32; a
-        number: top-1 agreement; 'top1=0.995,sqnr=20': both; debug.targets) on the search images
-        (debug.guard_search)."""
-        return _guard_search.search_guards(self, target, sensitivity, max_guards, precision, prune, resume)
+                      resume: bool = True, recovery=_guard_search.DEFAULT_RECOVERY) -> GuardSearch:
+        """Recovery first, then the fewest most-sensitive layers to guard for `target` (None: mean logit cosine ≥
+        0.99 with FP32; a number: top-1 agreement; 'top1=0.995,sqnr=20': both; debug.targets) on the search images
+        (debug.guard_search; `recovery=()` searches guards alone)."""
+        return _guard_search.search_guards(self, target, sensitivity, max_guards, precision, prune, resume, recovery)
 
     def verify_recipe(self, recipe, backend: str = "ort", progress: bool | None = None, target=None,
                       indices=None):

@@ -6,7 +6,13 @@ prune guards a later one made unnecessary. The result is a list of guards (trtla
 `str(guard)` is the `node:<name>` text) that a `Recipe`, notebook 03, the calibrate CLI and both TensorRT paths
 accept; `GuardSearch.verify()` builds that recipe with `build_variant` and evaluates it with `evaluate_variant`
 (trtlab's own pipeline and results store) on the other evaluation images: a guard set is judged on images it was
-not chosen on. `calibrate_command()` is the same recipe as a `python -m trtlab calibrate` line to paste."""
+not chosen on. `calibrate_command()` is the same recipe as a `python -m trtlab calibrate` line to paste.
+
+Recovery first (issue 39): when the recipe alone misses the target, the search tries it with recovery
+(quantization.recovery; default DEFAULT_RECOVERY: adaptive rounding and bias correction — no layer leaves INT8, no
+speed is lost) and guards only what recovery leaves below the target, on top of the recovered graph. The answer
+names both, with the MACs the guards keep in FP16; the recipe, the saved result and the calibrate command carry
+both."""
 from __future__ import annotations
 
 import json
@@ -24,6 +30,10 @@ from trtlab.debug.targets import Target
 from trtlab.graph.guards import Guard
 
 log = logging.getLogger(__name__)
+
+#: What the guard search tries before guarding any layer (bias correction and adaptive rounding; equalization is
+#: for per-tensor weight scales, which a recipe asks for itself).
+DEFAULT_RECOVERY = ("adaround", "bias_correction")
 
 
 @dataclass
@@ -47,6 +57,8 @@ class GuardSearch:
     blocks: dict = field(default_factory=dict)  # {node name: block name} of the added and pruned layers
     precision: str = "fp16"  # the precision the guarded layers keep
     mac_share: dict = field(default_factory=dict)  # {'INT8', 'FP16', 'FP32': share of the MACs} with the guards
+    recovery: tuple = ()  # the recovery methods the found recipe uses (the search's, or the recipe's own)
+    asked: str = ""  # the label of the recipe the search was asked about (before the recovery it tried)
 
     @property
     def int8_fraction(self) -> float:
@@ -69,19 +81,24 @@ class GuardSearch:
 
         debugger = self.debugger
         recipe = self.recipe_template.get("algorithm", "")
-        about = f"{debugger.recipe.name} ({debugger.recipe_reason})" if debugger is not None and \
-            getattr(debugger, "recipe_reason", "") else (debugger.recipe.name if debugger is not None else recipe)
+        name = self.asked or (debugger.recipe.name if debugger is not None else recipe)
+        about = f"{name} ({debugger.recipe_reason})" if debugger is not None and \
+            getattr(debugger, "recipe_reason", "") else name
         precision = self.precision.upper()
         named = [labelled(self.blocks.get(n, n), n) for n in self.added]
         cost = _share_text(self.mac_share, precision)
         search = f"on the {self.evaluation_images} search images ({self.target.compared(self.metrics)})"
+        recover = f"recover with {' + '.join(self.recovery)}" if self.recovery else ""
         if not self.reached:
-            text = (f"{about}: no guard set of up to {len(self.added)} layers reaches the target {search}; raise "
-                    f"max_guards, calibrate with another algorithm or more images, or loosen the target")
+            text = (f"{about}: no guard set of up to {len(self.added)} layers reaches the target {search}"
+                    + (f", even with recovery ({' + '.join(self.recovery)})" if self.recovery else "")
+                    + "; raise max_guards, calibrate with another algorithm or more images, or loosen the target")
         elif not self.added:
-            text = f"{about}: no layer needs to leave INT8 — it meets the target as it is {search}"
+            text = (f"{about}: {recover} — no layer needs to leave INT8, no speed lost — to meet the target {search}"
+                    if recover else f"{about}: no layer needs to leave INT8 — it meets the target as it is {search}")
         else:
-            text = (f"{about}: keep {'this layer' if len(named) == 1 else f'these {len(named)} layers'} in "
+            text = (f"{about}: {recover + ' and ' if recover else ''}keep "
+                    f"{'this layer' if len(named) == 1 else f'these {len(named)} layers'} in "
                     f"{precision} — {', '.join(named)}{cost} — to meet the target {search}")
         verified = self.verified
         if verified is not None and "meets_target" in verified:
@@ -141,7 +158,8 @@ class GuardSearch:
             "guards": self.guards, "added": self.added, "blocks": self.blocks, "target": self.target.to_dict(),
             "reached": self.reached, "layers": self.layers, "int8_layers": self.int8_layers,
             "int8_fraction": self.int8_fraction, "metrics": self.metrics, "pruned": self.pruned,
-            "recipe": self.recipe().to_dict(), "evaluation_images": self.evaluation_images,
+            "recipe": self.recipe().to_dict(), "recovery": list(self.recovery),
+            "evaluation_images": self.evaluation_images,
             "search_images": self.search_image_ids,
             "steps": json.loads(self.steps.to_json(orient="records")),
             "verified": dict(self.verified) if self.verified is not None else None})
@@ -225,22 +243,36 @@ def fp32_logits(debugger, indices) -> np.ndarray:
 
 
 def search_guards(debugger, target=None, sensitivity=None, max_guards: int | None = None,
-                  precision: str | None = None, prune: bool = True, resume: bool = True) -> GuardSearch:
+                  precision: str | None = None, prune: bool = True, resume: bool = True,
+                  recovery=DEFAULT_RECOVERY) -> GuardSearch:
     """Guard the most sensitive layers one by one (in `precision`: 'fp16' or 'fp32'; default the recipe's float
     path, FP16 on the default path) until the logits on the search
     images meet `target` (debug.targets.Target.of: None = mean logit cosine ≥ 0.99; a number = a top-1 agreement
     fraction; 'top1=0.995,cosine=0.99' = both), stopping at the first guard set that does. Then, with `prune`, try
     removing each guard (least sensitive first) and keep every removal that still meets the target: greedy order
-    can pick a layer that a later guard made unnecessary."""
+    can pick a layer that a later guard made unnecessary.
+
+    `recovery` (method names; None or () for none): tried first when the recipe alone misses the target and has
+    no recovery of its own; the guards are then searched on the recovered variant (a given `sensitivity` ranking
+    is kept: the layers the plain variant is most sensitive to are the candidates)."""
     import pandas as pd
+
+    from trtlab.quantization.recovery import resolve_methods
 
     target = Target.of(target)
     precision = precision or debugger.guard_precision
     if precision not in ("fp32", "fp16"):
         raise ValueError(f"guard precision must be 'fp32' or 'fp16', got {precision!r}")
+    tried = resolve_methods(recovery)
+    asked = debugger.recipe.name
     evaluate = _ResumableEvaluation(debugger, precision, resume)
     first = evaluate([])
     steps = [_step(debugger, 0, "add", "(recipe guards only)", [], first)]
+    if not target.met(first) and tried and not debugger.recipe.recovery and (max_guards is None or max_guards >= 0):
+        debugger = debugger.with_recovery(tried)  # recovery first: no layer leaves INT8, no speed lost
+        evaluate = _ResumableEvaluation(debugger, precision, resume)
+        first = evaluate([])
+        steps.append(_step(debugger, 0, "recover", f"(recovery: {' + '.join(tried)})", [], first))
     added, reached = [], target.met(first)
     if not reached and (max_guards is None or max_guards > 0):
         # The ranking is needed only when the recipe alone misses the target.
@@ -259,7 +291,8 @@ def search_guards(debugger, target=None, sensitivity=None, max_guards: int | Non
                        len(debugger.search_indices), evaluate(final), pruned, debugger,
                        search_image_ids=debugger.image_ids(debugger.search_indices),
                        blocks={name: debugger.block(name) for name in added}, precision=precision,
-                       mac_share=debugger.mac_share(final, precision))
+                       mac_share=debugger.mac_share(final, precision), recovery=tuple(debugger.recipe.recovery),
+                       asked=asked)
 
 
 def _share_text(share: dict, precision: str) -> str:
@@ -405,4 +438,6 @@ def calibrate_command(recipe, model=None, data=None, labels=None, preset=None, w
         words += ["--calibration-batch", str(recipe.calibration_batch)]
     if recipe.guards:
         words += ["--guards", ",".join(recipe.guard_texts)]
+    if recipe.recovery:
+        words += ["--recovery", ",".join(recipe.recovery)]
     return " ".join(shlex.quote(word) for word in words)

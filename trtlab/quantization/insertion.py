@@ -227,7 +227,7 @@ def _weight_dequantize(weight, initializer, axis, nodes, new_inits, before, scal
     from onnx import helper, numpy_helper
 
     q, scale, clamped = _quantize_weight(numpy_helper.to_array(initializer), axis, scale_dtype)
-    q_name, s_name, z_name, dq_out = f"{weight}__int8", f"{weight}__scale", f"{weight}__zp", f"{weight}__dq"
+    q_name, s_name, z_name, dq_out = int8_weight_name(weight), f"{weight}__scale", f"{weight}__zp", f"{weight}__dq"
     new_inits += [numpy_helper.from_array(q, q_name), numpy_helper.from_array(scale, s_name),
                   numpy_helper.from_array(np.zeros(scale.shape, np.int8), z_name)]
     per_axis = {} if axis is None else {"axis": axis}
@@ -238,6 +238,11 @@ def _weight_dequantize(weight, initializer, axis, nodes, new_inits, before, scal
             if name == weight:
                 node.input[i] = dq_out
     return clamped
+
+
+def int8_weight_name(weight: str) -> str:
+    """The INT8 initializer a quantized weight becomes (recovery's adaptive rounding writes its integers there)."""
+    return f"{weight}__int8"
 
 
 def _fp16_float_path(model, plan: QuantPlan):

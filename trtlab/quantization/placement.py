@@ -390,6 +390,13 @@ def concat_shared_scale(plan: QuantPlan, facts: GraphFacts) -> None:
     plan.shared_scales = [ScaleGroup(tensors, pooled_by_root.get(root, [])) for root, tensors in groups.items()]
 
 
+def per_tensor_weights(plan: QuantPlan, facts: GraphFacts) -> None:
+    """One scale per weight tensor instead of one per output channel (off by default: a stress case, and what
+    cross-layer equalization is for). TensorRT takes per-tensor weight scales too ("The quantization process uses
+    per-tensor, per-channel, or block-wise scaling": TensorRT developer guide, Working with Quantized Types)."""
+    plan.weights = {weight: (node, None) for weight, (node, _) in plan.weights.items()}
+
+
 @dataclass(frozen=True)
 class Rule:
     """One placement rule: its name (the switch), when it runs, whether a Recipe uses it by default, and what it is.
@@ -416,6 +423,7 @@ RULES = {rule.name: rule for rule in (
     Rule("pool_input", "plan", True, pool_input, "pool"),
     Rule("commute_through_copies", "plan", True, commute_through_copies, "commute"),
     Rule("concat_shared_scale", "plan", True, concat_shared_scale, "concat"),
+    Rule("per_tensor_weights", "plan", False, per_tensor_weights, "pertensor"),
 )}
 DEFAULT_RULES = tuple(name for name, rule in RULES.items() if rule.default)
 LEGACY_RULES = ("weighted_op_inputs", "residual_add_input")  # trtlab's placement before issue 17

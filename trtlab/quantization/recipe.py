@@ -12,7 +12,10 @@ not quantized in FP16, FP16 Q/DQ scales at opset 19) or 'fp32' (the graph trtlab
 FP32 float path with the placement rules of that time). The label marks the FP32 path (`int8-entropy@6+fp32path`);
 the FP16 path is the unmarked default. `placement` lists the placement rules (trtlab.quantization.placement.RULES);
 None means the float path's default (DEFAULT_RULES on the FP16 path, LEGACY_RULES on the FP32 path), and rules that
-differ from it show in the label ('+no-pool', '+gemv').
+differ from it show in the label ('+no-pool', '+gemv'). `recovery` names the recovery methods
+(trtlab.quantization.recovery: 'equalization', 'adaround', 'bias_correction'), run in that order whatever order they
+are given in; they show in the label ('+cle', '+adaround', '+biascorr') and, when any is chosen, in the identity (a
+recipe without recovery keeps the identity it had before recovery existed).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from trtlab.data.split import (DEFAULT_CALIBRATION_IMAGES, CalibrationSizeError,
 from trtlab.graph.guards import parse_guards
 from trtlab.quantization.insertion import HIGH_PRECISIONS
 from trtlab.quantization.placement import DEFAULT_RULES, LEGACY_RULES, RULES, resolve_rules
+from trtlab.quantization.recovery import recovery_label, resolve_methods
 from trtlab.quantization.thresholds import algorithm_named
 
 PRECISIONS = ("fp32", "fp16", "int8")
@@ -50,6 +54,7 @@ class Recipe:
     seed: int = 0
     high_precision: str = "fp16"  # the INT8 float path: 'fp16' (default) or 'fp32' (the graph before issue 17)
     placement: tuple | None = None  # placement rule names; None: the float path's default (resolved on construction)
+    recovery: tuple = ()  # recovery method names (quantization.recovery.METHODS), run in that table's order
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
@@ -74,6 +79,10 @@ class Recipe:
         default = self.default_placement
         object.__setattr__(self, "placement", default if self.placement is None else
                            resolve_rules(self.placement, base=default))
+        object.__setattr__(self, "recovery", resolve_methods(self.recovery))
+        if self.recovery and self.precision != "int8":
+            raise UserValueError(f"recovery {', '.join(self.recovery)} was asked for a {self.precision} recipe",
+                                 "recovery recovers INT8 accuracy: use it with precision='int8'")
         # Every guard with its precision spelt out (issue 35): 'first_layer' and 'first_layer=fp16' make the same
         # graph on the FP16 float path, so they are one recipe — one identity, one label.
         object.__setattr__(self, "guards", tuple(g.resolved(self.int8_float_path) for g in parse_guards(self.guards)))
@@ -107,7 +116,8 @@ class Recipe:
         algo += f"@{self.calibration_images or 'auto'}" \
             + (f"b{self.calibration_batch}" if self.calibration_batch != 8 else "") \
             + (f"s{self.seed}" if self.seed else "")
-        algo += ("+fp32path" if self.high_precision == "fp32" else "") + self.placement_label
+        algo += ("+fp32path" if self.high_precision == "fp32" else "") + self.placement_label \
+            + recovery_label(self.recovery)
         name = re.sub(r"[^A-Za-z0-9_.+=@-]", "_", f"int8-{algo}") + guards
         return name if len(name) <= 80 else f"int8-{algo}+{len(self.guards)}guards-{hash_json(self.guard_texts, 8)}"
 
@@ -134,11 +144,16 @@ class Recipe:
         data["placement"] = list(self.placement)
         if not self.uses_percentile:
             data.pop("percentile")
+        if self.recovery:
+            data["recovery"] = list(self.recovery)
+        else:  # recipes without recovery keep the identity (and stored results) they had before it existed
+            data.pop("recovery")
         return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Recipe":
-        return cls(**{k: (tuple(v) if k in ("guards", "placement") and v is not None else v) for k, v in data.items()})
+        listed = ("guards", "placement", "recovery")
+        return cls(**{k: (tuple(v) if k in listed and v is not None else v) for k, v in data.items()})
 
     @classmethod
     def of(cls, item) -> "Recipe":

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from trtlab.core.workspace import atomic_path, atomic_write_json, hash_json, rea
 from trtlab.quantization.recipe import (DEFAULT_CALIBRATION_IMAGES, PRECISIONS,  # noqa: F401  (re-exported)
                                         CalibrationSizeError, Recipe, select_calibration_indices)
 from trtlab.quantization.calibration_cache import read_imported_cache
+from trtlab.quantization.recovery import MODULES as RECOVERY_MODULES, check_imported_scales
 from trtlab.quantization.statistics import (CALIBRATION_REVISION, CalibrationStats, collect_statistics,
                                             first_batch_images, statistics_code)
 from trtlab.quantization.thresholds import compute_thresholds, scales_from_thresholds
@@ -47,7 +49,8 @@ VARIANT_REVISION = 5
 GRAPH_SOURCES = ("trtlab.graph.sanitize", "trtlab.graph.onnx_utils", "trtlab.core.ort_session", "trtlab.graph.guards",
                  "trtlab.graph.precision", "trtlab.graph.precision_rewrite", "trtlab.quantization.placement",
                  "trtlab.quantization.insertion", "trtlab.quantization.thresholds", "trtlab.quantization.recipe",
-                 "trtlab.quantization.calibration_cache", "trtlab.quantization.variants")
+                 "trtlab.quantization.calibration_cache", "trtlab.quantization.variants",
+                 *RECOVERY_MODULES)
 
 
 def graph_code() -> str:
@@ -302,6 +305,8 @@ class _Int8Build:
                             "range_images": first_batch_images(self.recipe.calibration_batch, len(self.calib_ids),
                                                                info.fixed_batch)}
         self.imported = bool(reuse_cache and calibration_cache_path and Path(calibration_cache_path).exists())
+        check_imported_scales(self.recipe, self.imported)
+        self.fixed_batch = info.fixed_batch
         # An imported cache is read (and its header checked) now; its sha256, format (trtlab's with sidecar, or
         # TensorRT's own without) and header are part of the variant's identity.
         self.imported_cache = read_imported_cache(calibration_cache_path, "calibration_cache_path") \
@@ -328,6 +333,7 @@ class _Int8Build:
         from trtlab.quantization.calibration_cache import write_calibration_cache
         from trtlab.quantization.insertion import quantize_graph
         from trtlab.quantization.placement import plan_for_recipe
+        from trtlab.quantization.recovery.recover import BuildRecovery
 
         record = None if force else reusable_record(self.folder, self.identity)
         if record is not None:
@@ -338,12 +344,17 @@ class _Int8Build:
         source = sanitize_model(self.model_path, self.workspace)
         model = onnx.load(str(source))
         recipe = self.recipe
+        recovery = BuildRecovery(recipe, self.workspace)  # a recipe without recovery passes through it unchanged
+        model, source = recovery.before_calibration(model, source)  # equalization: the graph calibration sees
         plan = plan_for_recipe(model, recipe)
+        began = time.perf_counter()
         scales = self.imported_scales(source, model, plan, progress) if self.imported else \
             self.calibrated_scales(source, plan, progress)
+        model = recovery.after_calibration(model, plan, scales, time.perf_counter() - began, self.cache, self.indices,
+                                           self.fixed_batch, progress)  # adaptive rounding, bias correction
         graph = quantize_graph(model, plan, scales, recipe.high_precision)  # checked: onnx.checker + shapes
         quantized = graph.model
-        described = {**plan.describe(), **graph.summary()}
+        described = {**plan.describe(), **graph.summary(), **recovery.describe()}
         report_fp16_range(recipe.name, graph.fp16_range, self.sha)
         with writing(self.folder):  # a read-only workspace: one line naming the folder
             self.folder.mkdir(parents=True, exist_ok=True)

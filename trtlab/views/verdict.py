@@ -51,8 +51,9 @@ def default_pair(results: dict[str, VariantResult], reference: str, preferred=No
     """The pair to compare when none is named: `preferred` (the pair the last stated verdict compared,
     ResultsStore.last_verdict) when both are stored; else minmax vs entropy when both are stored (the best of each,
     calibrated alike — same images and guards — and the unguarded pair before a guarded one: plain algorithm names
-    never pair a guarded variant with an unguarded one); else the best two INT8 variants; else the best two
-    variants other than the reference."""
+    never pair a guarded variant with an unguarded one); else, where a recovered variant (quantization.recovery)
+    and the same recipe without recovery are both stored, the best such pair (plain, recovered); else the best two
+    INT8 variants; else the best two variants other than the reference."""
     if preferred and all(name in results and name != reference for name in preferred) and \
             preferred[0] != preferred[1]:
         return tuple(preferred)
@@ -60,6 +61,9 @@ def default_pair(results: dict[str, VariantResult], reference: str, preferred=No
     others = [name for name in results if name != reference]
     ranked = sorted(others, key=lambda name: (_guard_count(results[name]), _rank_key(results[name], ref)))
     algorithms = {name: int8_algorithm(results[name]) for name in ranked}
+    twins = recovered_pairs(results, ranked)
+    if twins:  # recovery asked for: recovered against plain, the question the user asked
+        return twins[0]
     minmax = [n for n in ranked if algorithms[n] == "minmax"]
     entropy = [n for n in ranked if algorithms[n] == "entropy"]
     if minmax and entropy:
@@ -71,6 +75,23 @@ def default_pair(results: dict[str, VariantResult], reference: str, preferred=No
         raise PairError(f"a head-to-head needs two variants besides the reference {reference!r}; stored: "
                         f"{', '.join(results)}; evaluate another (e.g. Recipe(algorithm='minmax') and 'entropy')")
     return pool[0], pool[1]
+
+
+def recovered_pairs(results: dict[str, VariantResult], ranked: list[str]) -> list[tuple[str, str]]:
+    """[(plain, recovered)] for each stored recovered variant (best first) whose recipe without recovery is stored."""
+    def recipe(name):
+        return dict((results[name].record.get("recipe") or {}))
+
+    pairs = []
+    for name in ranked:
+        mine = recipe(name)
+        if not mine.get("recovery"):
+            continue
+        plain = {k: v for k, v in mine.items() if k != "recovery"}
+        twin = next((n for n in ranked if n != name and recipe(n) == plain), None)
+        if twin is not None:
+            pairs.append((twin, name))
+    return pairs
 
 
 def resolve_variant(results: dict[str, VariantResult], name: str | None, reference: str,
@@ -95,7 +116,7 @@ def _guard_count(result: VariantResult) -> int:
 
 def _calibrated_alike(a: VariantResult, b: VariantResult) -> bool:
     ra, rb = a.record.get("recipe") or {}, b.record.get("recipe") or {}
-    keys = ("calibration_images", "calibration_batch", "guards", "seed")
+    keys = ("calibration_images", "calibration_batch", "guards", "seed", "recovery")
     return all(ra.get(k) == rb.get(k) for k in keys)
 
 

@@ -117,7 +117,11 @@ class ABResult:
         if default and self._default is not None:
             return self._default
         first, second = (self.same_graph.get(name, name) if name else name for name in (first, second))
-        results = self.store.load_all(list(self.table.index))
+        # a label of this store beyond the table (another A/B on the same images, e.g. the plain recipe a recovered
+        # one is compared with) can be named too
+        stored = set(self.store.variants())
+        named = [n for n in (first, second) if n and n not in self.table.index and n in stored]
+        results = self.store.load_all(list(self.table.index) + named)
         caches = {name: built.calibration_cache for name, built in self.variants.items() if built.calibration_cache}
         latencies = self.engines.latencies() if self.engines is not None else None
         h2h = head_to_head(results, first, second, reference, caches=caches, latencies=latencies)
@@ -362,10 +366,11 @@ def gpu_names() -> dict:
 # -- widget callbacks (plain functions) -------------------------------------------------------------------------
 def recipes_from_selection(algorithms, calibration_images: int, calibration_batch: int, guards=(),
                            node_guards: str = "", guard_precision: str | None = None, percentile: float = 99.99,
-                           include_fp16: bool = False):
+                           include_fp16: bool = False, recovery=()):
     """Widget state → recipes: one INT8 recipe per chosen algorithm, all with the same guards — in
     `guard_precision` when given, else each guard's own (the float path's, FP16; softmax FP32) — and an FP16
-    variant first when asked, to see INT8 against FP16 as well as FP32."""
+    variant first when asked, to see INT8 against FP16 as well as FP32. With `recovery` (method names,
+    quantization.recovery), each algorithm's recipe comes plain and recovered, so the verdict compares the two."""
     from trtlab.core.errors import UserValueError
 
     if not algorithms:
@@ -380,9 +385,13 @@ def recipes_from_selection(algorithms, calibration_images: int, calibration_batc
     if guard_precision:
         guard_list = [g.with_precision(guard_precision) for g in guard_list]
     fp16 = [Recipe(precision="fp16")] if include_fp16 else []
+    from trtlab.quantization.recovery import resolve_methods
+
+    recovery = resolve_methods(recovery)
     return fp16 + [Recipe(precision="int8", algorithm=a, calibration_images=_whole(calibration_images),
                           calibration_batch=_whole(calibration_batch), guards=tuple(guard_list),
-                          percentile=percentile) for a in algorithms]
+                          percentile=percentile, recovery=methods)
+                   for a in algorithms for methods in ([(), recovery] if recovery else [()])]
 
 
 def _whole(value):
@@ -392,9 +401,9 @@ def _whole(value):
 
 def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=None, split: Split | None = None,
                max_calibration_images: int | None = None):
-    """ipywidgets panel: algorithms, calibration size, batch size, guards, 'also as TensorRT engines' (on where
-    TensorRT imports), Run → which GPUs ran, the A/B table, the engines' table, plot and the head-to-head verdict
-    of the chosen algorithms."""
+    """ipywidgets panel: algorithms, calibration size, batch size, guards, recovery (each algorithm then plain and
+    recovered, the verdict between them), 'also as TensorRT engines' (on where TensorRT imports), Run → which GPUs
+    ran, the A/B table, the engines' table, plot and the head-to-head verdict."""
     import ipywidgets as w
     from IPython.display import Markdown, display
 
@@ -415,6 +424,12 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
     precision = w.ToggleButtons(options=[("FP16 (the float path)", "fp16"), ("FP32", "fp32")], value="fp16",
                                 description="guarded layers run in", **full)
     with_fp16 = w.Checkbox(value=True, description="also an FP16 variant", indent=False, **full)
+    from trtlab.quantization.recovery import METHODS
+
+    # Recovery (issue 39): INT8 accuracy won back in INT8 — each algorithm's variant is then built plain and
+    # recovered; the precision report and speed estimate are the plain variant's by construction.
+    recovery_boxes = [w.Checkbox(value=False, description=name, indent=False, tooltip=method.what, **full)
+                      for name, method in METHODS.items()]
     from trtlab.backends import tensorrt_available
 
     # On where TensorRT imports: each variant's engine too (top-1, agreement with the literal graph, latency).
@@ -431,7 +446,8 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
         with out, shown_in(out):  # a user mistake shows as one `error: … — …` line, not a traceback
             recipes = recipes_from_selection(algorithms.value, size.value, batch.value,
                                              [b.description for b in guard_boxes if b.value], nodes.value,
-                                             precision.value, percentile.value, with_fp16.value)
+                                             precision.value, percentile.value, with_fp16.value,
+                                             [b.description for b in recovery_boxes if b.value])
             result = compare(model_path, dataset, recipes, preprocess, split=split, workspace=workspace,
                              calibration=CalibrationOptions(calibration_images=size.value),
                              run=RunOptions(engines=engines.value))
@@ -447,10 +463,12 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
     run.on_click(on_run)
     panel = w.VBox([w.HBox([algorithms, w.VBox([size, batch, percentile])]),
                     w.HBox([w.Label("guards:")] + guard_boxes),
-                    w.HBox([nodes, precision]), with_fp16, engines, run, out])
+                    w.HBox([nodes, precision]), with_fp16, w.HBox([w.Label("recovery:")] + recovery_boxes), engines,
+                    run, out])
     panel.run_callback = on_run  # lets tests and scripts press "Run" without a browser
     panel.last_result = None
     panel.engines_toggle = engines
+    panel.recovery_toggles = {b.description: b for b in recovery_boxes}
     return panel
 
 

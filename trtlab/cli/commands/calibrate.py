@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from trtlab.cli.args import (ArgGroup, BackendArgs, CalibrationArgs, Command, GuardArgs, ModelDataArgs,
-                             WorkspaceArgs, given)
+                             RecoveryArgs, WorkspaceArgs, given)
 from trtlab.cli.main import command_main
 from trtlab.core.errors import UserValueError
 
@@ -57,6 +57,8 @@ class CalibrateArgs(ArgGroup):
 
 COMMAND = Command("calibrate", "calibrate INT8 variants (one per algorithm, with the guards) and compare them with "
                   "FP32 on the evaluation images", [ModelDataArgs(), CalibrationArgs(), GuardArgs(),
+                                                    RecoveryArgs("each algorithm's variant is then built plain and "
+                                                                 "recovered, and the verdict compares the two"),
                                                     WorkspaceArgs(), BackendArgs(), CalibrateArgs()])
 main = command_main(COMMAND.name)
 
@@ -76,8 +78,8 @@ def run(args) -> int:
         algorithms, percentile = args.algorithms, args.percentile
     recipes = [Recipe(precision="int8", algorithm=algorithm, percentile=percentile,
                       calibration_images=args.calibration_images,
-                      calibration_batch=inputs.sizes.calibration_batch, guards=args.guards)
-               for algorithm in algorithms]
+                      calibration_batch=inputs.sizes.calibration_batch, guards=args.guards, recovery=recovery)
+               for algorithm in algorithms for recovery in ((), args.recovery)[:2 if args.recovery else 1]]
     if args.fp16:
         recipes.insert(0, Recipe(precision="fp16"))
     from trtlab.evaluation.options import RunOptions

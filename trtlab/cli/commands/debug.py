@@ -6,7 +6,8 @@ import math
 from pathlib import Path
 
 from trtlab.cli.args import (ArgGroup, BackendArgs, CalibrationArgs, Command, GuardArgs, Items, ModelDataArgs,
-                             OutputArgs, WorkspaceArgs, check_choice, positive)
+                             OutputArgs, RecoveryArgs, WorkspaceArgs, check_choice, positive)
+from trtlab.debug.guard_search import DEFAULT_RECOVERY
 from trtlab.cli.main import command_main
 from trtlab.core.errors import UserValueError
 from trtlab.debug.targets import DEFAULT_TARGET, Target
@@ -70,9 +71,12 @@ class DebugArgs(ArgGroup):
         args.scale_overrides = parse_overrides(args.scale_override)
 
 
+
 COMMAND = Command("debug", "layer-wise INT8 debugging of one recipe: per-tensor error vs FP32, per-layer "
                   "sensitivity and an automatic guard search",
                   [ModelDataArgs(), CalibrationArgs(default=("entropy",), many=False), GuardArgs(),
+                   RecoveryArgs("what the guard search tries before keeping any layer out of INT8 (no speed lost)",
+                                DEFAULT_RECOVERY),
                    BackendArgs(backend=False, batch_default=8), WorkspaceArgs(),
                    OutputArgs("CSV, JSON and PNG results", "the workspace's debug folder"), DebugArgs()],
                   check_failed="the guard search did not reach --target, or the found recipe missed it on the "
@@ -126,7 +130,7 @@ def _analyse(debugger, args, out: Path) -> int:
     if args.no_search:
         return 0
     found = debugger.search_guards(target=args.target, sensitivity=sensitivity, max_guards=args.max_guards,
-                                   precision=args.guard_precision)
+                                   precision=args.guard_precision, recovery=args.recovery)
     print(search_steps_table(found.steps).to_string(index=False))
     print(found.summary())
     verified = found.verify() if found.reached and not args.no_verify else None
