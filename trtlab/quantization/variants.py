@@ -26,7 +26,8 @@ from trtlab.quantization.calibration_cache import read_imported_cache
 from trtlab.quantization.recovery import MODULES as RECOVERY_MODULES, check_imported_scales
 from trtlab.quantization.statistics import (CALIBRATION_REVISION, CalibrationStats, collect_statistics,
                                             first_batch_images, statistics_code)
-from trtlab.quantization.thresholds import compute_thresholds, scales_from_thresholds
+from trtlab.quantization.thresholds import (compute_thresholds, joint_thresholds,  # noqa: F401 (re-exported)
+                                           merge_histograms, scales_from_thresholds)
 
 log = logging.getLogger(__name__)
 
@@ -415,54 +416,6 @@ def tensor_names(model) -> set[str]:
     for node in model.graph.node:
         names.update(n for n in (*node.input, *node.output) if n)
     return names
-
-
-def joint_thresholds(stats: CalibrationStats, plan, algorithm: str, percentile: float,
-                     thresholds: dict[str, float]) -> dict[str, float]:
-    """One threshold per shared-scale group (placement rule `concat_shared_scale`), for every tensor of the group:
-    the threshold of the Concat output's histogram — the pooled values of all the Concat's inputs — or, for a group
-    joined over several Concats, of their histograms merged (`merge_histograms`)."""
-    from trtlab.quantization.statistics import CalibrationStats as Stats
-
-    joint = {}
-    for group in plan.shared_scales:
-        pooled = [name for name in group.pooled if name in stats.tensors]
-        if not pooled:  # statistics without the Concat output: the widest member threshold keeps every value
-            value = max(thresholds[t] for t in group.tensors)
-        elif len(pooled) == 1:
-            value = thresholds[pooled[0]]
-        else:
-            merged = Stats({"joint": merge_histograms([stats.tensors[n] for n in pooled])}, stats.images,
-                           stats.model_sha256, stats.preprocess)
-            value = compute_thresholds(merged, algorithm, percentile)["joint"]
-        joint.update({tensor: value for tensor in group.tensors})
-    return joint
-
-
-def merge_histograms(histograms):
-    """One |x| histogram of the values of several: the widest bin width of them, each source bin's count moved to
-    the bin holding its centre (exact for the widest histogram, within one bin for the others)."""
-    import math
-
-    import numpy as np
-
-    from trtlab.quantization.statistics import TensorHistogram
-
-    widths = [h.bin_width for h in histograms if h.range]
-    absmax = max(h.absmax for h in histograms)
-    if not widths:
-        return TensorHistogram(counts=np.array([sum(int(h.counts.sum()) for h in histograms)], np.int64),
-                               absmax=absmax, values=sum(h.values for h in histograms))
-    width = max(widths)
-    bins = max(1, math.ceil(max(max(h.range for h in histograms), absmax) / width))
-    counts = np.zeros(bins, np.int64)
-    for h in histograms:
-        if not h.range:
-            counts[0] += int(h.counts.sum())
-            continue
-        centres = (np.arange(h.bins) + 0.5) * h.bin_width
-        np.add.at(counts, np.minimum((centres / width).astype(np.int64), bins - 1), h.counts)
-    return TensorHistogram(counts=counts, range=bins * width, absmax=absmax, values=sum(h.values for h in histograms))
 
 
 def export_calibration_cache(cache_file: Path, target) -> Path:

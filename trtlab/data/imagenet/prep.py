@@ -129,7 +129,7 @@ class ImageNetPrep:
         """How the calibration images were chosen, in words (why a per-class quota was not applied, when not)."""
         per_class, size = self.split.params.get("calibration_per_class"), self.split.params.get("calibration_size")
         if self.standin:
-            return f"half of the stand-in's photos: too few per class for a per-class quota"
+            return "half of the stand-in's photos: too few per class for a per-class quota"
         if self.source == "csv" and not per_class:
             return "half of your photos, stratified by class: too few per class for a per-class quota"
         if per_class:
