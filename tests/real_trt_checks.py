@@ -589,8 +589,10 @@ def check_ab_engine_column_is_one_line_when_the_builder_cannot_exist(trt, pin, c
     FakeCuda(trt, GPU).install(setattr)
     try:
         dataset = demo_dataset()
+        # a workspace of its own: on a GPU machine the shared one holds 'auto' (torch) results under the plain
+        # labels, and this ONNX Runtime A/B would be stored beside them as 'fp32@ort-cpu' (found on the lent H200)
         result = compare(ctx["model"], dataset, [Recipe(algorithm="minmax", calibration_images=3)],
-                         split=demo_split(dataset), workspace=ctx["workspace"],
+                         split=demo_split(dataset), workspace=Path(ctx["workspace"]) / "ort-ab",
                          run=RunOptions(backend="ort", progress=False))
     finally:
         machine._FACTS[:] = saved_facts
