@@ -358,3 +358,24 @@ def test_the_verdict_ends_with_the_speed_clause_measured_where_engines_were_time
     assert faster.speed.ship == "int8" and "INT8 is 1.500× faster than FP16 on this GPU" in faster.sentence
     # A variant whose FP16 twin was not timed falls back to the estimate, saying so.
     assert head_to_head(results, latencies={"int8-minmax@6": 0.2}).decision.speed.source == "estimate"
+
+
+def test_algorithm_names_resolve_to_the_plain_pair_before_a_recovered_or_guarded_one(tmp_path):
+    """compare('minmax', 'percentile') after notebook 03 stored a recovered minmax (better fidelity) and a guarded one:
+    the plain pair, calibrated alike — never a recovered variant against a plain one (CI found it in notebook 04)."""
+    from trtlab.views.verdict import head_to_head, resolve_variant
+
+    labels = [k % 10 for k in range(40)]
+    wrong = lambda n: [(c + 1) % 10 if i < n else c for i, c in enumerate(labels)]  # noqa: E731
+    store = ResultsStore(tmp_path / "recovered")
+    store.save(_result("fp32", labels, labels, {"precision": "fp32"}))
+    store.save(_result("int8-minmax@8", labels, wrong(6), _int8("minmax", 8)))
+    store.save(_result("int8-minmax@8+biascorr", labels, wrong(1), {**_int8("minmax", 8), "recovery": ["bias_correction"]}))
+    store.save(_result("int8-minmax@8+first_layer", labels, wrong(2), _int8("minmax", 8, guards=("first_layer",))))
+    store.save(_result("int8-percentile99.99@8", labels, wrong(3), _int8("percentile", 8)))
+    results = store.load_all()
+    assert resolve_variant(results, "minmax", "fp32") == "int8-minmax@8"
+    h2h = head_to_head(results, "minmax", "percentile")
+    assert (h2h.first, h2h.second) == ("int8-minmax@8", "int8-percentile99.99@8")
+    # Named by label, the other side is the one calibrated alike with it where stored, else the plain one.
+    assert head_to_head(results, "int8-minmax@8+biascorr", "percentile").second == "int8-percentile99.99@8"

@@ -89,13 +89,16 @@ def resolve_variant(results: dict[str, VariantResult], name: str | None, referen
                     like: str | None = None) -> str | None:
     """A stored label, or an algorithm name ('minmax', 'entropy', 'percentile') for an INT8 variant calibrated with
     it — so notebooks need not spell calibration sizes ('int8-minmax@512'): the one calibrated alike with `like`
-    (the other side of a pair) when there is one, else the unguarded one, else the best."""
+    (the other side of a pair) when there is one, else the plain one (no guards, then no recovery), else the best.
+    Plain first, so that compare('minmax', 'percentile') never pits a guarded or recovered variant against a plain
+    one when the plain pair is stored."""
     if name is None or name in results:
         return name
     ref = results[reference]
     matching = sorted((n for n in results if n != reference and int8_algorithm(results[n]) == name),
                       key=lambda n: (like is None or not _calibrated_alike(results[n], results[like]),
-                                     _guard_count(results[n]), _rank_key(results[n], ref)))
+                                     _guard_count(results[n]), _recovery_count(results[n]),
+                                     _rank_key(results[n], ref)))
     if not matching:
         raise PairError(f"{name!r} is neither a stored variant nor the algorithm of one; stored: {', '.join(results)}")
     return matching[0]
@@ -103,6 +106,10 @@ def resolve_variant(results: dict[str, VariantResult], name: str | None, referen
 
 def _guard_count(result: VariantResult) -> int:
     return len((result.record.get("recipe") or {}).get("guards") or ())
+
+
+def _recovery_count(result: VariantResult) -> int:
+    return len((result.record.get("recipe") or {}).get("recovery") or ())
 
 
 def _calibrated_alike(a: VariantResult, b: VariantResult) -> bool:
