@@ -47,7 +47,9 @@ def settings() -> dict:
 
 
 def qdq_types(model) -> dict:
-    """Counts of QuantizeLinear / DequantizeLinear by the integer type they write or read ('INT8', 'UINT8')."""
+    """Counts of QuantizeLinear / DequantizeLinear by the integer type they write or read ('Quantize INT8',
+    'Dequantize UINT8', ...) and of activation Quantizes with a per-channel scale ('Quantize per-channel
+    activation': TensorRT takes per-channel scales for weights only)."""
     from onnx import TensorProto, numpy_helper
 
     inits = {i.name: i for i in model.graph.initializer}
@@ -68,7 +70,16 @@ def qdq_types(model) -> dict:
                 kind = TensorProto.DataType.Name(numpy_helper.from_array(numpy_helper.to_array(tensor)).data_type)
         key = f"{node.op_type.removesuffix('Linear')} {kind}"
         counts[key] = counts.get(key, 0) + 1
+        scale = inits.get(node.input[1]) or constants.get(node.input[1])
+        if node.op_type == "QuantizeLinear" and node.input[0] not in inits and scale is not None \
+                and numpy_helper.to_array(scale).size > 1:  # TensorRT quantizes activations per tensor only
+            counts["Quantize per-channel activation"] = counts.get("Quantize per-channel activation", 0) + 1
     return counts
+
+
+def slug(label: str) -> str:
+    """A label as a file and results-store name ('NNCF, bias correction off' → 'nncf-bias-correction-off')."""
+    return "-".join("".join(c if c.isalnum() else " " for c in label.lower()).split())
 
 
 def quantize(model_path: Path, cache, split, workspace: Path, label: str, kwargs: dict) -> tuple[Path, float]:
@@ -86,8 +97,7 @@ def quantize(model_path: Path, cache, split, workspace: Path, label: str, kwargs
     began = time.perf_counter()
     quantized = nncf.quantize(model, data, subset_size=len(items), **kwargs)
     seconds = time.perf_counter() - began
-    slug = label.lower().replace("(", "").replace(")", "").replace(",", "").replace(" ", "-")
-    path = workspace / "nncf" / f"{Path(model_path).stem}-{slug}.onnx"
+    path = workspace / "nncf" / f"{Path(model_path).stem}-{slug(label)}.onnx"
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(quantized, str(path))
     return path, seconds
@@ -100,7 +110,7 @@ def evaluate_literal(path: Path, cache, split, workspace: Path, label: str):
     from trtlab.evaluation.options import EvalTarget, RunOptions
 
     run = RunOptions(backend="ort", runner_options=dict(LITERAL_OPTIONS), progress=False)
-    return evaluate(path, cache, label, target=EvalTarget(indices=split.evaluation), run=run,
+    return evaluate(path, cache, slug(label), target=EvalTarget(indices=split.evaluation), run=run,
                     workspace=workspace / "nncf-results")
 
 
@@ -134,8 +144,9 @@ def print_nncf(result: dict) -> None:
           f"{info['calibration_crops']} calibration / {info['evaluation_crops']} evaluation crops); "
           f"trtlab's calibration itself {result['calibration_seconds']:.1f} s")
     print("| variant | logit SQNR dB, pooled (Δ vs trtlab plain) | per-image mean (Δ, 95 % paired) | cosine (Δ) "
-          "| top-1 agreement (Δ) | top-5 agreement (Δ) | quantize s | Q/DQ (UINT8 of all) | TensorRT |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| top-1 agreement (Δ) | top-5 agreement (Δ) | quantize s | Q/DQ: UINT8 of all | per-channel activation Q "
+          "| TensorRT |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for label, e in info["variants"].items():
         pooled = e["sqnr_pooled_db"]
         cells = [f"{pooled['value']:.2f} ({pooled['difference']:+.2f})"]
@@ -143,11 +154,12 @@ def print_nncf(result: dict) -> None:
             m = e[metric]
             cells.append(f"{m['value']:.{digits}f} ({m['difference']:+.{digits}f} "
                          f"[{m['low']:+.{digits}f}, {m['high']:+.{digits}f}])")
-        total = sum(e["qdq"].values())
+        total = sum(v for k, v in e["qdq"].items() if k.endswith("INT8"))
         uint8 = sum(v for k, v in e["qdq"].items() if k.endswith("UINT8"))
+        channels = e["qdq"].get("Quantize per-channel activation", 0)
         legal = "legal" if not e["precision"]["unsupported_qdq"] else \
             f"not legal: {e['precision']['unsupported_qdq']} UINT8 Q/DQ unsupported"
         print(f"| {label} | " + " | ".join(cells) + f" | {e['quantize_seconds']:.1f} | {uint8} of {total} "
-              f"| {legal} |")
+              f"| {channels} | {legal} |")
     for label, e in info["variants"].items():
         print(f"- {label}: {e['qdq']}; precision report: {e['sentence']}")
