@@ -3,7 +3,9 @@
 For each model, on exactly the calibration and evaluation crops bench_recovery uses: `nncf.quantize` (ONNX
 backend) on the same FP32 ONNX file — NNCF's defaults (preset PERFORMANCE for a CNN: symmetric; fast bias
 correction on), the same with bias correction off, and preset MIXED (asymmetric activations) — with subset_size =
-the calibration crop count, fed trtlab's own normalised calibration crops (the decode cache's rows, batch 1).
+the calibration crop count, and the first two again closer to what TensorRT computes (activations per tensor:
+NNCF gives each depthwise Conv's input per-channel scales; the first layer's weights on 8 bits, not NNCF's 7-bit
+overflow fix) — fed trtlab's own normalised calibration crops (the decode cache's rows, batch 1).
 Each NNCF graph is evaluated on the evaluation crops by trtlab's `evaluate` (the same decode cache, so the same
 float32 batches bench_recovery's variants got) on ONNX Runtime's CPU provider with every graph optimization
 disabled — the Q/DQ graph computed literally, no QDQ fusion — and compared with FP32 by bench_recovery's
@@ -36,13 +38,22 @@ def missing_nncf() -> str | None:
 def settings() -> dict:
     """Label → keyword arguments of nncf.quantize, beyond the model, the data and subset_size."""
     import nncf
-    from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters
+    from nncf.quantization.advanced_parameters import (AdvancedQuantizationParameters, OverflowFix,
+                                                        QuantizationParameters)
 
+    # closer to what TensorRT computes: activations per tensor (NNCF gives a depthwise Conv's input per-channel
+    # scales), all weights on 8 bits (NNCF's overflow fix puts the first layer's on 7 for CPUs without VNNI)
+    closer = {"activations_quantization_params": QuantizationParameters(per_channel=False),
+              "overflow_fix": OverflowFix.DISABLE}
     return {
         "NNCF defaults (fast bias correction)": {},
         "NNCF, bias correction off": {
             "advanced_parameters": AdvancedQuantizationParameters(disable_bias_correction=True)},
         "NNCF preset MIXED (fast bias correction)": {"preset": nncf.QuantizationPreset.MIXED},
+        "NNCF per-tensor activations, no overflow fix (fast bias correction)": {
+            "advanced_parameters": AdvancedQuantizationParameters(**closer)},
+        "NNCF per-tensor activations, no overflow fix, bias correction off": {
+            "advanced_parameters": AdvancedQuantizationParameters(**closer, disable_bias_correction=True)},
     }
 
 
