@@ -57,6 +57,12 @@ def settings() -> dict:
     }
 
 
+BIAS_CORRECTION_PAIRS = (  # (with NNCF's fast bias correction, the same without)
+    ("NNCF defaults (fast bias correction)", "NNCF, bias correction off"),
+    ("NNCF per-tensor activations, no overflow fix (fast bias correction)",
+     "NNCF per-tensor activations, no overflow fix, bias correction off"))
+
+
 def qdq_types(model) -> dict:
     """Counts of QuantizeLinear / DequantizeLinear by the integer type they write or read ('Quantize INT8',
     'Dequantize UINT8', ...) and of activation Quantizes with a per-channel scale ('Quantize per-channel
@@ -137,14 +143,18 @@ def run_nncf(model_path: Path, cache, split, plain, reference, workspace: Path, 
     out = {"nncf": nncf.__version__, "onnxruntime": onnxruntime.__version__,
            "backend": "ONNX Runtime CPUExecutionProvider, graph optimizations disabled (literal Q/DQ)",
            "calibration_crops": len(split.calibration), "evaluation_crops": len(split.evaluation), "variants": {}}
+    results = {}
     for label, kwargs in settings().items():
         path, seconds = quantize(model_path, cache, split, workspace, label, kwargs)
-        result = evaluate_literal(path, cache, split, workspace, label)
+        result = results[label] = evaluate_literal(path, cache, split, workspace, label)
         entry = compare_to(result, plain, reference)
         report = precision_report(path)
         entry.update(quantize_seconds=seconds, model=str(path), qdq=qdq_types(onnx.load(str(path))),
                      precision=report.summary(), sentence=report.sentence())
         out["variants"][label] = entry
+    # what NNCF's fast bias correction gains: on against off, the same paired intervals
+    out["bias_correction_gain"] = {on: {**compare_to(results[on], results[off], reference), "against": off}
+                                   for on, off in BIAS_CORRECTION_PAIRS}
     return out
 
 
@@ -172,5 +182,11 @@ def print_nncf(result: dict) -> None:
             f"not legal: {e['precision']['unsupported_qdq']} UINT8 Q/DQ unsupported"
         print(f"| {label} | " + " | ".join(cells) + f" | {e['quantize_seconds']:.1f} | {uint8} of {total} "
               f"| {channels} | {legal} |")
+    for label, e in info["bias_correction_gain"].items():
+        parts = [f"pooled SQNR {e['sqnr_pooled_db']['difference']:+.2f} dB"]
+        for metric, digits in (("sqnr_db", 2), ("cosine", 4), ("top1_agreement", 3), ("top5_agreement", 3)):
+            m = e[metric]
+            parts.append(f"{metric} {m['difference']:+.{digits}f} [{m['low']:+.{digits}f}, {m['high']:+.{digits}f}]")
+        print(f"- NNCF's bias correction, {label} against {e['against']}: " + ", ".join(parts))
     for label, e in info["variants"].items():
         print(f"- {label}: {e['qdq']}; precision report: {e['sentence']}")
