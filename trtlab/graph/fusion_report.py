@@ -123,8 +123,9 @@ class PrecisionReport:
         # "should" only when every GPU's estimate pays for quantizing and no GPU's band reaches below FP16
         wins = share["INT8"] >= INT8_SHARE_TO_WIN and low >= SHIP_THRESHOLD and band_low >= 1.0
         verdict = "so INT8 should beat FP16" if wins else "so INT8 may not beat FP16"
-        return (f"{what}, {verdict} (estimate {ratio} faster than FP16 on {', '.join(estimate.index)} at batch "
-                f"{estimate.attrs['batch']}, band {band}" + (f"; against it: {', '.join(costs)}" if costs else "")
+        # the batch next to the verdict: the speed clause under it speaks of batch 1, where the answer can differ
+        return (f"{what}, {verdict} at batch {estimate.attrs['batch']} (estimate {ratio} faster than FP16 on "
+                f"{', '.join(estimate.index)}, band {band}" + (f"; against it: {', '.join(costs)}" if costs else "")
                 + ").")
 
     def headline(self) -> str:
