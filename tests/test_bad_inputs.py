@@ -18,6 +18,22 @@ ERROR_LINE = re.compile(r"^error: .+ — .+$")
 
 
 # -- fixtures ------------------------------------------------------------------------------------------------------
+def save_classifier(path: Path, nodes, inits, name: str) -> Path:
+    """An ImageNet-shaped classifier (input N×3×224×224 → logits N×1000) of `nodes` and `inits`, checked and saved."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("input", TensorProto.FLOAT,
+                                                                          ["N", 3, 224, 224])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 1000])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
 def make_classifier(path: Path, classes: int = 1000, batch="N", head: str = "logits", declare_output_shape=True):
     """A real ONNX classifier: N×3×224×224 → GlobalAveragePool → (Flatten → Gemm | 1×1 Conv | Gemm → Reshape)."""
     import onnx

@@ -174,43 +174,40 @@ def test_a_values_bin_does_not_depend_on_the_batch_it_arrives_in():
 
 
 # -- ONNX Runtime (CPU) ----------------------------------------------------------------------------------------------
-def test_thresholds_do_not_depend_on_the_memory_budget_demo_model(demo_model, demo_cache):
-    model = onnx.load(str(demo_model))
+def _identical_across_budgets(path, cache, indices, budgets):
+    """Statistics of the model at `path` under each memory budget, each identical to 4096 MB's, every unbounded
+    tensor's bin width the first calibration batch's (8 images), not the first sub-batch's: (unbounded, stats,
+    per-image tops of the first batch)."""
+    model = onnx.load(str(path))
     tensors = stats_tensors(model)
     unbounded = _unbounded(model, tensors)
-    assert len(unbounded) >= 20  # Conv outputs and Add outputs of EfficientNet-Lite0 (the Clip outputs stop at 6)
-    indices = demo_cache.valid_indices[:20]
-    budgets = BUDGETS_MB + (160, 256)  # 256 MB: trtlab's default
-    assert _sub_batches(demo_model, tensors, budgets) == [1, 1, 8, 3, 4]  # 3: sub-batches of 3, 3, 2 images
-    stats = {b: collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=8, progress=False,
+    stats = {b: collect_statistics(path, tensors, cache, indices, batch_size=8, progress=False,
                                    device="cpu", memory_budget_mb=b) for b in budgets}
     for budget in budgets:
         _assert_identical(stats[budget], stats[4096], tensors)
-    # the width is the first calibration batch's (8 images), not the first sub-batch's (1 image at 8 MB)
-    tops = _image_tops(model, unbounded, demo_cache, indices[:8])
+    tops = _image_tops(model, unbounded, cache, indices[:8])
     for name in unbounded:
         assert stats[8].tensors[name].width == tops[name].max() / HISTOGRAM_BINS, name
+    return unbounded, stats, tops
+
+
+def test_thresholds_do_not_depend_on_the_memory_budget_demo_model(demo_model, demo_cache):
+    budgets = BUDGETS_MB + (160, 256)  # 256 MB: trtlab's default
+    tensors = stats_tensors(onnx.load(str(demo_model)))
+    assert _sub_batches(demo_model, tensors, budgets) == [1, 1, 8, 3, 4]  # 3: sub-batches of 3, 3, 2 images
+    unbounded, stats, tops = _identical_across_budgets(demo_model, demo_cache, demo_cache.valid_indices[:20], budgets)
+    assert len(unbounded) >= 20  # Conv outputs and Add outputs of EfficientNet-Lite0 (the Clip outputs stop at 6)
     assert sum(tops[t][0] < tops[t].max() for t in unbounded) >= len(unbounded) // 2  # one image would differ
     assert stats[8].range_images == 8 and "first pass over the first 8 images" in stats[8].counting
     assert "first pass" not in stats[4096].counting
 
 
 def test_thresholds_do_not_depend_on_the_memory_budget_light_resnet50(light_resnet, torchvision_cache):
-    model = onnx.load(str(light_resnet))
-    tensors = stats_tensors(model)
-    unbounded = _unbounded(model, tensors)
-    assert len(unbounded) >= 40  # Relu outputs and residual sums of ResNet-50
-    indices = torchvision_cache.valid_indices[:12]
-    budgets = BUDGETS_MB
-    sub_batches = _sub_batches(light_resnet, tensors, budgets)
+    sub_batches = _sub_batches(light_resnet, stats_tensors(onnx.load(str(light_resnet))), BUDGETS_MB)
     assert sub_batches[0] == 1 and sub_batches[-1] == 8 and len(set(sub_batches)) >= 2, sub_batches
-    stats = {b: collect_statistics(light_resnet, tensors, torchvision_cache, indices, batch_size=8, progress=False,
-                                   device="cpu", memory_budget_mb=b) for b in budgets}
-    for budget in budgets:
-        _assert_identical(stats[budget], stats[4096], tensors)
-    tops = _image_tops(model, unbounded, torchvision_cache, indices[:8])
-    for name in unbounded:
-        assert stats[8].tensors[name].width == tops[name].max() / HISTOGRAM_BINS, name
+    unbounded, _, _ = _identical_across_budgets(light_resnet, torchvision_cache,
+                                                torchvision_cache.valid_indices[:12], BUDGETS_MB)
+    assert len(unbounded) >= 40  # Relu outputs and residual sums of ResNet-50
 
 
 def test_a_tensor_zero_on_the_first_batch_takes_its_range_from_the_first_image_where_it_is_not(demo_cache, tmp_path):

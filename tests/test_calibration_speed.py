@@ -14,13 +14,12 @@ from trtlab.quantization.thresholds import compute_thresholds
 from trtlab.quantization.variants import stats_tensors
 
 
-def _batches(seed: int, count: int = 7, size=(3, 5000)):
+def _batches(seed: int, count: int = 7, size=(3, 5000), scales=(0.0, 0.5, 1.0, 4.0, 2.0, 300.0, 1.0, 9.0)):
     """Batches that grow, shrink, hold zeros, negative values, ReLU-like halves and a far outlier."""
     rng = np.random.default_rng(seed)
     out = []
     for k in range(count):
-        scale = [0.0, 0.5, 1.0, 4.0, 2.0, 300.0, 1.0, 9.0][k % 8]
-        x = (rng.normal(0, 1, size) * scale).astype(np.float32)
+        x = (rng.normal(0, 1, size) * scales[k % len(scales)]).astype(np.float32)
         if k % 3 == 1:
             x = np.maximum(x, 0)
         out.append(x)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_bad_inputs import write_photos
+from test_bad_inputs import save_classifier, write_photos
 from trtlab.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,8 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 def conv_classifier(path: Path) -> Path:
     """input → Conv → Relu ('feat') → Conv → Relu → GlobalAveragePool → Flatten → Gemm: trtlab's placement
     quantizes the pool's output ahead of the Flatten (commute_through_copies), the legacy rules the Gemm's input."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     rng = np.random.default_rng(0)
     nodes = [helper.make_node("Conv", ["input", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
@@ -38,15 +37,7 @@ def conv_classifier(path: Path) -> Path:
              numpy_helper.from_array(np.zeros(8, np.float32), "b2"),
              numpy_helper.from_array(rng.normal(size=(1000, 8)).astype(np.float32), "w"),
              numpy_helper.from_array(np.zeros(1000, np.float32), "b")]
-    graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("input", TensorProto.FLOAT,
-                                                                            ["N", 3, 224, 224])],
-                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 1000])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(path))
-    return path
+    return save_classifier(path, nodes, inits, "conv")
 
 
 @pytest.fixture

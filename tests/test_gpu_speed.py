@@ -188,14 +188,11 @@ print(len(cases), bad)
 
 
 # -- calibration counted in device stores -------------------------------------------------------------------------
-def _batches(seed: int, count: int = 8, size=(3, 4000)):
-    rng = np.random.default_rng(seed)
-    out = []
-    for k in range(count):
-        scale = [0.0, 0.0, 0.5, 1.0, 4.0, 2.0, 300.0, 9.0][k % 8]
-        x = (rng.normal(0, 1, size) * scale).astype(np.float32)
-        out.append(np.maximum(x, 0) if k % 3 == 1 else x)
-    return out
+def _batches(seed: int):
+    """test_calibration_speed's batches: 8 of 3×4000, two all-zero first, ReLU-like halves, a far outlier."""
+    from test_calibration_speed import _batches as batches
+
+    return batches(seed, count=8, size=(3, 4000), scales=(0.0, 0.0, 0.5, 1.0, 4.0, 2.0, 300.0, 9.0))
 
 
 @pytest.mark.parametrize("bins,max_bins", [(2048, 32 * 2048), (64, 256), (100, 160)])

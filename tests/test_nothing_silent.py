@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from test_bad_inputs import (evaluated, make_classifier, model, one_error_line, photos, run_cli,  # noqa: F401
-                             snapshot, write_photos, ws)
+                             save_classifier, snapshot, write_photos, ws)
 from trtlab.cli.main import as_flags, main
 from trtlab.core.errors import UserError
 from trtlab.data.dataset import Dataset
@@ -20,8 +20,7 @@ from trtlab.data.dataset import Dataset
 
 def nan_classifier(path: Path) -> Path:
     """A real ONNX classifier whose activations are NaN on any normalised photo: Sqrt(-x) before the Gemm."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     rng = np.random.default_rng(0)
     nodes = [helper.make_node("Neg", ["input"], ["negated"]), helper.make_node("Sqrt", ["negated"], ["root"]),
@@ -30,15 +29,7 @@ def nan_classifier(path: Path) -> Path:
              helper.make_node("Gemm", ["flat", "w", "b"], ["logits"], transB=1)]
     inits = [numpy_helper.from_array(rng.normal(size=(1000, 3)).astype(np.float32), "w"),
              numpy_helper.from_array(np.zeros(1000, np.float32), "b")]
-    graph = helper.make_graph(nodes, "nan", [helper.make_tensor_value_info("input", TensorProto.FLOAT,
-                                                                           ["N", 3, 224, 224])],
-                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 1000])], inits)
-    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    onnx_model.ir_version = 8
-    onnx.checker.check_model(onnx_model)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(onnx_model, str(path))
-    return path
+    return save_classifier(path, nodes, inits, "nan")
 
 
 # -- item 1: every case answered ----------------------------------------------------------------------------------
