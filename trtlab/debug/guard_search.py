@@ -290,7 +290,7 @@ def search_guards(debugger, target=None, sensitivity=None, max_guards: int | Non
         added, reached, final, pruned = _guard_phases(debugger, evaluate, target, ranking[:limit], steps, prune)
         if plain is not None:
             # Guards alone too: recovery fitted around damage it cannot undo (a clipped scale) can leave more
-            # layers to guard than the plain recipe needs (05's broken layer: 7 guards after recovery, 1 without).
+            # layers to guard than the plain recipe needs (05's broken layer: 9 guards after recovery, 1 without).
             # The answer is the one that keeps fewer MACs out of INT8; the other is said.
             alone = _guard_phases(*plain, target, ranking[:limit], steps, prune, " (no recovery)")
             ours, theirs = debugger.mac_share(final, precision), plain[0].mac_share(alone[2], precision)

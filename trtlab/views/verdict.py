@@ -50,7 +50,7 @@ def default_pair(results: dict[str, VariantResult], reference: str, preferred=No
         return tuple(preferred)
     ref = results[reference]
     others = [name for name in results if name != reference]
-    ranked = sorted(others, key=lambda name: (_guard_count(results[name]), _rank_key(results[name], ref)))
+    ranked = sorted(others, key=lambda name: (_recipe_count(results[name]), _rank_key(results[name], ref)))
     algorithms = {name: int8_algorithm(results[name]) for name in ranked}
     twins = recovered_pairs(results, ranked)
     if twins:  # recovery asked for: recovered against plain, the question the user asked
@@ -97,19 +97,16 @@ def resolve_variant(results: dict[str, VariantResult], name: str | None, referen
     ref = results[reference]
     matching = sorted((n for n in results if n != reference and int8_algorithm(results[n]) == name),
                       key=lambda n: (like is None or not _calibrated_alike(results[n], results[like]),
-                                     _guard_count(results[n]), _recovery_count(results[n]),
+                                     _recipe_count(results[n]), _recipe_count(results[n], "recovery"),
                                      _rank_key(results[n], ref)))
     if not matching:
         raise PairError(f"{name!r} is neither a stored variant nor the algorithm of one; stored: {', '.join(results)}")
     return matching[0]
 
 
-def _guard_count(result: VariantResult) -> int:
-    return len((result.record.get("recipe") or {}).get("guards") or ())
-
-
-def _recovery_count(result: VariantResult) -> int:
-    return len((result.record.get("recipe") or {}).get("recovery") or ())
+def _recipe_count(result: VariantResult, field: str = "guards") -> int:
+    """How many guards (or recovery methods) the variant's recipe has: 0 for the plain recipe."""
+    return len((result.record.get("recipe") or {}).get(field) or ())
 
 
 def _calibrated_alike(a: VariantResult, b: VariantResult) -> bool:
