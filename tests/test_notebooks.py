@@ -276,6 +276,9 @@ def test_the_notebooks_follow_03s_answer_and_name_guard_precisions(kaggle_run):
     """Issue 35: 03 answers first and keeps its verdict; 04 compares that pair and answers with its per-class cost;
     05 debugs the recipe 03 recommends, saying so; guards read with their precision."""
     executed = kaggle_run["notebooks"]
+    # 00 answers first: the demo's verdict, as its head-to-head states it.
+    assert re.match(r"(?:\*\*)?(Ship int8-|int8-\S+ and int8-\S+ are equivalent|Neither int8-)",
+                    first_answer(executed["00_quickstart"])), first_answer(executed["00_quickstart"])[:300]
     quick = {source: text for source, mime, text in displayed(executed["00_quickstart"]) if mime == "text/html"}
     assert "<th>top-1 (95 % CI)</th>" in quick["job.table"] and "90.0 % (69.9–97.2)" in quick["job.table"]
     assert "top1_low" not in quick["job.table"]

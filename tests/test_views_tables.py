@@ -159,3 +159,14 @@ def test_kl_intervals_read_in_fixed_decimals_in_every_fidelity_table():
                  difference=-9.0e-05, low=-0.0011, high=9.0e-04, n=20)]
     shown = fidelity_pairs_view(pd.DataFrame(rows), "fp32").shown
     assert shown.loc["int8-a vs int8-b", "KL difference, nats (95 % CI)"] == "-0.0001 (-0.0011 … +0.0009)"
+
+
+def test_a_jobs_answer_is_one_sentence(hand_store, tmp_path):
+    """00's first output: the job's answer (the verdict where two variants can be compared; one variant alone: its
+    accuracy with the interval)."""
+    from trtlab.workflows.job import JobResult
+
+    alone = JobResult(tmp_path / "model.onnx", None, hand_store, ["fp32"])
+    assert alone.answer() == "fp32: top-1 85.7 % (95 % CI 48.7–97.4) on 7 labelled images."
+    every = JobResult(tmp_path / "model.onnx", None, hand_store, ["fp32", "fp16", "int8-a"]).answer()
+    assert every.answer and every.count(". ") <= 3 and ("int8-a" in every and "fp16" in every), every

@@ -30,6 +30,28 @@ class JobResult:
         """The numeric variant table (pandas DataFrame): what `table` shows, unformatted, for code."""
         return self.report.get("table")
 
+    def answer(self):
+        """The one-sentence answer: the verdict of the default head-to-head (which INT8 variant to ship and what
+        that rests on, as notebook 03 and `calibrate` state it); with one variant besides the reference, how close
+        it is; with one variant alone, its accuracy."""
+        from trtlab.evaluation.metrics import accuracy
+        from trtlab.views.formatting import Sentence, interval, percent
+        from trtlab.views.verdict import PairError
+        from trtlab.workflows.compare import one_variant_sentence
+
+        try:
+            return Sentence(self.verdict().sentence, answer=True)
+        except PairError:
+            pass
+        reference, others = self.variants[0], self.variants[1:]
+        if others:
+            return Sentence(one_variant_sentence(self.store, others[0], reference), answer=True)
+        acc = accuracy(self.store.load(reference))
+        text = (f"{reference}: top-1 {percent(acc['top1'])} (95 % CI {interval(acc['top1_low'], acc['top1_high'])}) "
+                f"on {acc['labelled']} labelled images." if acc["labelled"] else
+                f"{reference}: evaluated on unlabelled images only, so no accuracy; the report holds its predictions.")
+        return Sentence(text, answer=True)
+
     def verdict(self, first: str | None = None, second: str | None = None, reference: str = "fp32"):
         """Head to head of two of the job's variants (default: minmax vs entropy when both ran): see
         ABResult.verdict."""
