@@ -43,13 +43,29 @@ def photo_set(demo_data, tmp_path_factory):
     return dataset, Split(calibration, evaluation, seed=0, dataset_fingerprint=dataset.fingerprint(), method="test")
 
 
-def _run(demo_model, dataset, split, workspace, overlap: bool, monkeypatch, gate: threading.Event | None = None):
-    """compare() cold in `workspace` with small decode chunks and batches (so both really interleave); with `gate`,
-    the background decode waits for it, then decodes slowly."""
+def _run(demo_model, dataset, split, workspace, overlap: bool, monkeypatch, watch: list | None = None,
+         seconds_per_image: float = 0.02):
+    """compare() cold in `workspace` with small decode chunks and batches (so both really interleave). With `watch`,
+    the background decode waits until the evaluation asks for rows, then decodes slowly, and `watch` gets, per
+    variant, whether the decode was still running when that variant's first batch came."""
     import trtlab.data.decode_workers as workers
     import trtlab.workflows.compare as compare_module
     from trtlab.data.decode_cache import build_decode_cache
+    from trtlab.data.decode_stream import RowStream
     from trtlab.quantization.variants import Recipe
+
+    gate = threading.Event() if watch is not None else None
+    if watch is not None:
+        real_batches = RowStream.batches
+
+        def watched(self, rows):
+            gate.set()
+            for k, batch in enumerate(real_batches(self, rows)):
+                if k == 0:
+                    watch.append(self.decode._thread.is_alive())
+                yield batch
+
+        monkeypatch.setattr(RowStream, "batches", watched)
 
     monkeypatch.setattr(compare_module, "build_decode_cache", functools.partial(build_decode_cache, chunk_size=8))
     if gate is not None:  # the rows decoded in the background: only once the evaluation asks for them, slowly
@@ -59,34 +75,24 @@ def _run(demo_model, dataset, split, workspace, overlap: bool, monkeypatch, gate
             if threading.current_thread().name.startswith("trtlab-decode") and \
                     not any(item[0] in set(split.calibration) for item in items):
                 gate.wait(60)
-                time.sleep(0.02 * len(items))
+                time.sleep(seconds_per_image * len(items))
             return real(items, *args)
 
         monkeypatch.setattr(workers, "decode_rows", slow)
-    result = compare_module.compare(demo_model, dataset, [Recipe(algorithm="minmax", calibration_images=6)],
-                                    split=split, workspace=workspace, backend="ort", batch_size=8, engines=False,
-                                    parallel=False, overlap_decode=overlap, progress=True)
-    monkeypatch.undo()
-    return result
+    try:
+        return compare_module.compare(demo_model, dataset, [Recipe(algorithm="minmax", calibration_images=6)],
+                                      split=split, workspace=workspace, backend="ort", batch_size=8, engines=False,
+                                      parallel=False, overlap_decode=overlap, progress=True)
+    finally:
+        monkeypatch.undo()
 
 
 def test_overlapped_decode_stores_what_decoding_first_stores(demo_model, photo_set, tmp_path, monkeypatch, caplog):
-    from trtlab.data.decode_stream import RowStream
-
     dataset, split = photo_set
-    first_batch_while_decoding, gate = [], threading.Event()
-    real_batches = RowStream.batches
-
-    def watched(self, rows):
-        gate.set()
-        for k, batch in enumerate(real_batches(self, rows)):
-            if k == 0:
-                first_batch_while_decoding.append(self.decode._thread.is_alive())
-            yield batch
-
+    first_batch_while_decoding = []
     with caplog.at_level(logging.INFO, logger="trtlab"):
-        monkeypatch.setattr(RowStream, "batches", watched)
-        overlapped = _run(demo_model, dataset, split, tmp_path / "overlap", True, monkeypatch, gate)
+        overlapped = _run(demo_model, dataset, split, tmp_path / "overlap", True, monkeypatch,
+                          first_batch_while_decoding)
         said = caplog.text
         caplog.clear()
         sequential = _run(demo_model, dataset, split, tmp_path / "first", False, monkeypatch)
@@ -136,9 +142,7 @@ def test_an_interrupted_overlapped_decode_resumes(demo_model, photo_set, tmp_pat
 
     monkeypatch.setattr(evaluate_module, "infer_steps", failing)
     with pytest.raises(KeyboardInterrupt):
-        gate = threading.Event()
-        gate.set()
-        _run(demo_model, dataset, split, tmp_path, True, monkeypatch, gate)
+        _run(demo_model, dataset, split, tmp_path, True, monkeypatch, [], seconds_per_image=0.5)
     cache = build_decode_cache(dataset, "tf-lite", tmp_path, progress=False, stop_after=0)  # looks, decodes nothing
     decoded = int((cache.status == 1).sum())
     assert 8 <= decoded < len(dataset) - 1  # the calibration rows and some more, not all
