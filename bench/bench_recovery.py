@@ -10,7 +10,11 @@ the spread over these crops, not over ImageNet. Everything runs through `trtlab.
 literal Q/DQ: what TensorRT computes) and the results store.
 
     python bench/bench_recovery.py [--models efficientnet-lite0,efficientnet-lite1] [--calibration 64]
-                                   [--evaluation 192] [--algorithm minmax] [--out FOLDER]
+                                   [--evaluation 192] [--algorithm minmax] [--out FOLDER] [--nncf]
+
+`--nncf` adds NNCF's post-training quantization (with and without its fast bias correction) on the same crops,
+evaluated the same way (bench_recovery_nncf.py); nncf is no trtlab dependency and runs from a virtual environment
+of its own (bench_recovery_nncf.VENV_RECIPE).
 
 `--models efficientnet-lite0-relu` is the stress case for equalization: Lite0 with every ReLU6 (Clip(0, 6)) made a
 ReLU — another FP32 model, its own reference — since ReLU6 is not positively homogeneous and leaves equalization
@@ -206,6 +210,11 @@ def run_model(name: str, dataset, split, args, workspace: Path) -> dict:
         entry["recovery"] = {k: v for k, v in (plan.get("recovery") or {}).items() if k != "per_layer"}
         entry["variant"] = recipe.name
         out["variants"][label] = entry
+    if args.nncf:
+        from bench_recovery_nncf import run_nncf
+
+        out["nncf"] = run_nncf(Path(model), cache, split, stored[recipes["plain"].name], reference, workspace,
+                               compare_to)
     return out
 
 
@@ -237,8 +246,15 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="/tmp/trtlab-bench-recovery")
     parser.add_argument("--variants", default="", help="comma-separated labels of VARIANTS (default: all)")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--nncf", action="store_true", help="NNCF 3.4's quantization beside trtlab's (needs nncf)")
     parser.add_argument("--from-store", action="store_true", help="the tables from an earlier run's results")
     args = parser.parse_args(argv)
+    if args.nncf:
+        from bench_recovery_nncf import missing_nncf
+
+        if error := missing_nncf():
+            print(error, file=sys.stderr)
+            return 2
     if args.variants:
         keep = set(args.variants.split(",")) | {"plain"}
         for label in [k for k in VARIANTS if k not in keep]:
@@ -259,6 +275,10 @@ def main(argv=None) -> int:
             continue
         results.append(run_model(name, dataset, split, args, workspace))
         print_model(results[-1])
+        if args.nncf:
+            from bench_recovery_nncf import print_nncf
+
+            print_nncf(results[-1])
         (workspace / "bench_recovery.json").write_text(json.dumps(results, indent=1, default=str))
     return 0
 

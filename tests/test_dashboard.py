@@ -401,6 +401,8 @@ def test_dashboard_states_what_it_cannot_show(hand_store, unlabelled_store, tmp_
         "p = 1.00): not a real difference at the 5 % level.",
         "int8-a vs fp32: -14.3 pts top-1 on 7 labelled images; only fp32 right on 2, only int8-a on 1 (McNemar exact "
         "p = 1.00): not a real difference at the 5 % level."]
+    assert labelled.reference_summary == ("McNemar's test against fp32 (table below): no variant's top-1 differs "
+                                          "from fp32's at the 5 % level on 7 labelled images.")
     # The answer: what the INT8 variant costs per class (no verdict stored: the INT8 variant closest to fp32).
     assert str(labelled.answer()) == (
         "int8-a (the INT8 variant closest to fp32) changes top-1 on 3 of 4 labelled classes against fp32 (2 lose, "
@@ -449,8 +451,10 @@ def test_notebook_display_order_and_what_it_says_when_empty(hand_store, monkeypa
     described = _describe(shown)
     assert described[0] == "markdown: " + "\n".join(f"- {note}" for note in dash.notes)
     sentences = {name: f"markdown: {dash.figure_sentence(name)}" for name in dash.figure_names()}
-    assert described[1] == "html" and described[2] == "markdown: " + "\n".join(f"- {line}" for line in
-                                                                          dash.reference_tests)
+    # The per-variant McNemar tests in one sentence above their table, not repeated as bullets (issue 35's answer
+    # first; the numbers stay in the table).
+    assert described[1] == "html" and described[2] == f"markdown: {dash.reference_summary}"
+    assert dash.reference_summary.startswith("McNemar's test against fp32 (table below): ")
     assert described[3:] == ["html", "image", "markdown: **fp16 vs fp32**", "image",
                              sentences["class_scatter-fp16"], "image", sentences["confusions-fp16"],
                              "markdown: **int8-a vs fp32**", "image", sentences["class_scatter-int8-a"], "image",
@@ -745,3 +749,16 @@ def test_runs_table_reads_as_words_with_the_raw_recipe_one_click_away(hand_store
     assert runs.count("<details><summary>raw recipe</summary><pre>") == 3
     assert "&quot;precision&quot;: &quot;int8-a&quot;" in runs  # the raw recipe, escaped, inside <details>
     assert "<td>FP16" in runs and "<td>fp32</td>" in runs
+
+
+def test_reference_summary_names_the_variants_whose_top1_really_differs():
+    from collections import namedtuple
+
+    from trtlab.views.dashboard.build import _reference_summary
+
+    Row = namedtuple("Row", "first second labelled delta_top1 significant")
+    rows = [Row("fp32", "int8-a", 200, -0.06, True), Row("fp32", "int8-b", 200, -0.005, False)]
+    assert _reference_summary(rows, "fp32", 0.05) == (
+        "McNemar's test against fp32 (table below): a real top-1 difference at the 5 % level for int8-a (-6.0 pts); "
+        "not for the others.")
+    assert _reference_summary([], "fp32", 0.05) == ""

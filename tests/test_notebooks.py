@@ -315,6 +315,23 @@ def test_the_notebooks_follow_03s_answer_and_name_guard_precisions(kaggle_run):
                 for o in c.outputs if o.output_type == "stream"]
     guards = re.findall(r"--guards (\S+)", "".join(commands))
     assert all(g.endswith("=fp16") for text in guards for g in text.split(",")), guards
+    # The broken-layer example: the layer whose input scale was broken is the first guard (guards alone).
+    assert broken_layer_first(executed["05_layer_debug"])
+
+
+def broken_layer_first(nb) -> bool:
+    """05's broken example: the block its tensor comparison says to check is the first guard the search names."""
+    def text(cell):
+        return "".join(o.get("data", {}).get("text/markdown", "") + o.get("data", {}).get("text/plain", "")
+                       for o in cell.outputs).replace("\\_", "_")
+
+    cells = {c.source.splitlines()[0]: c for c in nb.cells if c.cell_type == "code"}
+    broken = text(next(c for k, c in cells.items() if k.startswith("broken = ")))
+    found = text(next(c for k, c in cells.items() if k.startswith("broken_found = ")))
+    reader = re.search(r"check its scale \(read by ([\w.]+)", broken)
+    first_guard = re.search(r"layers? in FP16 — ([\w.]+)", found)
+    assert reader and first_guard, (broken[:300], found[:300])
+    return first_guard.group(1) == reader.group(1)
 
 
 def test_output_checks_catch_info_on_stderr_and_raw_floats():

@@ -141,3 +141,21 @@ def test_unformatted_float_pattern():
     assert UNFORMATTED_FLOAT.search("top1 0.909091") and UNFORMATTED_FLOAT.search("44.139577 ms")
     assert not UNFORMATTED_FLOAT.search("90.0 % (69.9–97.2) 0.9937 44.1 ms 1.23e-03")
     assert re.fullmatch(UNFORMATTED_FLOAT, "0.98949") is not None
+
+
+def test_kl_intervals_read_in_fixed_decimals_in_every_fidelity_table():
+    """KL bounds below 0.001 in fixed decimals, as in the head-to-head (the dashboard's every-pair table showed
+    '-9.0e-05 (-0.0011 … +9.0e-04)')."""
+    import pandas as pd
+
+    from trtlab.views.formatting import signed_nats
+    from trtlab.views.tables import fidelity_pairs_view
+
+    assert [signed_nats(v) for v in (-9.0e-05, 9.0e-04, -0.0011, 0.022, 0.0)] == \
+        ["-0.0001", "+0.0009", "-0.0011", "+0.022", "+0.0000"]
+    rows = [dict(first="int8-a", second="int8-b", metric="cosine", first_mean=0.9937, second_mean=0.9938,
+                 difference=-0.0001, low=-0.0006, high=0.0004, n=20),
+            dict(first="int8-a", second="int8-b", metric="kl", first_mean=0.0061, second_mean=0.0062,
+                 difference=-9.0e-05, low=-0.0011, high=9.0e-04, n=20)]
+    shown = fidelity_pairs_view(pd.DataFrame(rows), "fp32").shown
+    assert shown.loc["int8-a vs int8-b", "KL difference, nats (95 % CI)"] == "-0.0001 (-0.0011 … +0.0009)"

@@ -148,6 +148,11 @@ def test_scales_where_two_calibration_caches_differ_most(tmp_path):
     assert notes == ["3 of 14 activation tensors have thresholds more than 10 % apart (median int8-minmax@8 / "
                      "int8-entropy@8: 1.00×); threshold = scale × 127, TensorRT's per-tensor symmetric INT8."]
     assert scale_differences("a", a, "b", None)[0] is None
+    # The same calibration (a plain and a recovered variant): one sentence, not a table of 1.00× rows.
+    frame, notes = scale_differences("int8-minmax@8", a, "int8-minmax@8+biascorr", a)
+    assert frame is None and notes == ["All 14 activation thresholds of int8-minmax@8 and int8-minmax@8+biascorr "
+                                       "are identical (the same calibration): they differ elsewhere (weights, "
+                                       "biases or guards), not in their scales."]
 
 
 def test_demo_ab_verdict_reads_the_variants_calibration_caches(demo_model, ort_workspace):

@@ -10,9 +10,10 @@ not chosen on. `calibrate_command()` is the same recipe as a `python -m trtlab c
 
 Recovery first (issue 39): when the recipe alone misses the target, the search tries it with recovery
 (quantization.recovery; default DEFAULT_RECOVERY: adaptive rounding and bias correction — no layer leaves INT8, no
-speed is lost) and guards only what recovery leaves below the target, on top of the recovered graph. The answer
-names both, with the MACs the guards keep in FP16; the recipe, the saved result and the calibrate command carry
-both."""
+speed is lost) and guards only what recovery leaves below the target, on top of the recovered graph — or guards
+alone where those keep fewer MACs out of INT8 (recovery cannot undo a clipped scale, and what it fits around one
+can need more guards). The answer names what it chose, with the MACs the guards keep in FP16; the recipe, the
+saved result and the calibrate command carry it."""
 from __future__ import annotations
 
 import json
@@ -59,6 +60,7 @@ class GuardSearch:
     mac_share: dict = field(default_factory=dict)  # {'INT8', 'FP16', 'FP32': share of the MACs} with the guards
     recovery: tuple = ()  # the recovery methods the found recipe uses (the search's, or the recipe's own)
     asked: str = ""  # the label of the recipe the search was asked about (before the recovery it tried)
+    instead: str = ""  # why the answer guards alone although recovery was tried (it needed more FP16 MACs)
 
     @property
     def int8_fraction(self) -> float:
@@ -100,6 +102,8 @@ class GuardSearch:
             text = (f"{about}: {recover + ' and ' if recover else ''}keep "
                     f"{'this layer' if len(named) == 1 else f'these {len(named)} layers'} in "
                     f"{precision} — {', '.join(named)}{cost} — to meet the target {search}")
+        if self.instead and self.reached:
+            text += f"; {self.instead}"
         verified = self.verified
         if verified is not None and "meets_target" in verified:
             target = Target.of(verified["target"])
@@ -158,7 +162,7 @@ class GuardSearch:
             "guards": self.guards, "added": self.added, "blocks": self.blocks, "target": self.target.to_dict(),
             "reached": self.reached, "layers": self.layers, "int8_layers": self.int8_layers,
             "int8_fraction": self.int8_fraction, "metrics": self.metrics, "pruned": self.pruned,
-            "recipe": self.recipe().to_dict(), "recovery": list(self.recovery),
+            "recipe": self.recipe().to_dict(), "recovery": list(self.recovery), "instead": self.instead,
             "evaluation_images": self.evaluation_images,
             "search_images": self.search_image_ids,
             "steps": json.loads(self.steps.to_json(orient="records")),
@@ -253,8 +257,10 @@ def search_guards(debugger, target=None, sensitivity=None, max_guards: int | Non
     can pick a layer that a later guard made unnecessary.
 
     `recovery` (method names; None or () for none): tried first when the recipe alone misses the target and has
-    no recovery of its own; the guards are then searched on the recovered variant (a given `sensitivity` ranking
-    is kept: the layers the plain variant is most sensitive to are the candidates)."""
+    no recovery of its own. Where recovery alone misses it too, guards are searched on the recovered variant and,
+    alone, on the plain one — the candidates either way the layers the plain variant is most sensitive to (or the
+    given `sensitivity` ranking) — and the answer is the one that keeps fewer MACs out of INT8 (`instead` says
+    why guards alone won, where they did)."""
     import pandas as pd
 
     from trtlab.quantization.recovery import resolve_methods
@@ -268,20 +274,32 @@ def search_guards(debugger, target=None, sensitivity=None, max_guards: int | Non
     evaluate = _ResumableEvaluation(debugger, precision, resume)
     first = evaluate([])
     steps = [_step(debugger, 0, "add", "(recipe guards only)", [], first)]
+    plain = None  # (debugger, evaluation) of the recipe without the recovery tried, when recovery was tried
     if not target.met(first) and tried and not debugger.recipe.recovery and (max_guards is None or max_guards >= 0):
+        plain = (debugger, evaluate)
         debugger = debugger.with_recovery(tried)  # recovery first: no layer leaves INT8, no speed lost
         evaluate = _ResumableEvaluation(debugger, precision, resume)
         first = evaluate([])
         steps.append(_step(debugger, 0, "recover", f"(recovery: {' + '.join(tried)})", [], first))
-    added, reached = [], target.met(first)
+    added, reached, final, pruned, instead = [], target.met(first), [], [], ""
     if not reached and (max_guards is None or max_guards > 0):
-        # The ranking is needed only when the recipe alone misses the target.
-        ranking = (sensitivity or debugger.sensitivity(resume=resume)).ranking
+        # The ranking is needed only when the recipe alone misses the target: the plain recipe's sensitivity (the
+        # layers quantization itself hurts most), also where guards go on top of recovery.
+        ranking = (sensitivity or (plain[0] if plain else debugger).sensitivity(resume=resume)).ranking
         limit = len(ranking) if max_guards is None else min(int(max_guards), len(ranking))
-        added, reached = _add_phase(debugger, evaluate, target, ranking[:limit], steps)
-    final, pruned = list(added), []
-    if reached and prune and len(added) > 1:
-        final, pruned = _prune_phase(debugger, evaluate, target, added, steps)
+        added, reached, final, pruned = _guard_phases(debugger, evaluate, target, ranking[:limit], steps, prune)
+        if plain is not None:
+            # Guards alone too: recovery fitted around damage it cannot undo (a clipped scale) can leave more
+            # layers to guard than the plain recipe needs (05's broken layer: 7 guards after recovery, 1 without).
+            # The answer is the one that keeps fewer MACs out of INT8; the other is said.
+            alone = _guard_phases(*plain, target, ranking[:limit], steps, prune, " (no recovery)")
+            ours, theirs = debugger.mac_share(final, precision), plain[0].mac_share(alone[2], precision)
+            if alone[1] and (not reached or theirs.get("INT8", 0.0) > ours.get("INT8", 0.0)):
+                instead = (f"guards alone: with recovery ({' + '.join(tried)}) first, "
+                           + (f"{len(final)} layer(s) would leave INT8{_share_text(ours, precision.upper())}"
+                              if reached else "these candidates would not reach the target"))
+                debugger, evaluate = plain
+                added, reached, final, pruned = alone
     if not reached and debugger.progress:
         log.warning(f"guard search: {'; '.join(target.missed(steps[-1]))} with {len(added)} guarded layer(s), the "
                     f"target {target.describe()} is not met; raise max_guards, use more calibration images or "
@@ -292,7 +310,7 @@ def search_guards(debugger, target=None, sensitivity=None, max_guards: int | Non
                        search_image_ids=debugger.image_ids(debugger.search_indices),
                        blocks={name: debugger.block(name) for name in added}, precision=precision,
                        mac_share=debugger.mac_share(final, precision), recovery=tuple(debugger.recipe.recovery),
-                       asked=asked)
+                       asked=asked, instead=instead)
 
 
 def _share_text(share: dict, precision: str) -> str:
@@ -336,6 +354,19 @@ def _step(debugger, number: int, phase: str, guarded: str, guards: list[str], me
             "int8_layers": len(debugger.layers) - len(guards)}
 
 
+def _guard_phases(debugger, evaluate, target: Target, candidates: list[str], steps: list[dict], prune: bool,
+                  suffix: str = ""):
+    """The add phase, then (where it reached the target with more than one guard and `prune`) the prune phase:
+    (added, reached, final guards, pruned); step phases carry `suffix`."""
+    mine: list[dict] = []
+    added, reached = _add_phase(debugger, evaluate, target, candidates, mine)
+    final, pruned = list(added), []
+    if reached and prune and len(added) > 1:
+        final, pruned = _prune_phase(debugger, evaluate, target, added, mine, first_step=len(steps))
+    steps += [{**step, "phase": step["phase"] + suffix} for step in mine]
+    return added, reached, final, pruned
+
+
 def _add_phase(debugger, evaluate, target: Target, candidates: list[str], steps: list[dict]):
     """Guard one more layer of `candidates` (the ranking, cut at max_guards) per step until the target is met:
     (guarded layers, reached). The bar's total, the candidates, is known before it is drawn; once the target is
@@ -359,14 +390,14 @@ def _add_phase(debugger, evaluate, target: Target, candidates: list[str], steps:
     return added, reached
 
 
-def _prune_phase(debugger, evaluate, target: Target, added: list[str], steps: list[dict]):
+def _prune_phase(debugger, evaluate, target: Target, added: list[str], steps: list[dict], first_step: int = 0):
     """Try removing each guard, least sensitive first; keep every removal that still meets the target."""
     final, pruned = list(added), []
     bar = debugger.progress_bar(len(added), "guard search: pruning", "guard")
     for name in reversed(added):
         trial = [other for other in final if other != name]
         metrics = evaluate(trial)
-        steps.append(_step(debugger, len(steps), "prune", f"without {name}", trial, metrics, name))
+        steps.append(_step(debugger, first_step + len(steps), "prune", f"without {name}", trial, metrics, name))
         if target.met(metrics):
             final, pruned = trial, pruned + [name]
         bar.update(1)

@@ -80,6 +80,15 @@ def nats(value) -> str:
     return f"{value:#.2g}" if value >= 1e-3 else f"{value:.1e}"
 
 
+def signed_nats(value) -> str:
+    """A KL difference or interval bound with its sign: fixed decimals below 0.001, so the bounds of one interval read
+    alike (never an exponent: -8.6e-04 → -0.0009)."""
+    if _missing(value):
+        return MISSING
+    value = float(value)
+    return ("+" if value >= 0 else "-") + (nats(abs(value)) if abs(value) >= 1e-3 else f"{abs(value):.4f}")
+
+
 def milliseconds(value) -> str:
     """3 significant digits: 44.139 → '44.1 ms', 0.51234 → '0.512 ms', 1234.5 → '1235 ms'."""
     if _missing(value):

@@ -74,6 +74,9 @@ def scale_differences(first: str, first_cache, second: str, second_cache, top: i
     frame["ratio"] = frame["first_threshold"] / frame["second_threshold"]
     spread = np.abs(np.log(frame["ratio"].to_numpy(float)))
     differ = int((spread > math.log(1.1)).sum())
+    if not spread.any():  # same calibration (e.g. plain vs recovered): a table of 1.00× rows would say nothing
+        return None, [f"All {len(common)} activation thresholds of {first} and {second} are identical (the same "
+                      f"calibration): they differ elsewhere (weights, biases or guards), not in their scales."]
     frame = frame.assign(spread=spread).sort_values("spread", ascending=False, kind="stable").head(top)
     frame.insert(0, "block", [block_name(names, t) if names is not None else t for t in frame["tensor"]])
     median = float(np.median([a[t] / b[t] for t in common]))

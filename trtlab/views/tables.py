@@ -121,10 +121,7 @@ def fidelity_pairs_view(fidelity, reference: str) -> Table:
     cosine interval excludes 0). Long labels read as A, B, … (legend in the caption)."""
     import pandas as pd
 
-    from trtlab.views.formatting import alias_legend, aliases, nats
-
-    def signed(value) -> str:
-        return ("+" if value >= 0 else "-") + nats(abs(value))
+    from trtlab.views.formatting import alias_legend, aliases, signed_nats as signed
 
     names = list(dict.fromkeys(list(fidelity["first"]) + list(fidelity["second"])))
     short = aliases(names)

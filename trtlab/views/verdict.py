@@ -22,7 +22,7 @@ from trtlab.evaluation.results import VariantResult
 from trtlab.evaluation.significance import PAIRED_INTERVAL_METHOD, compare_accuracy, compare_agreement
 from trtlab.views.decision import ALPHA, PairError, Verdict, decide  # noqa: F401  (PairError: re-exported)
 from trtlab.views.formatting import (MISSING, Table, alias_legend, aliases, cosine, nats, number, percent, points,
-                                     pvalue, ratio)
+                                     pvalue, ratio, signed_nats)
 from trtlab.views.scale_differences import (SCALE_ROWS, _graph_of,  # noqa: F401 (re-exported)
                                             calibration_cache_of, int8_algorithm, scale_differences)
 from trtlab.views.tables import variant_view
@@ -334,8 +334,8 @@ def _signed(value, metric: str) -> str:
         return MISSING
     if metric in ("top1_flip", "top5_flip"):
         return points(value)
-    if metric == "kl":  # interval bounds read alike: fixed decimals, never an exponent (-8.6e-04 → -0.0009)
-        return ("+" if value >= 0 else "-") + (nats(abs(value)) if abs(value) >= 1e-3 else f"{abs(value):.4f}")
+    if metric == "kl":
+        return signed_nats(value)
     return f"{value:+.4f}"
 
 

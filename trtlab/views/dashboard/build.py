@@ -40,6 +40,7 @@ class Dashboard:
     confusions: dict = field(default_factory=dict)  # variant → introduced_confusions
     notes: list = field(default_factory=list)
     reference_tests: list = field(default_factory=list)  # one McNemar sentence per variant against the reference
+    reference_summary: str = ""  # the same tests in one sentence, where the McNemar table shows their numbers
     focus: list = field(default_factory=list)  # compared variants whose per-variant figures are drawn
     decode_cache: object = None
     image_root: str | None = None
@@ -340,8 +341,9 @@ def build_dashboard(store=None, variants=None, reference=None, decode_cache=None
     dash.focus = list(focus)
     dash.notes = _notes(dash, stored_count=len(available), alpha=alpha) + list(table.attrs.get("notes", []))
     # Shown below the variant table (issue 35): the evidence comes after the answer and the table.
-    dash.reference_tests = [_against_reference(row, alpha) for row in dash.significance.itertuples()
-                            if row.labelled and row.first == reference]
+    rows = [row for row in dash.significance.itertuples() if row.labelled and row.first == reference]
+    dash.reference_tests = [_against_reference(row, alpha) for row in rows]
+    dash.reference_summary = _reference_summary(rows, reference, alpha)
     return dash
 
 
@@ -404,6 +406,22 @@ def _notes(dash: Dashboard, stored_count: int, alpha: float = 0.05) -> list[str]
         notes.append(f"Per-variant figures for {', '.join(dash.focus)} ({why}); `dash.show_variant(name)` or "
                      f"`focus=[...]` for the others, `dash.compare(a, b)` for any two side by side.")
     return notes
+
+
+def _reference_summary(rows, reference: str, alpha: float) -> str:
+    """The per-variant McNemar tests against the reference in one sentence (the table under it has the numbers)."""
+    from trtlab.views.formatting import points
+
+    if not rows:
+        return ""
+    level, labelled = f"{100 * alpha:g} %", max(row.labelled for row in rows)
+    real = [f"{row.second} ({points(row.delta_top1)})" for row in rows if row.significant]
+    if not real:
+        return (f"McNemar's test against {reference} (table below): no variant's top-1 differs from {reference}'s "
+                f"at the {level} level on {labelled} labelled images.")
+    rest = "; not for the others" if len(real) < len(rows) else ""
+    return (f"McNemar's test against {reference} (table below): a real top-1 difference at the {level} level for "
+            f"{', '.join(real)}{rest}.")
 
 
 def _against_reference(row, alpha: float) -> str:

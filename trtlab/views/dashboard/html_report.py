@@ -44,7 +44,9 @@ def render_html(dash: Dashboard) -> str:
              f"stored results; nothing was re-run.</p>", f"<p><b>{html.escape(str(dash.answer()))}</b></p>",
              "<ul class='notes'>" + "".join(f"<li>{html.escape(note).replace('**', '')}</li>" for note in dash.notes)
              + "</ul>", "<h2>Variants</h2>", dash.table_view().html()]
-    if dash.reference_tests:
+    if dash.reference_summary and len(dash.significance):  # the table in the significance section has the numbers
+        parts.append(f"<p>{html.escape(dash.reference_summary)}</p>")
+    elif dash.reference_tests:
         parts.append("<ul class='notes'>" + "".join(f"<li>{html.escape(line)}</li>" for line in dash.reference_tests)
                      + "</ul>")
     parts += _runs_section(dash) + _significance_section(dash)

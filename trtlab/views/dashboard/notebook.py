@@ -14,10 +14,12 @@ def show(dash: Dashboard) -> None:
 
     display(Markdown("\n".join(f"- {note}" for note in dash.notes)))
     display(HTML(dash.table_view().html()))
-    if dash.reference_tests:  # each variant's McNemar test against the reference, below the table
-        display(Markdown("\n".join(f"- {line}" for line in dash.reference_tests)))
-    if len(dash.significance):
+    if len(dash.significance):  # the McNemar tests in one sentence, their numbers in the table under it
+        if dash.reference_summary:
+            display(Markdown(dash.reference_summary))
         display(HTML(dash.significance_view().html()))
+    elif dash.reference_tests:
+        display(Markdown("\n".join(f"- {line}" for line in dash.reference_tests)))
     for name, part in dash.figure_parts():
         if name.endswith(tuple(f"-{v}" for v in dash.focus)) and name.startswith(("class_drift-", "flips-")) \
                 and (name.startswith("class_drift-") or not dash.labelled):
