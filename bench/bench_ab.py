@@ -8,7 +8,9 @@ in ONE invocation: the first INT8 variant's one-time cost (paid before timing); 
 'auto' batch and at 32, CUDA graph replay + one-kernel Q/DQ against the eager interpreter with and without them
 (logits compared bit for bit), GPU busy and user CPU; GPU calibration (streamed and the loop) against a warm forward
 at the same batch; the 50,000-image A/B through compare() with its defaults, cold (JPEG files, no decode cache) and
-warm (the decode cache present), per-stage seconds, decode img/s per worker, GPU busy and user CPU per wall second
+warm (the decode cache present), per-stage seconds — cold with the decode overlapping the evaluation (the
+default: calibration images first, the rest decoded while every variant is evaluated in lock-step) and cold with
+everything decoded first (overlap_decode=False), stored logits compared —, decode img/s per worker, GPU busy and user CPU per wall second
 during evaluation; an estimate for Kaggle's T4 ×2; with --gpus 2, one GPU against two, stored results compared, and
 one worker killed. The measuring process is pinned to `--cpus` cores (Kaggle's T4 ×2 kernel has 4). Assets:
 `python bench/bench_backends.py prepare` (where the demo packages are), carried in .devcarry/. The earlier bench:
@@ -298,8 +300,16 @@ def measure(config: dict) -> dict:
     workspace = work / "ws-1"
     if workspace.exists():
         shutil.rmtree(workspace)
-    say(f"A/B cold: {len(photos)} JPEG files, no decode cache")
+    say(f"A/B cold: {len(photos)} JPEG files, no decode cache (decoding overlaps the evaluation: compare()'s default)")
     emit("cold", ab_run(model, dataset, workspace, config["calibration"], sampler))
+    if config.get("cold_sequential", True):
+        first = _beside(workspace, "ws-decode-first", share_cache=False)
+        say("A/B cold, everything decoded first (overlap_decode=False), for comparison")
+        emit("cold_decode_first", ab_run(model, dataset, first, config["calibration"], sampler, overlap=False))
+        emit("cold_identical", {"identical": stored_logits_equal(out["cold"]["store"],
+                                                                 out["cold_decode_first"]["store"],
+                                                                 out["cold"]["labels"])})
+        shutil.rmtree(first)
     only_decode_cache(workspace)
     say("A/B warm: the decode cache present, nothing else")
     emit("warm", ab_run(model, dataset, workspace, config["calibration"], sampler))
@@ -317,13 +327,14 @@ def measure(config: dict) -> dict:
     return out
 
 
-def _beside(workspace: Path, name: str) -> Path:
-    """A fresh workspace next to `workspace` sharing its decode cache (a symbolic link)."""
+def _beside(workspace: Path, name: str, share_cache: bool = True) -> Path:
+    """A fresh workspace next to `workspace` sharing its decode cache (a symbolic link; `share_cache=False`: none)."""
     other = workspace.parent / name
     if other.exists():
         shutil.rmtree(other)
     other.mkdir()
-    (other / "decode_cache").symlink_to(workspace / "decode_cache")
+    if share_cache:
+        (other / "decode_cache").symlink_to(workspace / "decode_cache")
     return other
 
 
@@ -359,11 +370,13 @@ def print_section(name: str, r: dict) -> None:
             print(f"calibration ({how}) N={c['images']} batch {c['batch']}: {c[how]['seconds']:.2f} s = "
                   f"{c[how]['seconds'] / c['forward']:.2f}× a warm forward ({c['forward']:.2f} s), GPU busy "
                   f"{_busy(c[how]['gpu_busy'])} ({c[how]['how']})")
-    elif name in ("cold", "warm"):
+    elif name in ("cold", "warm", "cold_decode_first"):
         if name == "cold":
             print(f"\nA/B through compare() with its defaults: FP32 + INT8 {', '.join(RECIPES)}, "
                   f"{sizes['calibration']} calibration + {sizes['images']:,} evaluation images")
         _print_ab(name, r[name])
+    elif name == "cold_identical":
+        print(f"        cold with and without the overlap: stored logits identical: {r[name]['identical']}")
         if name == "warm" and "cold" in r:
             _print_estimate(r)
     elif name == "two_gpus":
@@ -407,12 +420,12 @@ def _print_ab(name: str, ab: dict) -> None:
     rate = f"{decode['decoded_this_run'] / decode['seconds']:.0f} img/s, {decode['decoded_this_run'] / decode['seconds'] / max(1, decode['workers']):.0f} per worker × {decode['workers']}" \
         if decode.get("decoded_this_run") and decode.get("seconds") else "nothing to decode"
     e = ab["evaluation"]
-    print(f"  {name:>4}: {ab['seconds']:.1f} s  | " + " | ".join(f"{k} {v:.1f} s" for k, v in stages.items()) +
+    print(f"  {name:>4} ({ab.get('overlap', '?')}): {ab['seconds']:.1f} s  | " + " | ".join(f"{k} {v:.1f} s" for k, v in stages.items()) +
           f" | other {other:.1f} s")
     print(f"        decode: {rate}; evaluation: GPU busy {_busy(e['gpu_busy'])}, user CPU "
           f"{e['cpu_per_s'] if e['cpu_per_s'] is None else round(e['cpu_per_s'], 2)} core-s per s; {ab['ran_on']}")
     for row in ab["stages"]:
-        if row["stage"] in ("evaluate", "calibrate+build"):
+        if row["stage"] in ("evaluate", "calibrate+build", "evaluate+decode", "decode"):
             print(f"          {row['stage']} {row['label']}: {row['seconds']:.2f} s, GPU busy {_busy(row['gpu_busy'])},"
                   f" CPU {row['cpu']:.1f} s")
 
@@ -425,12 +438,13 @@ def _print_estimate(r: dict) -> None:
     evaluate = sum(x["seconds"] for x in warm["stages"] if x["stage"] == "evaluate")
     calibrate = gpu - evaluate
     rest = warm["seconds"] - gpu - sum(x["seconds"] for x in warm["stages"] if x["stage"] == "decode")
-    decode = sum(x["seconds"] for x in cold["stages"] if x["stage"] == "decode")
+    decode = r.get("cold_decode_first", cold)["decode"].get("seconds") or 0.0  # every image, decoded first
     low, high = (calibrate * k + evaluate * k / 2 + rest for k in T4_BAND)
     print(f"\nESTIMATE for Kaggle T4 ×2 (not measured): warm {low:.0f}–{high:.0f} s, cold {low + decode:.0f}–"
           f"{high + decode:.0f} s — calibration and evaluation GPU time × {T4_BAND[0]:.1f}–{T4_BAND[1]:.1f} (H200/T4 "
           f"FP32 and bandwidth datasheet ratios), evaluation split over two GPUs, decoding as measured here on "
-          f"{r['cores']} cores ({decode:.0f} s), the rest as here")
+          f"{r['cores']} cores ({decode:.0f} s), the rest as here — decode first; with the overlap (default) the "
+          f"cold A/B here took {cold['seconds']:.0f} s against {r.get('cold_decode_first', cold)['seconds']:.0f} s")
 
 
 def main(argv=None) -> int:

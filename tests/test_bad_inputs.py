@@ -223,7 +223,7 @@ def test_non_classifier_outputs_are_refused_before_inference(head, shape, photos
     # the output shape is not declared in the graph: shape inference must find it
     bad = make_classifier(tmp_path / f"{head}.onnx", head=head, declare_output_shape=False)
     caches = snapshot(ws / "decode_cache")
-    monkeypatch.setattr(trtlab.evaluation.evaluate, "infer_cached", lambda *a, **k: pytest.fail("inference ran"))
+    monkeypatch.setattr(trtlab.evaluation.evaluate, "infer_steps", lambda *a, **k: pytest.fail("inference ran"))
     code, err = run_cli(capsys, "eval", "--model", bad, "--data", photos, "--workspace", ws)
     line = one_error_line(err)
     assert code == 2 and f"{head}.onnx" in line and f"has shape {shape}" in line

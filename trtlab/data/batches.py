@@ -65,15 +65,19 @@ def iter_batches(cache, indices=None, batch_size: int = 32, fixed_batch: int | N
     (the torch backend and calibration on torch); otherwise float32 batches normalised here. `into(shape)` (with
     crops) gives the buffer each batch of crops is read into — the torch backend's pinned ring slots —, so the
     crops are read once, straight where the GPU copies them from. `prefetch=True` reads the next batch in a
-    background thread while the caller works on this one (`read_ahead`)."""
+    background thread while the caller works on this one (`read_ahead`). `indices` may be a stream of rows still
+    being decoded (data.decode_stream.RowStream): its rows are batched the same way as they are committed."""
     from trtlab.data.decode_files import read_rows
     from trtlab.data.preprocess import normalize_batch
 
-    indices = cache.valid_indices if indices is None else np.asarray(indices, np.int64)
     rows = rows_per_batch(batch_size, fixed_batch)
+    if hasattr(indices, "batches"):
+        chunks = indices.batches(rows)
+    else:
+        indices = cache.valid_indices if indices is None else np.asarray(indices, np.int64)
+        chunks = (indices[start:start + rows] for start in range(0, len(indices), rows))
 
-    def make(start: int) -> Batch:
-        chunk = indices[start:start + rows]
+    def make(chunk: np.ndarray) -> Batch:
         if crops and into is not None:
             images = into((rows if fixed_batch else len(chunk),) + tuple(cache.crops.shape[1:]))
             read_rows(cache.crops, chunk, images[:len(chunk)])
@@ -84,5 +88,4 @@ def iter_batches(cache, indices=None, batch_size: int = 32, fixed_batch: int | N
             images = normalize_batch(images, cache.preprocess)
         return Batch(chunk, pad_batch(images, rows) if fixed_batch else images)
 
-    starts = range(0, len(indices), rows)
-    yield from read_ahead(starts, make) if prefetch else map(make, starts)
+    yield from read_ahead(chunks, make) if prefetch else map(make, chunks)

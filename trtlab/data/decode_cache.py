@@ -56,6 +56,13 @@ class DecodeCache:
     decode_seconds: float = 0.0
     pool: str = ""
     workers: int = 0
+    decoder: object = field(default=None, repr=False)  # the decode run that rows still pending are left to
+
+    def pending(self) -> np.ndarray:
+        """Rows not decoded yet (build_decode_cache(first=...) leaves them to data.decode_stream)."""
+        rows = np.flatnonzero(self.status == PENDING)
+        changed = getattr(self.decoder, "changed", None)  # files that changed while decoded: left for the next run
+        return np.setdiff1d(rows, changed) if changed else rows
 
     @property
     def valid_indices(self) -> np.ndarray:
@@ -190,6 +197,7 @@ def build_decode_cache(
     stop_after: int | None = None,
     pool: str = "auto",
     check_disk: bool = True,
+    first=None,
 ) -> DecodeCache:
     """Open the decode cache for (dataset, preprocess), decoding whatever is still pending.
 
@@ -197,7 +205,9 @@ def build_decode_cache(
     simulate interruption in tests); the next call resumes. `workers` decode in parallel, as threads or processes
     (`pool`: "threads", "processes" or "auto" = DEFAULT_POOL). Before decoding, the bytes still to write are
     compared with the free space of the workspace; `check_disk=False` skips the refusal (the estimate is still
-    printed).
+    printed). `first` (row indices): decode only those rows now and leave the rest pending, for
+    data.decode_stream to decode in the background while they are evaluated; when none of them decodes, every row
+    is decoded now (so that a folder of undecodable files is refused as without `first`).
     """
     spec = get_preprocess(preprocess)
     pool = DEFAULT_POOL if pool == "auto" else pool
@@ -219,8 +229,22 @@ def build_decode_cache(
         _check_disk_space(files, dataset.name, len(pending), check_disk, progress)
     _create_files(files, dataset, spec, hashes)
     run = _DecodeRun(files, dataset, spec, hashes, status, failures, checksums, progress)
-    if len(pending):
-        run.decode(pending, pool, max(1, int(workers or default_workers())), chunk_size, stop_after)
+    run.pool, run.chunk_size = pool, chunk_size
+    workers = max(1, int(workers or default_workers()))
+    if first is not None and len(pending):
+        now = pending[np.isin(pending, np.asarray(first, np.int64))]
+        if len(now):
+            run.decode(now, pool, workers, chunk_size, stop_after, report=False)
+        rest = np.setdiff1d(np.flatnonzero(status == PENDING), run.changed)
+        if len(rest) and len(now) and not (status[now] == DECODED).any() and stop_after is None:
+            log.info("none of the %d image(s) decoded first could be decoded: decoding the other %d now",
+                     len(now), len(rest))
+            run.decode(rest, pool, workers, chunk_size, None, report=False)
+            rest = rest[:0]
+        if len(now) and not len(rest):
+            run._report(pool)  # nothing left for the background: said now, as without `first`
+    elif len(pending):
+        run.decode(pending, pool, workers, chunk_size, stop_after)
     if files.count and bool((status == FAILED).all()):
         _refuse_undecodable(dataset, failures, files)
     base = np.memmap(files.crops, np.uint8, "r", shape=shape) if files.count else np.zeros(shape, np.uint8)
@@ -228,7 +252,7 @@ def build_decode_cache(
     # the decode and the read (a damaged row is never trusted, issue 36); crc32 of a row costs ~0.1 ms.
     crops = CheckedCrops(base, status, checksums, run.repair)
     return DecodeCache(files.folder, dataset, spec, crops, status, failures, run.decoded, run.seconds, pool,
-                       run.workers)
+                       run.workers or workers, decoder=run)
 
 
 def _refuse_undecodable(dataset: Dataset, failures: dict[int, str], files: CacheFiles) -> None:
@@ -264,11 +288,16 @@ class _DecodeRun:
         self.files, self.dataset, self.spec, self.hashes = files, dataset, spec, hashes
         self.status, self.failures, self.checksums, self.progress = status, failures, checksums, progress
         self.decoded, self.processed, self.seconds, self.workers, self.changed = 0, 0, 0.0, 0, []
+        self.pool, self.chunk_size = DEFAULT_POOL, 64
 
-    def decode(self, pending: np.ndarray, pool: str, workers: int, chunk_size: int, stop_after: int | None) -> None:
+    def decode(self, pending: np.ndarray, pool: str, workers: int, chunk_size: int, stop_after: int | None,
+               on_commit=None, stop=None, report: bool = True) -> None:
+        """Decode `pending` rows in this order; `on_commit(rows)` after each chunk is committed; `stop` (an Event)
+        ends it after the chunks in flight; `report`: say what this run decoded so far (and what failed)."""
         from trtlab.core.progress import progress_bar
 
         self.workers = workers
+        seconds = self.seconds
         started = time.perf_counter()
         bar = progress_bar(total=len(pending), desc=f"decode {self.dataset.name}", unit="img", enabled=self.progress)
         fd = os.open(self.files.crops, os.O_RDWR)
@@ -281,24 +310,27 @@ class _DecodeRun:
                         starts = starts[: max(0, stop_after)]
                     in_flight: deque = deque()
                     for start in starts:
+                        if stop is not None and stop.is_set():
+                            break
                         # Two chunks in flight keep every worker busy while the previous chunk is committed.
                         in_flight.append(self._submit(executor, task, extra, pending[start:start + chunk_size]))
                         if len(in_flight) >= 2:
-                            self._commit(fd, bar, *in_flight.popleft())
+                            self._commit(fd, bar, *in_flight.popleft(), on_commit)
                     while in_flight:
-                        self._commit(fd, bar, *in_flight.popleft())
+                        self._commit(fd, bar, *in_flight.popleft(), on_commit)
         finally:
             os.close(fd)
             bar.close()
-        self.seconds = time.perf_counter() - started
-        self._report(self.processed, pool)
+        self.seconds = seconds + time.perf_counter() - started  # every call of this run (first rows, then the rest)
+        if report:
+            self._report(pool)
 
     def _submit(self, executor, task, extra, chunk: np.ndarray):
         pieces = np.array_split(chunk, min(self.workers, len(chunk)))
         items = [[(int(i), self.dataset.paths[i], self.hashes[i]) for i in piece] for piece in pieces if len(piece)]
         return chunk, [executor.submit(task, piece, *extra) for piece in items]
 
-    def _commit(self, fd: int, bar, chunk: np.ndarray, futures: list[Future]) -> None:
+    def _commit(self, fd: int, bar, chunk: np.ndarray, futures: list[Future], on_commit=None) -> None:
         for future in futures:
             for result in future.result():
                 self._take(result)
@@ -307,6 +339,8 @@ class _DecodeRun:
         save_state(self.files, self.status, self.failures, self.checksums)
         self.processed += len(chunk)
         bar.update(len(chunk))
+        if on_commit is not None:
+            on_commit(chunk)
 
     def _take(self, result: RowResult) -> None:
         if result.changed:
@@ -317,11 +351,12 @@ class _DecodeRun:
         else:
             self.status[result.index], self.failures[result.index] = FAILED, result.error
 
-    def _report(self, processed: int, pool: str) -> None:
+    def _report(self, pool: str) -> None:
+        processed, seconds = self.processed, self.seconds
         if self.progress:
-            rate = processed / self.seconds if self.seconds > 0 else float("nan")
+            rate = processed / seconds if seconds > 0 else float("nan")
             log.info("decoded %s image(s) in %.1f s: %.1f images/s with %d %s (%.1f images/s per worker)",
-                     f"{processed:,}", self.seconds, rate, self.workers, pool if self.workers > 1 else "worker",
+                     f"{processed:,}", seconds, rate, self.workers, pool if self.workers > 1 else "worker",
                      rate / self.workers)
         if self.failures and self.progress:
             log.warning("%d image(s) could not be decoded and are skipped (listed in %s):\n%s", len(self.failures),

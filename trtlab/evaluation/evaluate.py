@@ -16,13 +16,14 @@ from trtlab.data.decode_cache import DecodeCache
 from trtlab.graph.classifier import inspect_classifier
 from trtlab.core.progress import progress_bar
 from trtlab.data.batches import iter_batches
-from trtlab.core.errors import DamagedArtefact, UserValueError
+from trtlab.core.errors import UserValueError
 from trtlab.evaluation.options import EvalTarget, RunOptions, with_shortcuts
 from trtlab.core.identity import Identity
 from trtlab.evaluation.outputs import describe_kind, interpret_outputs, report_non_finite
+from trtlab.evaluation.checkpoint import EvaluationCheckpoint  # noqa: F401  (re-exported)
 from trtlab.evaluation.results import ResultsStore, VariantResult
-from trtlab.core.workspace import (atomic_path, atomic_write_json, hash_json, load_npy, read_checked,
-                                   read_json_checked)
+from trtlab.evaluation.reuse import find_stored, reusable_result  # noqa: F401  (re-exported)
+from trtlab.core.workspace import hash_json
 
 log = logging.getLogger(__name__)
 
@@ -50,14 +51,24 @@ def evaluate(model_path: str | os.PathLike, cache: DecodeCache, variant: str = "
     runner_options, checkpoint_every); their fields are also taken as keywords (`evaluate(m, cache,
     backend="ort", indices=...)`).
     """
+    return evaluate_together([prepare_evaluation(model_path, cache, variant, target=target, run=run,
+                                                workspace=workspace, on_images=on_images, **shortcuts)])[0]
+
+
+def prepare_evaluation(model_path, cache: DecodeCache, variant: str = "fp32", *, target: EvalTarget | None = None,
+                       run: RunOptions | None = None, workspace=None, on_images=None, **shortcuts):
+    """evaluate()'s work up to the first image: the stored result when it can be reused, else an `Evaluation`
+    to run (evaluate_together). `target.indices` may be a RowStream (rows still being decoded, data.decode_stream):
+    its images are then the ones decoded by the end, as if the decode had finished first."""
     from trtlab.evaluation.identity import Experiment, variant_identity, variant_key
-    from trtlab.graph.classifier_view import classifier_view, derived_from
+    from trtlab.graph.classifier_view import classifier_view
 
     target, run = with_shortcuts("evaluate", shortcuts, target=target or EvalTarget(), run=run or RunOptions())
     recipe, identity, indices, experiment, store = (target.recipe, target.identity, target.indices,
                                                     target.experiment, target.store)
     backend, batch_size, force, progress = run.backend, run.batch_size, run.force, run.progress
     runner_options, record_extra = run.runner_options, target.record_extra
+    stream = indices if hasattr(indices, "batches") else None
 
     # The classifier the labels talk about (graph.classifier_view): its logits output, a 1001-class model's
     # background class dropped where the labels say so; the user's own file when nothing needs doing.
@@ -71,7 +82,8 @@ def evaluate(model_path: str | os.PathLike, cache: DecodeCache, variant: str = "
     batch_size = evaluation_batch_size(batch_size, model_path, resolve_backend(model_path, backend)[0], progress)
     batch_size = checked_batch_size(model_path, info, cache, batch_size, progress)
     recipe = dict(recipe or {"precision": "fp32"})
-    requested = np.arange(len(cache.dataset)) if indices is None else np.asarray(indices, np.int64)
+    requested = stream.requested if stream is not None else \
+        np.arange(len(cache.dataset)) if indices is None else np.asarray(indices, np.int64)
     experiment = experiment or Experiment.for_evaluation(info, cache, requested)
     if store is None:
         store = ResultsStore.for_experiment(experiment, workspace)
@@ -85,64 +97,150 @@ def evaluate(model_path: str | os.PathLike, cache: DecodeCache, variant: str = "
         base = base.replace(model_sha256=given_sha256)
     identity = with_backend(base, runner, batch_size)
     key = variant_key(identity)
-    valid = cache.valid_indices
-    indices = requested[np.isin(requested, valid)]
     ids = cache.dataset.image_ids()
     stored_label, replaces = find_stored(store, identity, key, runner.identity())
-    reusable = None if force else reusable_result(store, stored_label, info, [ids[i] for i in indices], progress)
+    if stream is not None and stored_label is not None:
+        stream = None  # a stored result may be reused: known only from the images decoded in the end
+    indices = stream if stream is not None else requested[np.isin(requested, stream_final(indices, cache))]
+    known = requested if stream is not None else indices  # a stream's checkpoint: keyed by the images asked for
+    reusable = None if force or stream is not None else \
+        reusable_result(store, stored_label, info, [ids[i] for i in indices], progress)
     if reusable is not None:
         report_non_finite(stored_label, ~reusable.valid, reusable.image_ids, recipe.get("precision", "fp32"))
         return reusable
     variant = stored_label or store.label_for(variant, key, identity, runner.identity())
-    if len(indices) == 0:
+    if stream is None and len(indices) == 0:
         raise ValueError(f"no decodable images in dataset {cache.dataset.name!r}; see {cache.folder}/failures.json")
     options = options_for(choice["resolved"], runner_options)
     # the logits saved so far belong to this result (its identity), of this file (the classifier view), on these
     # images, with these runner options
     checkpoint = EvaluationCheckpoint(store.folder / ".partial" / variant,
                                       identity.replace(model_sha256=info.sha256, options=options or None,
-                                                       data={"ids_hash": hash_json([ids[i] for i in indices]),
-                                                             "images": len(indices)}),
+                                                       data={"ids_hash": hash_json([ids[i] for i in known]),
+                                                             "images": len(known)}),
                                       every=run.checkpoint_every)
     logits_chunks = [] if force else checkpoint.load()
     done = sum(len(c) for c in logits_chunks)
     if done and progress:
         log.info(f"{variant}: resuming an interrupted evaluation after {done} of {len(indices)} images")
+    return Evaluation(model_path=model_path, info=info, cache=cache, variant=variant, indices=indices,
+                      requested=requested, runner=runner, choice=choice, identity=identity, key=key, store=store,
+                      stored_label=stored_label, replaces=replaces, checkpoint=checkpoint, chunks=logits_chunks,
+                      done=done, batch_size=batch_size, recipe=recipe, experiment=experiment,
+                      record_extra=record_extra, progress=progress, on_images=on_images)
 
-    started = time.time()
-    with runner:
-        description = runner.describe()
-        if progress:
-            versions = ", ".join(f"{k}={v}" for k, v in description.items() if k not in ("runner", "dtype_policy"))
-            log.info(f"{variant}: running {Path(model_path).name} on {versions}")
-        logits_chunks += infer_cached(runner, cache, indices[done:], batch_size, desc=f"infer {variant}",
-                                      progress=progress, on_batch=checkpoint.add, fixed_batch=info.fixed_batch,
-                                      on_images=on_images)
-    raw = np.concatenate(logits_chunks) if logits_chunks else np.zeros((0, 0), np.float32)
-    if raw.ndim != 2:
-        raise ValueError(f"{Path(model_path).name} output has shape {list(raw.shape)}; expected N×classes logits")
-    # What the outputs are (evaluation.outputs): probabilities kept as the model's, NaN/inf rows without a prediction.
-    outputs = interpret_outputs(raw, info.final_op)
-    image_ids = [ids[i] for i in indices]
-    if progress and (line := describe_kind(Path(model_path).name, outputs)):
-        log.info(line)
-    report_non_finite(variant, outputs.non_finite, image_ids, recipe.get("precision", "fp32"))
-    result = VariantResult(
-        variant=variant,
-        image_ids=image_ids,
-        labels=cache.dataset.labels[indices],
-        top5_indices=outputs.top5_indices,
-        top5_probs=outputs.top5_probs,
-        logits=outputs.stored,
-        record={**run_record(model_path, info, experiment=experiment, key=key, identity=identity, recipe=recipe,
-                             description=description, choice=choice, cache=cache, requested=requested,
-                             batch_size=batch_size, started=started, record_extra=record_extra),
-                "outputs": outputs.record(image_ids),
-                **({"derived_from": made} if (made := derived_from(model_path)) else {})},
-    )
-    _save(store, result, identity, key, runner.identity(), stored_label, replaces)
-    checkpoint.clear()
-    return result
+
+def stream_final(indices, cache) -> np.ndarray:
+    """The rows of `cache` decoded: for a stream of rows still being decoded, once the decode has finished."""
+    if hasattr(indices, "final"):
+        indices.final()
+    return cache.valid_indices
+
+
+@dataclasses.dataclass
+class Evaluation:
+    """One variant's evaluation between prepare_evaluation and its stored result: an inactive runner, the images
+    (an array, or a RowStream still being decoded), the logits so far (resumed from its checkpoint)."""
+
+    model_path: object
+    info: object
+    cache: DecodeCache
+    variant: str
+    indices: object
+    requested: np.ndarray
+    runner: object
+    choice: dict
+    identity: Identity
+    key: str
+    store: ResultsStore
+    stored_label: str | None
+    replaces: str | None
+    checkpoint: "EvaluationCheckpoint"
+    chunks: list
+    done: int
+    batch_size: int
+    recipe: dict
+    experiment: object
+    record_extra: dict | None
+    progress: bool
+    on_images: object = None
+    description: dict | None = None
+    started: float = 0.0
+
+    def steps(self):
+        """Run the images through the active runner, one batch per step (a generator)."""
+        self.started = time.time()
+        self.description = self.runner.describe()
+        if self.progress:
+            versions = ", ".join(f"{k}={v}" for k, v in self.description.items()
+                                 if k not in ("runner", "dtype_policy"))
+            log.info(f"{self.variant}: running {Path(self.model_path).name} on {versions}")
+        yield from infer_steps(self.runner, self.cache, self.indices[self.done:], self.batch_size, self.chunks,
+                               desc=f"infer {self.variant}", progress=self.progress, on_batch=self.checkpoint.add,
+                               fixed_batch=self.info.fixed_batch, on_images=self.on_images)
+
+    def finish(self) -> VariantResult:
+        """The logits interpreted, stored (the label chosen again under the store's lock) and returned."""
+        from trtlab.graph.classifier_view import derived_from
+
+        cache, info, variant, recipe, model_path = self.cache, self.info, self.variant, self.recipe, self.model_path
+        indices = self.indices
+        if hasattr(indices, "final"):
+            indices = indices.final()
+            if len(indices) == 0:
+                raise ValueError(f"no decodable images in dataset {cache.dataset.name!r}; see "
+                                 f"{cache.folder}/failures.json")
+        raw = np.concatenate(self.chunks) if self.chunks else np.zeros((0, 0), np.float32)
+        if raw.ndim != 2:
+            raise ValueError(f"{Path(model_path).name} output has shape {list(raw.shape)}; expected N×classes logits")
+        if len(raw) != len(indices):
+            raise RuntimeError(f"{variant}: {len(raw)} logits rows for {len(indices)} images")
+        # What the outputs are (evaluation.outputs): probabilities kept as the model's, NaN/inf rows without a
+        # prediction.
+        outputs = interpret_outputs(raw, info.final_op)
+        ids = cache.dataset.image_ids()
+        image_ids = [ids[i] for i in indices]
+        if self.progress and (line := describe_kind(Path(model_path).name, outputs)):
+            log.info(line)
+        report_non_finite(variant, outputs.non_finite, image_ids, recipe.get("precision", "fp32"))
+        result = VariantResult(
+            variant=variant,
+            image_ids=image_ids,
+            labels=cache.dataset.labels[indices],
+            top5_indices=outputs.top5_indices,
+            top5_probs=outputs.top5_probs,
+            logits=outputs.stored,
+            record={**run_record(model_path, info, experiment=self.experiment, key=self.key, identity=self.identity,
+                                 recipe=recipe, description=self.description, choice=self.choice, cache=cache,
+                                 requested=self.requested, batch_size=self.batch_size, started=self.started,
+                                 record_extra=self.record_extra),
+                    "outputs": outputs.record(image_ids),
+                    **({"derived_from": made} if (made := derived_from(model_path)) else {})},
+        )
+        _save(self.store, result, self.identity, self.key, self.runner.identity(), self.stored_label, self.replaces)
+        self.checkpoint.clear()
+        return result
+
+
+def evaluate_together(jobs: list) -> list[VariantResult]:
+    """Run prepared evaluations (prepare_evaluation; a reused result stays as it is) in lock-step: every runner
+    active, each batch step taken by every variant in turn — over a RowStream, each chunk of decoded rows is
+    evaluated by every variant while the decoders work on the next. Stored in the order given."""
+    import contextlib
+
+    live = [job for job in jobs if isinstance(job, Evaluation)]
+    with contextlib.ExitStack() as stack:
+        for job in live:
+            stack.enter_context(job.runner)
+        steps = [job.steps() for job in live]
+        for step in steps:
+            stack.callback(step.close)  # an error in one closes every bar
+        while steps:
+            steps = [step for step in steps if next(step, _DONE) is not _DONE]
+    return [job.finish() if isinstance(job, Evaluation) else job for job in jobs]
+
+
+_DONE = object()
 
 
 def checked_batch_size(model_path, info, cache, batch_size: int, progress: bool) -> int:
@@ -203,21 +301,6 @@ def run_record(model_path, info, *, experiment, key, identity, recipe, descripti
     }
 
 
-def reusable_result(store: ResultsStore, label: str | None, info, image_ids: list, progress: bool):
-    """The stored result under `label` when it was computed from this model file on these images, else None."""
-    if label is None:
-        return None
-    try:
-        stored = store.load(label)
-    except DamagedArtefact:  # set aside (named) by the store: evaluated again now
-        return None
-    if stored.record.get("model_sha256") != info.sha256 or stored.image_ids != image_ids:
-        return None
-    if progress:
-        log.info(f"{label}: reusing stored results ({len(stored)} images) from {store.folder}")
-    return stored
-
-
 def backend_runner(model_path, backend: str = "auto", runner_options: dict | None = None,
                    announce: bool = True):
     """(inactive runner, choice) for `model_path`: the backend resolved first ('auto': said in one line, once),
@@ -243,48 +326,6 @@ def with_backend(identity, runner, batch_size: int | None = None) -> Identity:
     return identity
 
 
-def find_stored(store: ResultsStore, identity: Identity, key: str, backend: str) -> tuple[str | None, str | None]:
-    """(label of the stored result of this variant on this backend, or None; the older key it is stored under:
-    then it is replaced, not kept beside it). An older key is this variant's result
-    - computed from another graph (the code makes the graph differently now: the graph's sha256 differs), or
-      stored before the graph's sha256 was part of the identity — reused only when its record names this very
-      graph (reusable_result), else evaluated again and replaced;
-    - stored before the batch size was part of the identity, when its record names this batch size;
-    - stored before the backend was part of the identity, when its record names this backend (and batch size)."""
-    from trtlab.evaluation.identity import backend_of, variant_key, without_backend
-
-    label = store.find(key)
-    if label is not None:
-        return label, None
-    ours = identity.replace(model_sha256=None)
-    older_forms = {variant_key(ours): "graph"}
-    if identity.batch_size is not None:
-        older_forms.setdefault(variant_key(ours.replace(batch_size=None)), "batch")
-    older_forms.setdefault(variant_key(without_backend(ours)), "backend")
-    for stored_label in store.variants():
-        record = store.record(stored_label)
-        form = older_forms.get(_key_without_graph(record))
-        if form is None or stored_label not in store:
-            continue
-        same_batch = identity.batch_size is None or record.get("batch_size") == identity.batch_size
-        if form == "graph" or (form == "batch" and record.get("batch_size") == identity.batch_size) or \
-                (form == "backend" and backend_of(record) == backend and same_batch):
-            return stored_label, record.get("variant_key")
-    return None, None
-
-
-def _key_without_graph(record: dict) -> str | None:
-    """A stored result's key with the graph's sha256 left out of its identity (records written before it was part
-    of the identity are keyed without it already)."""
-    stored = record.get("identity")
-    if not isinstance(stored, dict) or not stored.get("model_sha256"):
-        return record.get("variant_key")
-    try:
-        return Identity.of(stored).replace(model_sha256=None).key
-    except (TypeError, ValueError):  # a record from a newer trtlab with fields this one does not know
-        return None
-
-
 def _save(store, result, identity, key, backend, stored_label, replaces) -> None:
     """Save under the store's lock, re-choosing the label there: another process (a second GPU) may have taken it
     since this evaluation started."""
@@ -294,56 +335,22 @@ def _save(store, result, identity, key, backend, stored_label, replaces) -> None
         store.save(result, replaces=replaces)
 
 
-class EvaluationCheckpoint:
-    """Logits of a running evaluation, saved in chunk files every `every` images (each written atomically) under
-    a key; a later evaluation with the same key continues after the saved images."""
-
-    def __init__(self, folder: Path, identity: Identity, every: int = 2048):
-        self.folder, self.key, self.every = Path(folder), Identity.of(identity).key, max(1, every)
-        self.pending: list[np.ndarray] = []
-        self.saved_chunks = 0
-
-    def load(self) -> list[np.ndarray]:
-        if (read_json_checked(self.folder / "key.json") or {}).get("key") != self.key:
-            self.clear()
-            return []
-        chunks = [read_checked(path, load_npy, _logits_check) for path in sorted(self.folder.glob("chunk-*.npy"))]
-        if len({chunk.shape[1] for chunk in chunks if chunk is not None}) > 1:  # chunks of other runs mixed in
-            chunks.append(None)
-        if any(chunk is None for chunk in chunks):  # a damaged chunk (set aside): start this evaluation over
-            self.clear()
-            return []
-        self.saved_chunks = len(chunks)
-        return chunks
-
-    def add(self, logits: np.ndarray) -> None:
-        self.pending.append(logits)
-        if sum(len(p) for p in self.pending) >= self.every:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.pending:
-            return
-        if self.saved_chunks == 0:
-            atomic_write_json(self.folder / "key.json", {"key": self.key})
-        with atomic_path(self.folder / f"chunk-{self.saved_chunks:06d}.npy", suffix=".npy") as tmp:
-            with open(tmp, "wb") as fh:
-                np.save(fh, np.concatenate(self.pending))
-        self.saved_chunks += 1
-        self.pending = []
-
-    def clear(self) -> None:
-        import shutil
-
-        shutil.rmtree(self.folder, ignore_errors=True)
-        self.saved_chunks = 0
-        self.pending = []
-
-
 def infer_cached(runner, cache: DecodeCache, indices, batch_size: int = 32, desc: str = "infer",
                  progress: bool = True, on_batch=None, fixed_batch: int | None = None,
                  on_images=None) -> list[np.ndarray]:
-    """Logits (float32, one array per batch) of an active runner over `indices` of the decode cache.
+    """Logits (float32, one array per batch) of an active runner over `indices` of the decode cache (infer_steps
+    run to the end)."""
+    chunks: list = []
+    for _ in infer_steps(runner, cache, indices, batch_size, chunks, desc, progress, on_batch, fixed_batch,
+                         on_images):
+        pass
+    return chunks
+
+
+def infer_steps(runner, cache: DecodeCache, indices, batch_size: int, chunks: list, desc: str = "infer",
+                progress: bool = True, on_batch=None, fixed_batch: int | None = None, on_images=None):
+    """A generator: each step runs one batch of `indices` (an array or a RowStream) of the decode cache through an
+    active runner and appends its float32 logits to `chunks`.
 
     A runner with `run_crop_batches` (the torch GPU backend) is fed the uint8 crops as they are: the batch reader
     reads them straight into the runner's host buffers (`host_buffer`: pinned ring slots on CUDA), the runner
@@ -352,7 +359,6 @@ def infer_cached(runner, cache: DecodeCache, indices, batch_size: int = 32, desc
     Either way the next batch is read from the cache while the runner works on the current one. `on_batch` is
     called with each batch's logits (checkpointing), `on_images` with its image count.
     """
-    chunks = []
     bar = progress_bar(total=len(indices), desc=desc, unit="img", enabled=progress)
     if hasattr(runner, "run_crop_batches"):
         fixed = fixed_batch or (batch_size if runner.pads_batches() else None)
@@ -362,15 +368,19 @@ def infer_cached(runner, cache: DecodeCache, indices, batch_size: int = 32, desc
     else:
         batches = ((batch.count, runner.infer(batch.images))
                    for batch in iter_batches(cache, indices, batch_size, fixed_batch=fixed_batch, prefetch=True))
-    for count, logits in batches:
-        chunks.append(logits[:count].astype(np.float32, copy=False))
-        if on_batch is not None:
-            on_batch(chunks[-1])
-        if on_images is not None:
-            on_images(count)
-        bar.update(count)
-    bar.close()
-    return chunks
+    try:
+        for count, logits in batches:
+            chunks.append(logits[:count].astype(np.float32, copy=False))
+            if on_batch is not None:
+                on_batch(chunks[-1])
+            if on_images is not None:
+                on_images(count)
+            bar.update(count)
+            yield count
+        if bar.total != bar.n:  # a stream's images that failed to decode: the bar ends complete
+            bar.total = bar.n
+    finally:
+        bar.close()
 
 
 def _literal_options_for_fp16_qdq(model_path) -> dict | None:
@@ -382,9 +392,12 @@ def _literal_options_for_fp16_qdq(model_path) -> dict | None:
     return dict(LITERAL_OPTIONS) if qdq_float_type(model_path) == "fp16" else None
 
 
-def evaluate_variant(built, cache, eval_indices, store=None, *, split=None, experiment=None, workspace=None,
+def prepare_variant(built, cache, eval_indices, store=None, *, split=None, experiment=None, workspace=None,
                      run: RunOptions | None = None, on_images=None, **shortcuts):
-    """Evaluate a built variant on the evaluation images and store its results (under the experiment of its source
+    """evaluate_variant's work up to the first image (prepare_evaluation: an Evaluation, or the stored result
+    reused); `eval_indices` may be a RowStream (data.decode_stream).
+
+    evaluate_variant: evaluate a built variant on the evaluation images and store its results (under the experiment of its source
     model and these images; label: the variant's name, made unique when another variant holds it). A caller that
     evaluates several variants passes their common `experiment` (its dataset fingerprint stats every file once).
 
@@ -392,15 +405,17 @@ def evaluate_variant(built, cache, eval_indices, store=None, *, split=None, expe
     (evaluation.literal_check), which picks ONNX Runtime's literal settings; other backends are literal by
     construction (the torch backend) or are what is being measured (TensorRT), so the check is skipped there."""
     from trtlab.evaluation.identity import Experiment, MixedExperimentError, variant_key
-    from trtlab.evaluation.literal_check import reference_runner_options, report_self_check, self_check_once
+    from trtlab.evaluation.literal_check import (reference_runner_options, report_self_check, self_check_once,
+                                                 self_check_sample_size)
 
     run = with_shortcuts("evaluate_variant", shortcuts, run=run or RunOptions())
     backend, progress, force = run.backend, run.progress, run.force
     options = {}
     recipe = built.recipe.to_dict()
     source = inspect_classifier(built.source_model or built.model_path)
+    requested = getattr(eval_indices, "requested", eval_indices)  # a RowStream's images
     if experiment is None:
-        experiment = Experiment.for_evaluation(source, cache, eval_indices, split)
+        experiment = Experiment.for_evaluation(source, cache, requested, split)
     elif experiment.model_sha256 != source.sha256:
         raise MixedExperimentError(f"{built.name} was made from {source.path} (sha256 {source.sha256[:12]}), not from "
                                    f"the experiment's model ({experiment.describe()})",
@@ -416,7 +431,9 @@ def evaluate_variant(built, cache, eval_indices, store=None, *, split=None, expe
     stored = not force and find_stored(store, identity, variant_key(identity), runner.identity())[0] is not None
     if built.recipe.precision == "int8" and choice["resolved"] == "ort" and not stored:
         # stored results are reused as they are: no second self-check, no repeated warning
-        check = self_check_once(built.model_path, cache, eval_indices, variant=built.name)  # once per structure
+        if requested is not eval_indices:  # the sample's rows, decoded before the rest (compare's `first`)
+            eval_indices.decode.wait_for(requested[:self_check_sample_size(len(requested))])
+        check = self_check_once(built.model_path, cache, requested, variant=built.name)  # once per structure
         extra["ort_qdq_check"] = check
         # The literal Q/DQ semantics (what TensorRT computes), by the fastest ONNX Runtime setting that reproduces
         # them on the sample batch.
@@ -424,12 +441,24 @@ def evaluate_variant(built, cache, eval_indices, store=None, *, split=None, expe
         report_self_check(check, key=str(built.folder))
     target = EvalTarget(indices=eval_indices, recipe=recipe, identity=built.identity, experiment=experiment,
                         store=store, record_extra=extra)
-    return evaluate(built.model_path, cache, built.name, target=target,
-                    run=dataclasses.replace(run, runner_options=options), workspace=workspace, on_images=on_images)
+    return prepare_evaluation(built.model_path, cache, built.name, target=target,
+                              run=dataclasses.replace(run, runner_options=options), workspace=workspace,
+                              on_images=on_images)
 
 
-def _logits_check(chunk) -> str | None:
-    """A saved chunk of logits is a 2-D float array (images × classes)."""
-    if chunk.ndim != 2 or chunk.dtype.kind != "f":
-        return f"shape {chunk.shape} {chunk.dtype}, expected images × classes floats"
-    return None
+def evaluate_variant(built, cache, eval_indices, store=None, *, split=None, experiment=None, workspace=None,
+                     run: RunOptions | None = None, on_images=None, **shortcuts):
+    """Evaluate a built variant on the evaluation images and store its results (prepare_variant says how)."""
+    return evaluate_together([prepare_variant(built, cache, eval_indices, store, split=split, experiment=experiment,
+                                              workspace=workspace, run=run, on_images=on_images, **shortcuts)])[0]
+
+
+def evaluate_variants(builts, cache, eval_indices, store, *, split=None, experiment=None, workspace=None,
+                      run: RunOptions | None = None) -> list[VariantResult]:
+    """Built variants evaluated in lock-step on the same images (evaluate_together), stored in the order given:
+    with a RowStream, each chunk of rows decoded is evaluated by every variant while the rest is decoded."""
+    if len({built.name for built in builts}) < len(builts):  # a shared label is chosen as each is stored: in turn
+        return [evaluate_variant(built, cache, eval_indices, store, split=split, experiment=experiment,
+                                 workspace=workspace, run=run) for built in builts]
+    return evaluate_together([prepare_variant(built, cache, eval_indices, store, split=split, experiment=experiment,
+                                              workspace=workspace, run=run) for built in builts])

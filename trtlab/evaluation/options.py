@@ -24,7 +24,9 @@ class RunOptions:
     CUDA GPU as many as a share of its free memory holds, a power of two up to 256 — backends.gpu.memory —; else
     32). `parallel` and `engines` are compare()'s: `parallel`
     'auto' evaluates in one process per GPU where several are visible; `engines` 'auto' also builds and evaluates
-    each variant's TensorRT engine where TensorRT imports (True: always try, False: never)."""
+    each variant's TensorRT engine where TensorRT imports (True: always try, False: never). `overlap_decode`
+    (compare()): images not decoded yet are decoded in the background while the variants are evaluated (False, or
+    TRTLAB_OVERLAP_DECODE=0: everything is decoded first); the stored results are the same either way."""
 
     backend: str = "auto"
     batch_size: int | str = "auto"
@@ -34,6 +36,7 @@ class RunOptions:
     progress: bool = True
     runner_options: dict | None = None  # backend-specific runner settings (ONNX Runtime's literal settings, ...)
     checkpoint_every: int = 2048  # logits checkpointed every N images: an interrupted evaluation resumes
+    overlap_decode: bool = True
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ ipywidgets whose callbacks are the plain functions below (testable without a bro
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -14,12 +15,14 @@ from pathlib import Path
 from trtlab.quantization.thresholds import ALGORITHMS
 from trtlab.data.dataset import Dataset
 from trtlab.data.decode_cache import DecodeCache, build_decode_cache
+from trtlab.data.decode_stream import decode_in_background
 from trtlab.evaluation.results import ResultsStore
 from trtlab.data.split import CalibrationSizeError, Split, saved_split  # noqa: F401  (saved_split: re-exported)
-from trtlab.evaluation.evaluate import evaluate_variant
+from trtlab.evaluation.evaluate import evaluate_variant, evaluate_variants
 from trtlab.evaluation.options import RunOptions, with_shortcuts
 from trtlab.quantization.variants import BuiltVariant, Recipe, build_variant, default_calibration_pool
 from trtlab.views.verdict import PairError
+from trtlab.workflows.overlap import decode_first
 
 log = logging.getLogger(__name__)
 
@@ -245,28 +248,36 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", *, spli
             default_calibration_pool(dataset)
         split = saved_split(dataset, wanted, workspace=workspace)
     check_calibration_sizes(recipes, split, dataset)
-    check_free_space(workspace, decode_cache_pending(dataset, spec, workspace, progress), spec.crop, model_path,
-                     sum(r.precision != "fp32" for r in recipes))
-    cache = build_decode_cache(dataset, spec, workspace, progress=progress)
+    pending = decode_cache_pending(dataset, spec, workspace, progress)
+    check_free_space(workspace, pending, spec.crop, model_path, sum(r.precision != "fp32" for r in recipes))
+    first = decode_first(pending, run, devices, split, progress)  # None: everything first (said why)
+    cache = build_decode_cache(dataset, spec, workspace, progress=progress, first=first)
+    background = decode_in_background(cache, split.evaluation) if first is not None else None
     experiment = Experiment.for_evaluation(info, cache, split.evaluation, split)
     store = ResultsStore.for_experiment(experiment, workspace)
-    with calibration_device("cpu" if resolved == "ort" else None):  # the GPU when the backend has one
-        variants = [build_variant(model_path, recipe, cache, split.calibration, workspace=workspace, force=run.force,
-                                  progress=progress, calibration_cache_path=import_cache,
-                                  reuse_cache=import_cache is not None) for recipe in recipes]
-    variants, same_graph = one_per_graph(variants)
-    from trtlab.evaluation.evaluate import evaluation_batch_size
+    with background or contextlib.nullcontext():  # an error stops the background decode (resumable)
+        with calibration_device("cpu" if resolved == "ort" else None):  # the GPU when the backend has one
+            variants = [build_variant(model_path, recipe, cache, split.calibration, workspace=workspace,
+                                      force=run.force, progress=progress, calibration_cache_path=import_cache,
+                                      reuse_cache=import_cache is not None) for recipe in recipes]
+        variants, same_graph = one_per_graph(variants)
+        from trtlab.evaluation.evaluate import evaluation_batch_size
 
-    # one evaluation batch for every variant and worker ('auto': from this GPU's free memory, said once)
-    run = dataclasses.replace(run, batch_size=evaluation_batch_size(run.batch_size, model_path, resolved, progress))
-    if devices:
-        shared = SharedEvaluation(dataset=dataset, preprocess=spec, split=split, experiment=experiment,
-                                  store_folder=store.folder, workspace=workspace,
-                                  run=dataclasses.replace(run, backend=resolved))
-        labels = evaluate_in_parallel(variants, devices, shared)
-    else:
-        labels = [evaluate_variant(variant, cache, split.evaluation, store, split=split, experiment=experiment,
-                                   run=run).variant for variant in variants]
+        # one evaluation batch for every variant and worker ('auto': from this GPU's free memory, said once)
+        run = dataclasses.replace(run, batch_size=evaluation_batch_size(run.batch_size, model_path, resolved,
+                                                                        progress))
+        if devices:
+            shared = SharedEvaluation(dataset=dataset, preprocess=spec, split=split, experiment=experiment,
+                                      store_folder=store.folder, workspace=workspace,
+                                      run=dataclasses.replace(run, backend=resolved))
+            labels = evaluate_in_parallel(variants, devices, shared)
+        elif background is not None:  # every variant in lock-step on the rows as they are decoded
+            labels = [r.variant for r in evaluate_variants(variants, cache, background.rows(split.evaluation), store,
+                                                           split=split, experiment=experiment, run=run)]
+            background.finish()
+        else:
+            labels = [evaluate_variant(variant, cache, split.evaluation, store, split=split, experiment=experiment,
+                                       run=run).variant for variant in variants]
     built: dict[str, BuiltVariant] = dict(zip(labels, variants))  # recipes that named no size now name the one used
     reference = next(label for label, v in zip(labels, variants) if v.recipe.precision == "fp32")
     _, table = report_tables(store.load_all(list(built)), reference=reference)
