@@ -301,18 +301,20 @@ def measure(config: dict) -> dict:
     if workspace.exists():
         shutil.rmtree(workspace)
     say(f"A/B cold: {len(photos)} JPEG files, no decode cache (decoding overlaps the evaluation: compare()'s default)")
-    emit("cold", ab_run(model, dataset, workspace, config["calibration"], sampler))
+    emit("cold", _guarded(ab_run, model, dataset, workspace, config["calibration"], sampler))
     if config.get("cold_sequential", True):
         first = _beside(workspace, "ws-decode-first", share_cache=False)
         say("A/B cold, everything decoded first (overlap_decode=False), for comparison")
-        emit("cold_decode_first", ab_run(model, dataset, first, config["calibration"], sampler, overlap=False))
-        emit("cold_identical", {"identical": stored_logits_equal(out["cold"]["store"],
-                                                                 out["cold_decode_first"]["store"],
-                                                                 out["cold"]["labels"])})
+        emit("cold_decode_first", _guarded(ab_run, model, dataset, first, config["calibration"], sampler,
+                                           overlap=False))
+        if "store" in out["cold"] and "store" in out["cold_decode_first"]:
+            emit("cold_identical", {"identical": stored_logits_equal(out["cold"]["store"],
+                                                                     out["cold_decode_first"]["store"],
+                                                                     out["cold"]["labels"])})
         shutil.rmtree(first)
     only_decode_cache(workspace)
     say("A/B warm: the decode cache present, nothing else")
-    emit("warm", ab_run(model, dataset, workspace, config["calibration"], sampler))
+    emit("warm", _guarded(ab_run, model, dataset, workspace, config["calibration"], sampler))
     if config["gpus"] >= 2 and torch.cuda.device_count() >= 2:
         one = ab_run(model, dataset, _beside(workspace, "ws-one-gpu"), config["calibration"], sampler, False)
         two = out["warm"] if out["warm"]["ran_on"].startswith("ran on 2") else \
@@ -325,6 +327,18 @@ def measure(config: dict) -> dict:
                           "identical_after_kill": stored_logits_equal(one["store"], failed["store"], one["labels"])})
     sampler.stop()
     return out
+
+
+def _guarded(run, *args, **kwargs) -> dict:
+    """One A/B run; a failure is recorded as the section's error (with its traceback printed) so the sections after
+    it are still measured within the device call's time limit."""
+    import traceback
+
+    try:
+        return run(*args, **kwargs)
+    except Exception as error:  # noqa: BLE001 — a bench section, reported, not hidden
+        traceback.print_exc()
+        return {"error": f"{type(error).__name__}: {error}"}
 
 
 def _beside(workspace: Path, name: str, share_cache: bool = True) -> Path:
@@ -374,11 +388,14 @@ def print_section(name: str, r: dict) -> None:
         if name == "cold":
             print(f"\nA/B through compare() with its defaults: FP32 + INT8 {', '.join(RECIPES)}, "
                   f"{sizes['calibration']} calibration + {sizes['images']:,} evaluation images")
+        if "error" in r[name]:
+            print(f"  {name}: FAILED — {r[name]['error']}")
+            return
         _print_ab(name, r[name])
+        if name == "warm" and "seconds" in r.get("cold", {}):
+            _print_estimate(r)
     elif name == "cold_identical":
         print(f"        cold with and without the overlap: stored logits identical: {r[name]['identical']}")
-        if name == "warm" and "cold" in r:
-            _print_estimate(r)
     elif name == "two_gpus":
         t = r["two_gpus"]
         print(f"\ntwo GPUs (one process each): {t['two_gpus']['seconds']:.1f} s against one GPU "
