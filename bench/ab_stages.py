@@ -42,7 +42,7 @@ def photo_files(base: np.ndarray, labels: np.ndarray, count: int, folder: Path, 
     paths = [str(folder / f"photo{k:06d}.jpg") for k in range(count)]
 
     def write(start: int) -> None:
-        crops = replicated_crops(base, min(count, start + 1024))[start:]
+        crops = replicated_crops(base, min(count, start + 1024) - start, start)  # this chunk only (was O(n²))
         for offset, crop in enumerate(crops):
             path = paths[start + offset]
             if not os.path.exists(path):

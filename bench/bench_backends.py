@@ -94,11 +94,11 @@ def prepare(assets: Path, workspace: str | None) -> None:
 
 
 # -- the images ---------------------------------------------------------------------------------------------------
-def replicated_crops(base: np.ndarray, count: int) -> np.ndarray:
-    """`count` crops from `base`: copy k of photo i is flipped when k is odd and shifted by a seeded offset of up to
-    ±16 pixels (edge rows repeated), so every input differs."""
+def replicated_crops(base: np.ndarray, count: int, start: int = 0) -> np.ndarray:
+    """Crops `start` … `start + count - 1` from `base`: copy k of photo i is flipped when k is odd and shifted by a
+    seeded offset of up to ±16 pixels (edge rows repeated), so every input differs."""
     out = np.empty((count,) + base.shape[1:], np.uint8)
-    for index in range(count):
+    for index in range(start, start + count):
         photo, copy = base[index % len(base)], index // len(base)
         if copy:
             rng = np.random.default_rng(copy)
@@ -107,7 +107,7 @@ def replicated_crops(base: np.ndarray, count: int) -> np.ndarray:
                                                                               16 + dx:16 + dx + base.shape[2]]
             if copy % 2:
                 photo = photo[:, ::-1]
-        out[index] = photo
+        out[index - start] = photo
     return out
 
 
