@@ -236,7 +236,8 @@ def issue38(args) -> int:
     allowed = sorted(os.sched_getaffinity(0))
     _, written = photo_files(base, labels, sizes["images"] + sizes["calibration"], work / "photos", len(allowed))
     cores = allowed[: args.cpus] if args.cpus else allowed
-    config = {"assets": str(assets), "work": str(work), "gpus": args.gpus, "kill_after": args.kill_after, **sizes}
+    config = {"assets": str(assets), "work": str(work), "gpus": args.gpus, "kill_after": args.kill_after,
+              "ab_only": args.ab_only, "profile": args.profile_warm, **sizes}
     child = subprocess.Popen([sys.executable, __file__, "_measure", _json.dumps(config)], stdout=subprocess.PIPE,
                              text=True, preexec_fn=lambda: os.sched_setaffinity(0, cores))
     result = {"written_seconds": written, "cores": len(cores), "host_cores": len(allowed), "sizes": sizes}
@@ -286,12 +287,13 @@ def measure(config: dict) -> dict:
     batch = evaluation_batch_size("auto", model, "torch", False)
     variants = {"fp32": model, "int8 (FP16 path, default)": str(assets / "int8-fp16path.onnx"),
                 "int8 (FP32 path)": str(assets / "int8.onnx"), "fp16": str(assets / "fp16.onnx")}
-    say(f"evaluation img/s per variant at batches {batch} and 32")
-    emit("throughput", {"auto_batch": batch, "rows": throughput(variants, cache, sorted({batch, 32}, reverse=True),
-                                                                sampler, config["throughput_images"])})
-    say("calibration against a warm forward (batch 8)")
-    emit("calibration", calibration(model, cache, config["calibration_images"], 8, sampler,
-                                    "cuda" if cuda else "torch-cpu"))
+    if not config.get("ab_only"):
+        say(f"evaluation img/s per variant at batches {batch} and 32")
+        emit("throughput", {"auto_batch": batch, "rows": throughput(variants, cache, sorted({batch, 32}, reverse=True),
+                                                                    sampler, config["throughput_images"])})
+        say("calibration against a warm forward (batch 8)")
+        emit("calibration", calibration(model, cache, config["calibration_images"], 8, sampler,
+                                        "cuda" if cuda else "torch-cpu"))
     photos = sorted((work / "photos").glob("photo*.jpg"))[: config["images"] + config["calibration"]]
     labels = np.load(assets / "labels.npy") if (assets / "labels.npy").exists() else np.full(len(base), -1)
     dataset = Dataset("bench-ab-jpeg", [str(p) for p in photos],
@@ -302,7 +304,7 @@ def measure(config: dict) -> dict:
         shutil.rmtree(workspace)
     say(f"A/B cold: {len(photos)} JPEG files, no decode cache (decoding overlaps the evaluation: compare()'s default)")
     emit("cold", _guarded(ab_run, model, dataset, workspace, config["calibration"], sampler))
-    if config.get("cold_sequential", True):
+    if not config.get("ab_only"):
         first = _beside(workspace, "ws-decode-first", share_cache=False)
         say("A/B cold, everything decoded first (overlap_decode=False), for comparison")
         emit("cold_decode_first", _guarded(ab_run, model, dataset, first, config["calibration"], sampler,
@@ -315,6 +317,16 @@ def measure(config: dict) -> dict:
     only_decode_cache(workspace)
     say("A/B warm: the decode cache present, nothing else")
     emit("warm", _guarded(ab_run, model, dataset, workspace, config["calibration"], sampler))
+    if config.get("profile"):  # the warm A/B again under cProfile (slower: its times are not the figures above)
+        import cProfile
+
+        only_decode_cache(workspace)
+        say(f"A/B warm again under cProfile → {config['profile']}")
+        profiler = cProfile.Profile()
+        profiler.enable()
+        _guarded(ab_run, model, dataset, workspace, config["calibration"], sampler)
+        profiler.disable()
+        profiler.dump_stats(config["profile"])
     if config["gpus"] >= 2 and torch.cuda.device_count() >= 2:
         one = ab_run(model, dataset, _beside(workspace, "ws-one-gpu"), config["calibration"], sampler, False)
         two = out["warm"] if out["warm"]["ran_on"].startswith("ran on 2") else \
@@ -486,6 +498,9 @@ def main(argv=None) -> int:
     parser.add_argument("--kill-after", type=float, default=3.0, help="--gpus 2: seconds before a worker is killed")
     parser.add_argument("--work", default=None, help="folder for the images and workspaces (default: a new temp)")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--ab-only", action="store_true",
+                        help="only the A/B: no img/s table, no calibration timing, no decode-first comparison")
+    parser.add_argument("--profile-warm", default=None, help="FILE: the warm A/B once more under cProfile, saved there")
     return issue38(parser.parse_args(argv))
 
 

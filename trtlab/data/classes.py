@@ -30,8 +30,13 @@ def class_index() -> dict[int, tuple[str, str]]:
 
 def class_names(short: bool = True) -> list[str]:
     """Index → name ('espresso'); short=True keeps the first synonym only."""
+    return list(_class_names(short))
+
+
+@functools.lru_cache(maxsize=None)
+def _class_names(short: bool) -> tuple[str, ...]:
     index = class_index()
-    return [index[i][1].split(",")[0].strip() if short else index[i][1] for i in range(len(index))]
+    return tuple(index[i][1].split(",")[0].strip() if short else index[i][1] for i in range(len(index)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -42,5 +47,5 @@ def wnid_to_index() -> dict[str, int]:
 def class_name(index: int) -> str:
     if index is None or index < 0:
         return "(unlabelled)"
-    names = class_names()
+    names = _class_names(True)
     return names[index] if index < len(names) else f"class {index}"

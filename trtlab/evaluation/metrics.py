@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from trtlab.evaluation.fidelity import (FIDELITY_METRICS, cosine_per_image, fidelity_per_image,  # noqa: F401
+from trtlab.evaluation.fidelity import (FIDELITY_METRICS, aligned_cosine, cosine_per_image, fidelity_per_image,  # noqa: F401
                                         shared_images)
 from trtlab.evaluation.results import VariantResult
 # compare_accuracy feeds consistency_table's McNemar column; pairwise_significance is re-exported for callers that
@@ -48,6 +48,10 @@ def accuracy(result: VariantResult) -> dict:
 def agreement(result: VariantResult, reference: VariantResult) -> dict:
     """Top-1 agreement, mean top-5 overlap (|A∩B|/5) and logit cosine similarity against `reference`,
     over the images both results hold."""
+    return dict(result.paired("agreement", reference, lambda: _agreement(result, reference)))
+
+
+def _agreement(result: VariantResult, reference: VariantResult) -> dict:
     mine, theirs = result.align(reference)
     n = len(mine)
     if n == 0:
@@ -56,7 +60,7 @@ def agreement(result: VariantResult, reference: VariantResult) -> dict:
     same_top1 = result.top1[mine] == reference.top1[theirs]
     a5, b5 = result.top5_indices[mine], reference.top5_indices[theirs]
     overlap = (a5[:, :, None] == b5[:, None, :]).any(axis=2).sum(axis=1) / a5.shape[1]
-    cosine = cosine_per_image(result.logits[mine], reference.logits[theirs])
+    cosine = aligned_cosine(result, reference)
     low, high = wilson_interval(int(same_top1.sum()), n)
     return {
         "compared": n,

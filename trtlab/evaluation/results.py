@@ -31,6 +31,18 @@ class VariantResult:
     top5_probs: np.ndarray  # (N, 5) float32
     logits: np.ndarray  # (N, classes) float16
     record: dict = field(default_factory=dict)
+    # Paired figures against another loaded result, computed once (a 50,000-image A/B's report and verdict ask for
+    # the same pairs ~20 times; issue 38). A result is read-only once made; the other result is kept with its
+    # figures, so an id is never matched to a different object.
+    _paired: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def paired(self, what: str, other: "VariantResult", compute):
+        """`compute()` once per (what, other): the memo of the paired figures above."""
+        key = (what, id(other))
+        hit = self._paired.get(key)
+        if hit is None or hit[0] is not other:
+            hit = self._paired[key] = (other, compute())
+        return hit[1]
 
     @property
     def top1(self) -> np.ndarray:
@@ -54,10 +66,21 @@ class VariantResult:
     def align(self, other: "VariantResult") -> tuple[np.ndarray, np.ndarray]:
         """Row indices into self and other for the images both hold (same id) with a prediction in both (rows with
         non-finite outputs are left out of every comparison), in self's order."""
+        return self.paired("align", other, lambda: self._align(other))
+
+    def _align(self, other: "VariantResult") -> tuple[np.ndarray, np.ndarray]:
         other_valid, my_valid = other.valid, self.valid
         position = {image_id: i for i, image_id in enumerate(other.image_ids) if other_valid[i]}
         mine = [i for i, image_id in enumerate(self.image_ids) if image_id in position and my_valid[i]]
         return np.asarray(mine, np.int64), np.asarray([position[self.image_ids[i]] for i in mine], np.int64)
+
+    def rows(self, array: np.ndarray, index: np.ndarray) -> np.ndarray:
+        """`array[index]`, without the copy when `index` is every row in order (the usual aligned case: a
+        50,000 × 1000 logit copy each time otherwise)."""
+        if len(index) == len(array) and (len(index) == 0 or (index[0] == 0 and index[-1] == len(array) - 1
+                                                               and bool((np.diff(index) == 1).all()))):
+            return array
+        return array[index]
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -95,6 +118,9 @@ class ResultsStore:
 
     def __init__(self, folder: str | os.PathLike):
         self.folder = Path(folder)
+        # variant → (the two files' (inode, size, mtime), its VariantResult): a file replaced on disk (saves are
+        # atomic renames: a new inode) is read again; an unchanged one is the same object, with its paired memo
+        self._loaded: dict = {}
 
     @classmethod
     def for_experiment(cls, experiment, workspace=None) -> "ResultsStore":
@@ -316,6 +342,10 @@ class ResultsStore:
             known = ", ".join(self.variants()) or "none"
             raise KeyError(f"no stored results for variant {variant!r} in {self.folder} (stored: {known}); "
                            f"evaluate it first")
+        signature = self._signature(variant)
+        cached = self._loaded.get(variant)
+        if cached is not None and signature is not None and cached[0] == signature:
+            return cached[1]
         arrays = read_npz_checked(self.folder / f"{variant}.npz", RESULT_ARRAYS, same_length=True)
         record = read_json_checked(self.folder / f"{variant}.json")
         if arrays is None or record is None:  # damaged beyond the cheap check: set aside, named, evaluate again
@@ -326,8 +356,20 @@ class ResultsStore:
 
             raise DamagedArtefact(f"the stored results of {variant!r} in {self.folder} were damaged and have been "
                                   f"set aside", "run the evaluation again; it recomputes them")
-        return VariantResult(variant, arrays["image_ids"].tolist(), arrays["labels"], arrays["top5_indices"],
-                             arrays["top5_probs"], arrays["logits"], record)
+        result = VariantResult(variant, arrays["image_ids"].tolist(), arrays["labels"], arrays["top5_indices"],
+                               arrays["top5_probs"], arrays["logits"], record)
+        for array in (result.labels, result.top5_indices, result.top5_probs, result.logits):
+            array.flags.writeable = False  # shared by every later load of the unchanged files
+        if signature is not None:
+            self._loaded[variant] = (signature, result)
+        return result
+
+    def _signature(self, variant: str):
+        try:
+            stats = [os.stat(self.folder / f"{variant}{suffix}") for suffix in (".npz", ".json")]
+        except OSError:
+            return None
+        return tuple((s.st_ino, s.st_size, s.st_mtime_ns) for s in stats)
 
     def load_all(self, variants=None) -> dict[str, VariantResult]:
         return {v: self.load(v) for v in (variants or self.variants())}
