@@ -2,7 +2,7 @@
 that go through trtlab's public workflow (bench/bench_backends.py `run` calls both) — and issue 38's bench (the
 default command; measurements in bench/ab_stages.py):
 
-    python bench/bench_ab.py [--quick] [--cpus 4] [--gpus 2] [--json FILE]
+    python bench/bench_ab.py [--quick] [--cpus 4] [--gpus 2] [--ab-only] [--profile-warm FILE] [--json FILE]
 
 in ONE invocation: the first INT8 variant's one-time cost (paid before timing); evaluation img/s per variant at the
 'auto' batch and at 32, CUDA graph replay + one-kernel Q/DQ against the eager interpreter with and without them
