@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from trtlab.evaluation.fidelity import (FIDELITY_METRICS, aligned_cosine, cosine_per_image, fidelity_per_image,  # noqa: F401
-                                        shared_images)
+from trtlab.evaluation.fidelity import (FIDELITY_METRICS, aligned_cosine, cosine_per_image,  # noqa: F401
+                                        fidelity_per_image, shared_images)
 from trtlab.evaluation.results import VariantResult
 # compare_accuracy feeds consistency_table's McNemar column; pairwise_significance is re-exported for callers that
 # still read it from here (tests/test_identity.py).
