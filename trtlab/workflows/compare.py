@@ -22,7 +22,7 @@ from trtlab.evaluation.evaluate import evaluate_variant, evaluate_variants
 from trtlab.evaluation.options import RunOptions, with_shortcuts
 from trtlab.quantization.variants import BuiltVariant, Recipe, build_variant, default_calibration_pool
 from trtlab.views.verdict import PairError
-from trtlab.workflows.overlap import decode_first
+from trtlab.workflows.overlap import decode_first, import_report_modules_meanwhile
 
 log = logging.getLogger(__name__)
 
@@ -261,6 +261,7 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", *, spli
                                       force=run.force, progress=progress, calibration_cache_path=import_cache,
                                       reuse_cache=import_cache is not None) for recipe in recipes]
         variants, same_graph = one_per_graph(variants)
+        import_report_modules_meanwhile()  # beside the evaluation, not the calibration
         from trtlab.evaluation.evaluate import evaluation_batch_size
 
         # one evaluation batch for every variant and worker ('auto': from this GPU's free memory, said once)
