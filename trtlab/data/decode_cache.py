@@ -180,11 +180,10 @@ def _safe_name(name: str) -> str:
 
 
 def default_workers() -> int:
-    """CPU cores this process may use (respects taskset/cgroup affinity where the OS reports it)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return os.cpu_count() or 1
+    """Decode workers by default: one per CPU core this process may use (core.cores)."""
+    from trtlab.core.cores import usable_cores
+
+    return usable_cores()
 
 
 def build_decode_cache(

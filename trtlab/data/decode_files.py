@@ -144,11 +144,9 @@ def rows_match(data: np.ndarray, expected: np.ndarray) -> np.ndarray:
     if not _CHECKERS:
         from concurrent.futures import ThreadPoolExecutor
 
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:
-            cores = os.cpu_count() or 1
-        _CHECKERS.append(ThreadPoolExecutor(max(1, min(4, cores - 1)), thread_name_prefix="trtlab-crc"))
+        from trtlab.core.cores import usable_cores
+
+        _CHECKERS.append(ThreadPoolExecutor(max(1, min(4, usable_cores() - 1)), thread_name_prefix="trtlab-crc"))
     pool = _CHECKERS[0]
     parts = np.array_split(np.arange(len(data)), pool._max_workers)
     sums = pool.map(lambda part: [row_checksum(data[i]) for i in part], [p for p in parts if len(p)])

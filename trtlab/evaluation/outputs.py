@@ -32,10 +32,6 @@ class ModelOutputs:
     why: str  # how the kind was recognised
     non_finite: np.ndarray  # bool, N: rows with NaN or ±inf
 
-    def _replace_why(self, why: str) -> "ModelOutputs":
-        self.why = why
-        return self
-
     def record(self, image_ids: list[str], shown: int = 20) -> dict:
         """The run record's account of the outputs: kind, why, and the images with non-finite outputs."""
         rows = np.flatnonzero(self.non_finite)
@@ -62,20 +58,14 @@ def interpret_outputs(values: np.ndarray, final_op: str | None = None, k: int = 
     """Top-k classes and confidences of N×C model outputs, with non-finite rows marked (no prediction). `kind`
     forces the reading ('logits' …) instead of recognising it. Row by row, in chunks of rows on a few threads
     (evaluation.row_chunks): a 50,000-image A/B stores four such arrays."""
-    from trtlab.evaluation.row_chunks import map_row_chunks, row_chunks
+    from trtlab.evaluation.row_chunks import map_row_chunks
 
     values = np.asarray(values, np.float32)
     kind, why = (kind, "given") if kind else output_kind(values, final_op)
     k = min(k, values.shape[1]) if values.ndim == 2 and values.shape[1] else 0
-    if values.ndim != 2 or not values.size:
-        return _interpret_rows(values, kind, k)._replace_why(why)
-    parts = map_row_chunks(len(values), lambda part: _interpret_rows(values[part], kind, k))
-    if len(parts) == 1:
-        return parts[0]._replace_why(why)
-    stored = np.empty(values.shape, np.float16)
-    for part, chunk in zip(row_chunks(len(values)), parts):
-        stored[part] = chunk.stored
-    return ModelOutputs(stored, np.concatenate([c.top5_indices for c in parts]),
+    parts = map_row_chunks(len(values), lambda part: _interpret_rows(values[part], kind, k)) \
+        if values.ndim == 2 and len(values) else [_interpret_rows(values, kind, k)]
+    return ModelOutputs(np.concatenate([c.stored for c in parts]), np.concatenate([c.top5_indices for c in parts]),
                         np.concatenate([c.top5_probs for c in parts]), kind, why,
                         np.concatenate([c.non_finite for c in parts]))
 

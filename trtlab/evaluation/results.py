@@ -74,14 +74,6 @@ class VariantResult:
         mine = [i for i, image_id in enumerate(self.image_ids) if image_id in position and my_valid[i]]
         return np.asarray(mine, np.int64), np.asarray([position[self.image_ids[i]] for i in mine], np.int64)
 
-    def rows(self, array: np.ndarray, index: np.ndarray) -> np.ndarray:
-        """`array[index]`, without the copy when `index` is every row in order (the usual aligned case: a
-        50,000 × 1000 logit copy each time otherwise)."""
-        if len(index) == len(array) and (len(index) == 0 or (index[0] == 0 and index[-1] == len(array) - 1
-                                                               and bool((np.diff(index) == 1).all()))):
-            return array
-        return array[index]
-
 
 def softmax(logits: np.ndarray) -> np.ndarray:
     shifted = logits.astype(np.float32) - logits.max(axis=1, keepdims=True)

@@ -4,10 +4,11 @@ number of threads (issue 38: the report, the verdict and storing a variant's out
 per-variant float64 copies of the whole array)."""
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+from trtlab.core.cores import usable_cores
 
 ROWS_PER_CHUNK = 4096  # 4096 × 1000 float64 = 33 MB per temporary
 MAX_THREADS = 4  # a Kaggle kernel's cores
@@ -21,8 +22,7 @@ def map_row_chunks(rows: int, work) -> list:
     """[work(slice) for each chunk of `rows`], in order, on up to MAX_THREADS threads (the cores this process may
     use)."""
     parts = row_chunks(rows)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    threads = min(MAX_THREADS, cores, len(parts))
+    threads = min(MAX_THREADS, usable_cores(), len(parts))
     if threads <= 1:
         return [work(part) for part in parts]
     with ThreadPoolExecutor(threads, thread_name_prefix="trtlab-rows") as pool:

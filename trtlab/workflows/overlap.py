@@ -4,6 +4,7 @@ variants are evaluated, so that a cold A/B takes about max(decode, evaluation) r
 `decode_first` decides (and says in one line) whether the decode overlaps the evaluation; data.decode_stream decodes
 the rest and hands the rows over; evaluation.evaluate.evaluate_variants evaluates every variant in lock-step on
 them. The stored results are those of decoding everything first, bit for bit (tests/test_decode_overlap.py).
+`import_report_modules_meanwhile` (cold and warm alike) loads what the report imports while the GPU evaluates.
 """
 from __future__ import annotations
 
