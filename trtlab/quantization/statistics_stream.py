@@ -15,29 +15,61 @@ count; what changes is how the work reaches the GPU:
 A batch shorter than the calibration batch (the last one) is padded for the forward and counted eagerly on its real
 rows. It runs where one forward holds the whole first calibration batch (statistics_torch picks it then); the CPU
 runs it without streams or graphs (how the tests compare it with statistics_torch's own loop).
+
+How a batch is added to the store, $TRTLAB_GPU_COUNT (the same counts either way, tests/test_gpu_count.py):
+- 'index_add' (default): every value's bin index, one `index_add_` of ones;
+- 'spread' (being measured, bench/bench_gpu_count.py): as index_add, but a value whose bin is 0 is added to one of
+  `SPREAD_SLOTS` slots after the store's `max_bins` bins, picked by its position, so the exact zeros of ReLU/ReLU6
+  outputs (often half a tensor) do not all hit one atomic counter; the slots are folded into bin 0 (`_fold`)
+  before the counts are merged or read.
 """
 from __future__ import annotations
 
 import contextlib
 import math
+import os
 
 import numpy as np
 
+from trtlab.core.errors import UserValueError
 from trtlab.quantization.histogram import MAX_HISTOGRAM_BINS, TensorHistogram, _non_finite, start_ranges
+
+COUNT_VARIABLE = "TRTLAB_GPU_COUNT"
+COUNT_MODES = ("index_add", "spread")
+# Slots bin 0 is spread over: a warp's 32 neighbouring zeros hit 32 counters; 8 KB of int64 per histogram.
+SPREAD_SLOTS = 1024
+
+
+def count_mode(name: str | None = None) -> str:
+    """The store count `name` asks for (None: $TRTLAB_GPU_COUNT, else 'index_add'), checked before any work: an
+    unknown name is one line."""
+    requested = (name or os.environ.get(COUNT_VARIABLE) or COUNT_MODES[0]).strip().lower()
+    if requested not in COUNT_MODES:
+        raise UserValueError(f"GPU histogram count {requested!r} ({COUNT_VARIABLE}) is not one of "
+                             f"{', '.join(COUNT_MODES)}", f"set {COUNT_VARIABLE} to 'index_add' (the default) or "
+                             f"'spread', or unset it")
+    return requested
 
 
 class StoredHistogram:
     """A TensorHistogram whose counts live in a device store of `max_bins` int64 (its first `state.bins` are the
-    histogram), counted at the device scalars `scale` (float32) and `cap` (the last bin)."""
+    histogram), counted at the device scalars `scale` (float32) and `cap` (the last bin). `mode` (None:
+    $TRTLAB_GPU_COUNT): how `count` adds a batch (module docstring); 'spread' appends `slots` int64 to the store,
+    extra counts of bin 0 until `_fold`."""
 
-    def __init__(self, device, bins: int, max_bins: int = MAX_HISTOGRAM_BINS):
+    def __init__(self, device, bins: int, max_bins: int = MAX_HISTOGRAM_BINS, mode: str | None = None,
+                 slots: int = SPREAD_SLOTS):
         import torch
 
+        self.mode = count_mode(mode)
+        self.slots = slots if self.mode == "spread" else 0
         self.state = TensorHistogram(bins=bins, max_bins=max_bins)
-        self.store = torch.zeros(max_bins, dtype=torch.int64, device=device)
+        self.store = torch.zeros(max_bins + self.slots, dtype=torch.int64, device=device)
         self.scale = torch.zeros((), dtype=torch.float32, device=device)
         self.cap = torch.full((), bins - 1, dtype=torch.int64, device=device)
         self.one = torch.ones(1, dtype=torch.int64, device=device)
+        # each slot's index in the store (the cap keeps every real bin below max_bins, so they never meet)
+        self.slot_index = torch.arange(max_bins, max_bins + self.slots, dtype=torch.int64, device=device)
         self._scale_value, self._cap_value = 0.0, bins - 1
 
     def prepare(self, size: int, top: float) -> None:
@@ -75,12 +107,42 @@ class StoredHistogram:
         last bin — the reference's bins (histogram.reference_bins)."""
         import torch
 
+        if self.slots:
+            self._count_spread(values)
+            return
         index = torch.minimum(values.abs().mul_(self.scale).to(torch.int64), self.cap).reshape(-1)
         self.store.index_add_(0, index, self.one.expand(index.numel()))
+
+    def _count_spread(self, values) -> None:
+        """`count` with each bin-0 value moved to slot (position mod slots). The index is made in place: at most a
+        float32 and an int64 per value at once, then an int64 and a bool (index_add: two int64 at its `minimum`);
+        shapes depend on `values`' shape alone and nothing is read back, so the count stays capturable."""
+        import torch
+
+        index = values.abs().mul_(self.scale).to(torch.int64).reshape(-1)
+        torch.minimum(index, self.cap, out=index)
+        size, slots = index.numel(), self.slots
+        whole = size - size % slots
+        if whole:  # rows of `slots` values: column k goes to slot k, the slot indices broadcast (no arange of size)
+            block = index[:whole].view(-1, slots)
+            torch.where(block == 0, self.slot_index, block, out=block)
+        if size > whole:
+            tail = index[whole:]
+            torch.where(tail == 0, self.slot_index[:size - whole], tail, out=tail)
+        self.store.index_add_(0, index, self.one.expand(size))
+
+    def _fold(self) -> None:
+        """Move the slots' counts into bin 0 (device ops, no host sync). Needed before the counts are read; before a
+        merge only to keep store[:bins] whole (bin 0 merges into bin 0, so the slots would stay right anyway)."""
+        if self.slots:
+            spread = self.store[-self.slots:]
+            self.store[:1] += spread.sum()
+            spread.zero_()
 
     def _merge(self, times: int) -> None:
         import torch
 
+        self._fold()
         for _ in range(times):
             bins = self.state.bins
             counts = self.store[:bins]
@@ -92,6 +154,7 @@ class StoredHistogram:
             self.state.merge(1)
 
     def to_numpy(self) -> TensorHistogram:
+        self._fold()
         state = self.state.state()
         state["counts"] = self.store[:self.state.bins].cpu().numpy().astype(np.int64)
         return TensorHistogram.from_state(state)
@@ -110,7 +173,8 @@ def collect_streamed(job, device, module, rows: int, capture: bool = True):
 
     cuda = device.type == "cuda"
     feed = CropFeed(device)
-    histograms = [StoredHistogram(device, job.bins) for _ in job.names]
+    mode = count_mode()  # an unknown $TRTLAB_GPU_COUNT stops here, before any forward
+    histograms = [StoredHistogram(device, job.bins, mode=mode) for _ in job.names]
     inputs = len(job.input_tensors)
 
     def forward(pixels):
@@ -172,7 +236,9 @@ def collect_streamed(job, device, module, rows: int, capture: bool = True):
     finally:
         bar.close()
         feed.close()
-    return [h.to_numpy() for h in histograms], slots.describe()
+    how = slots.describe() + (f"; histograms counted by '{mode}' ({SPREAD_SLOTS} slots for bin 0)"
+                              if mode != COUNT_MODES[0] else "")
+    return [h.to_numpy() for h in histograms], how
 
 
 class _Slots:
