@@ -141,3 +141,23 @@ def test_an_unknown_count_is_one_line(monkeypatch):
     line = raised.value.line()
     assert line.startswith("error: GPU histogram count 'atomic' (TRTLAB_GPU_COUNT) is not one of index_add, spread")
     assert " — set TRTLAB_GPU_COUNT to 'index_add'" in line and "\n" not in line
+
+
+def test_the_bench_needs_a_gpu_and_its_smoke_run_checks_the_counts():
+    """bench/bench_gpu_count.py with no GPU visible: one line, exit 2; --smoke on the CPU: labelled, counts ok."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "bench" / "bench_gpu_count.py"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2 and done.stdout.strip().count("\n") == 0, done.stdout + done.stderr
+    assert "needs a CUDA GPU" in done.stdout and "nothing was run" in done.stdout
+    done = subprocess.run([sys.executable, str(script), "--smoke", "--cases", "all-zero,relu6-half-zero-7px",
+                           "--model", "none"], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SMOKE RUN ON THE CPU" in done.stdout and "1x1280x7x7" in done.stdout
+    rows = [line for line in done.stdout.splitlines() if line.startswith(("all-zero", "relu6-half-zero-7px"))]
+    assert len(rows) == 4 and all(line.endswith("ok") for line in rows), done.stdout
