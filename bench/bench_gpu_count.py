@@ -160,8 +160,8 @@ def row_label(mode: str, slots: int) -> str:
 
 def print_table(title: str, rows: list[dict]) -> None:
     print(f"\n{title}")
-    print(f"{'case':<21} {'shape (float32)':<17} {'count':<14} {'zeros':>6} {'top bin':>7} {'eager ms':>9} {'speed-up':>8} {'graph ms':>9} "
-          f"{'speed-up':>8}  counts")
+    print(f"{'case':<21} {'shape (float32)':<17} {'count':<14} {'zeros':>6} {'top bin':>7} {'eager ms':>9} "
+          f"{'speed-up':>8} {'graph ms':>9} {'speed-up':>8}  counts")
     base = {}
     for r in rows:
         if r["mode"] == "index_add":
@@ -295,10 +295,12 @@ def main(argv=None) -> int:
     else:
         device = torch.device("cuda")
         where = f"{torch.cuda.get_device_name(0)}, CUDA {torch.version.cuda}"
+    from trtlab.quantization.histogram import MAX_HISTOGRAM_BINS
+
     slot_counts = [int(s) for s in args.slots.split(",") if s.strip()]
-    print(f"GPU histogram count: {where}, torch {torch.__version__};"
-          f" StoredHistogram.count = |x|·s (float32) → int64 → min(last bin) [spread: bin 0 → slot (position mod S)]"
-          f" → index_add_ of ones into {BINS} of 65,536 int64 bins [+ S slots]; {args.repeats} counts per timing, "
+    print(f"GPU histogram count: {where}, torch {torch.__version__}; StoredHistogram.count = |x|·s (float32) → "
+          f"int64 → min(last bin) [spread: bin 0 → slot (position mod S)] → index_add_ of ones into {BINS} of "
+          f"{MAX_HISTOGRAM_BINS:,} int64 bins [+ S slots]; {args.repeats} counts per timing, "
           f"eager{'' if args.no_graph else ' and one CUDA graph replayed'}; seed {args.seed}")
     print_table("part 1: synthetic float32 tensors (ms per count; speed-up = index_add ms / this row's ms)",
                 synthetic(args, slot_counts, device))
