@@ -151,11 +151,11 @@ def shares(values, scale: float) -> tuple[float, float]:
 
 
 def modes(slot_counts):
-    return [("index_add", 0)] + [("spread", s) for s in slot_counts]
+    return [("index_add", 0)] + [("spread", s) for s in slot_counts] + [("histc", 0)]
 
 
 def row_label(mode: str, slots: int) -> str:
-    return "index_add" if mode == "index_add" else f"spread S={slots}"
+    return f"spread S={slots}" if mode == "spread" else mode
 
 
 def print_table(title: str, rows: list[dict]) -> None:

@@ -76,6 +76,33 @@ def test_spread_count_equals_index_add_and_the_reference_on_real_activations(act
     assert merged == len(activations) or max_bins == 32 * 2048  # the small caps merged every one
 
 
+@pytest.mark.parametrize("bins,max_bins", [(2048, 32 * 2048), (64, 256), (100, 160)])
+def test_histc_count_equals_the_reference_on_real_activations(activations, bins, max_bins, monkeypatch):
+    """'histc' (torch.histc over k + 0.5, in parts below 2**24 values) gives the numpy reference's counts through
+    growth and merges; with parts cut to 1,000 values the parts' counts add up the same."""
+    from trtlab.quantization import statistics_stream
+
+    for part in ((1 << 24) - 1, 1000):
+        monkeypatch.setattr(statistics_stream, "HISTC_PART", part)
+        for name, rows in activations.items():
+            batches = [rows[[k, (k + 1) % 8]] * np.float32(f) for k, f in enumerate(FACTORS)]
+            reference = TensorHistogram(bins=bins, max_bins=max_bins)
+            for batch in batches:
+                reference.update(batch, None)
+            histc = StoredHistogram("cpu", bins, max_bins, mode="histc")
+            keys = set()
+            for batch in batches:
+                histc.prepare(batch.size, float(np.abs(batch).max()))
+                keys.add(histc.capture_key())
+                histc.count(torch.from_numpy(batch.copy()))
+            got = histc.to_numpy()
+            assert (got.bins, got.values, got.range, got.absmax, got.scale, got.width) == \
+                (reference.bins, reference.values, reference.range, reference.absmax, reference.scale,
+                 reference.width), name
+            np.testing.assert_array_equal(got.counts, reference.counts, err_msg=f"{name}, parts of {part}")
+            assert len(keys) > 1  # the capture key follows the bins as the histogram grows
+
+
 def test_a_merge_folds_the_spread_slots_into_bin_0_first(activations):
     """After a merge the store's bins alone are the histogram (the slots folded in before the pairs are summed;
     bin 0 merges into bin 0, so this keeps the store readable rather than the counts right)."""
@@ -107,18 +134,20 @@ def test_the_streamed_pass_counts_the_same_with_spread(demo_model, demo_cache, m
     tensors = stats_tensors(onnx.load(str(demo_model)))
     indices = demo_cache.valid_indices[:20]
     run = {}
-    for label, mode, streamed in (("spread", "spread", True), ("index_add", "", True), ("loop", "spread", False)):
+    for label, mode, streamed in (("spread", "spread", True), ("index_add", "", True), ("loop", "spread", False),
+                                  ("histc", "histc", True)):
         monkeypatch.setenv(COUNT_VARIABLE, mode)
         monkeypatch.setattr(statistics_torch, "STREAMED", streamed)
         run[label] = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=8, progress=False,
                                         device="torch-cpu", memory_budget_mb=4096)
     assert "counted by 'spread' (1024 slots for bin 0)" in run["spread"].counting
+    assert run["histc"].counting.endswith("counted by 'histc'")
     assert "spread" not in run["index_add"].counting and "eager interpreter" in run["index_add"].counting
     assert "spread" not in run["loop"].counting  # the loop has no store: the variable does not concern it
     zeros = 0
     for name in tensors:
         a = run["spread"].tensors[name]
-        for other in ("index_add", "loop"):
+        for other in ("index_add", "loop", "histc"):
             b = run[other].tensors[name]
             assert (a.bins, a.values, a.range, a.absmax, a.scale, a.width) == \
                 (b.bins, b.values, b.range, b.absmax, b.scale, b.width), (name, other)
@@ -135,11 +164,13 @@ def test_an_unknown_count_is_one_line(monkeypatch):
     assert count_mode() == "index_add" and StoredHistogram("cpu", 8, 16).store.numel() == 16
     monkeypatch.setenv(COUNT_VARIABLE, " Spread ")
     assert count_mode() == "spread" and StoredHistogram("cpu", 8, 16).store.numel() == 16 + 1024
+    monkeypatch.setenv(COUNT_VARIABLE, "HISTC")
+    assert count_mode() == "histc" and StoredHistogram("cpu", 8, 16).capture_key() == 8
     monkeypatch.setenv(COUNT_VARIABLE, "atomic")
     with pytest.raises(UserValueError) as raised:
         StoredHistogram("cpu", 8, 16)
     line = raised.value.line()
-    assert line.startswith("error: GPU histogram count 'atomic' (TRTLAB_GPU_COUNT) is not one of index_add, spread")
+    assert line.startswith("error: GPU histogram count 'atomic' (TRTLAB_GPU_COUNT) is not one of index_add, spread, histc")
     assert " — set TRTLAB_GPU_COUNT to 'index_add'" in line and "\n" not in line
 
 
@@ -160,4 +191,4 @@ def test_the_bench_needs_a_gpu_and_its_smoke_run_checks_the_counts():
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SMOKE RUN ON THE CPU" in done.stdout and "1x1280x7x7" in done.stdout
     rows = [line for line in done.stdout.splitlines() if line.startswith(("all-zero", "relu6-half-zero-7px"))]
-    assert len(rows) == 4 and all(line.endswith("ok") for line in rows), done.stdout
+    assert len(rows) == 6 and all(line.endswith("ok") for line in rows), done.stdout

@@ -21,7 +21,11 @@ How a batch is added to the store, $TRTLAB_GPU_COUNT (the same counts either way
 - 'spread' (being measured, bench/bench_gpu_count.py): as index_add, but a value whose bin is 0 is added to one of
   `SPREAD_SLOTS` slots after the store's `max_bins` bins, picked by its position, so the exact zeros of ReLU/ReLU6
   outputs (often half a tensor) do not all hit one atomic counter; the slots are folded into bin 0 (`_fold`)
-  before the counts are merged or read.
+  before the counts are merged or read;
+- 'histc' (being measured): the bin of every value as a float32 k + 0.5, counted by `torch.histc` over the
+  histogram's current bins (a per-block shared-memory histogram on CUDA, not one global atomic per value), in
+  calls of fewer than 2**24 values so float32 counts stay exact, then added to the store. The count depends on the
+  current number of bins: a captured count is captured again when a histogram grows (`capture_key`).
 """
 from __future__ import annotations
 
@@ -35,7 +39,9 @@ from trtlab.core.errors import UserValueError
 from trtlab.quantization.histogram import MAX_HISTOGRAM_BINS, TensorHistogram, _non_finite, start_ranges
 
 COUNT_VARIABLE = "TRTLAB_GPU_COUNT"
-COUNT_MODES = ("index_add", "spread")
+COUNT_MODES = ("index_add", "spread", "histc")
+# float32 counts are exact below 2**24: histc is called on parts of fewer values
+HISTC_PART = (1 << 24) - 1
 # Slots bin 0 is spread over: a warp's 32 neighbouring zeros hit 32 counters; 8 KB of int64 per histogram.
 SPREAD_SLOTS = 1024
 
@@ -46,8 +52,8 @@ def count_mode(name: str | None = None) -> str:
     requested = (name or os.environ.get(COUNT_VARIABLE) or COUNT_MODES[0]).strip().lower()
     if requested not in COUNT_MODES:
         raise UserValueError(f"GPU histogram count {requested!r} ({COUNT_VARIABLE}) is not one of "
-                             f"{', '.join(COUNT_MODES)}", f"set {COUNT_VARIABLE} to 'index_add' (the default) or "
-                             f"'spread', or unset it")
+                             f"{', '.join(COUNT_MODES)}", f"set {COUNT_VARIABLE} to 'index_add' (the default), "
+                             f"'spread' or 'histc', or unset it")
     return requested
 
 
@@ -68,6 +74,7 @@ class StoredHistogram:
         self.scale = torch.zeros((), dtype=torch.float32, device=device)
         self.cap = torch.full((), bins - 1, dtype=torch.int64, device=device)
         self.one = torch.ones(1, dtype=torch.int64, device=device)
+        self.cap_float = torch.full((), bins - 1, dtype=torch.float32, device=device)  # histc's last bin
         # each slot's index in the store (the cap keeps every real bin below max_bins, so they never meet)
         self.slot_index = torch.arange(max_bins, max_bins + self.slots, dtype=torch.int64, device=device)
         self._scale_value, self._cap_value = 0.0, bins - 1
@@ -101,6 +108,11 @@ class StoredHistogram:
         if self.state.bins - 1 != self._cap_value:
             self._cap_value = self.state.bins - 1
             self.cap.fill_(self._cap_value)
+            self.cap_float.fill_(self._cap_value)
+
+    def capture_key(self):
+        """What a captured count of this histogram depends on besides its device scalars: histc's bins."""
+        return self.state.bins if self.mode == "histc" else None
 
     def count(self, values) -> None:
         """Add `values` (images × values, float32) at the current multiplier: trunc(float32(|x| · s)), at most the
@@ -109,6 +121,9 @@ class StoredHistogram:
 
         if self.slots:
             self._count_spread(values)
+            return
+        if self.mode == "histc":
+            self._count_histc(values)
             return
         index = torch.minimum(values.abs().mul_(self.scale).to(torch.int64), self.cap).reshape(-1)
         self.store.index_add_(0, index, self.one.expand(index.numel()))
@@ -130,6 +145,20 @@ class StoredHistogram:
             tail = index[whole:]
             torch.where(tail == 0, self.slot_index[:size - whole], tail, out=tail)
         self.store.index_add_(0, index, self.one.expand(size))
+
+    def _count_histc(self, values) -> None:
+        """`count` by torch.histc: trunc(float32(|x| · s)) capped at the last bin, all in float32 in place (bins are
+        integers far below 2**24, so exact), plus 0.5 so that histc's own bin rule ((v - min) · n / (max - min),
+        however rounded) lands on the integer's bin; counts in float32 are exact for parts below 2**24 values."""
+        import torch
+
+        bins = self.state.bins
+        index = values.abs().mul_(self.scale).trunc_().reshape(-1)
+        torch.minimum(index, self.cap_float, out=index)
+        index.add_(0.5)
+        counts = self.store[:bins]
+        for start in range(0, index.numel(), HISTC_PART):
+            counts += torch.histc(index[start:start + HISTC_PART], bins=bins, min=0, max=bins).to(torch.int64)
 
     def _fold(self) -> None:
         """Move the slots' counts into bin 0 (device ops, no host sync). Needed before the counts are read; before a
@@ -236,8 +265,8 @@ def collect_streamed(job, device, module, rows: int, capture: bool = True):
     finally:
         bar.close()
         feed.close()
-    how = slots.describe() + (f"; histograms counted by '{mode}' ({SPREAD_SLOTS} slots for bin 0)"
-                              if mode != COUNT_MODES[0] else "")
+    how = slots.describe() + {"spread": f"; histograms counted by 'spread' ({SPREAD_SLOTS} slots for bin 0)",
+                              "histc": "; histograms counted by 'histc'"}.get(mode, "")
     return [h.to_numpy() for h in histograms], how
 
 
@@ -253,6 +282,7 @@ class _Slots:
         self.reason = ""
         self.batches = 0
         self.counted_by_graph = 0
+        self.recaptures = 0
 
     @property
     def graphs(self) -> bool:
@@ -283,19 +313,26 @@ class _Slots:
         return slot, outputs
 
     def count(self, slot, histograms, outputs, real: int, rows: int) -> None:
-        """Count the real rows of `outputs` (the slot's captured count when it is whole and captured)."""
+        """Count the real rows of `outputs` (the slot's captured count when it is whole and captured). A captured
+        count is kept with the histograms' capture keys (histc's bins); when they change it is captured again (the
+        old graph dropped) — at most a few times per pass, when a histogram grows."""
         tensors = outputs[:-1]
         whole = real == rows and self.graphs and outputs is self.calls[slot].static_outputs
-        graph = self.counts.get(slot) if whole else None
-        if graph is not None:
-            graph.replay()
+        key = tuple(h.capture_key() for h in histograms)
+        kept = self.counts.get(slot) if whole else None
+        if kept is not None and kept[0] == key and kept[1] is not None:
+            kept[1].replay()
             self.counted_by_graph += 1
             return
-        if whole and slot not in self.counts and not self.reason:
-            self.counts[slot] = self._capture_count(histograms, tensors)
-            if self.counts[slot] is not None:
+        if whole and (kept is None or kept[0] != key) and not self.reason:
+            self.counts.pop(slot, None)
+            graph = self._capture_count(histograms, tensors)
+            self.counts[slot] = (key, graph)
+            if graph is not None:
+                self.recaptures += kept is not None
                 self.counted_by_graph += 1
                 return
+            return  # _capture_count counted the batch eagerly
         for histogram, values in zip(histograms, tensors):
             histogram.count(values[:real] if real < len(values) else values)
 
@@ -346,7 +383,9 @@ class _Slots:
     def describe(self) -> str:
         if self.graphs:
             text = (f"{self.batches} forwards as CUDA graph replays in two slots, counted beside the next forward on "
-                    f"a stream of its own ({self.counted_by_graph} counts as graph replays)")
+                    f"a stream of its own ({self.counted_by_graph} counts as graph replays"
+                    + (f", the count captured again {self.recaptures}× as histograms grew" if self.recaptures else "")
+                    + ")")
         else:
             text = f"{self.batches} forwards by the eager interpreter"
         return text + (f"; {self.reason}" if self.reason else "")
