@@ -437,27 +437,54 @@ def test_cuda_quantize_kernel_equals_the_plain_ops_on_every_q_node(qdq_graphs):
     assert "differs" not in qdq_kernel.status()
 
 
-@requires_cuda
-def test_cuda_streamed_calibration_equals_the_loop(assets, monkeypatch):
-    """On the GPU: forwards replayed in two slots, counted beside the next one — the loop's histograms."""
+def _streamed_and_loop(assets, monkeypatch, mode: str):
     from trtlab.quantization import statistics_torch
     from trtlab.quantization.statistics import collect_statistics
+    from trtlab.quantization.statistics_stream import COUNT_VARIABLE
     from trtlab.quantization.variants import stats_tensors
 
     demo_model, demo_cache = assets["model"], assets["cache"]
     tensors = stats_tensors(onnx.load(str(demo_model)))
     indices = np.concatenate([demo_cache.valid_indices] * 4)[:48]
+    monkeypatch.setenv(COUNT_VARIABLE, mode)
     run = {}
     for streamed in (True, False):
         monkeypatch.setattr(statistics_torch, "STREAMED", streamed)
         run[streamed] = collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=8, progress=False,
                                            device="cuda")
-    print(f"\nstreamed: {run[True].counting}")
-    assert "CUDA graph replays in two slots" in run[True].counting and "counts as graph replays" in run[True].counting
     for name in tensors:
         a, b = run[True].tensors[name], run[False].tensors[name]
         assert (a.bins, a.values, a.absmax, a.scale) == (b.bins, b.values, b.absmax, b.scale), name
-        np.testing.assert_array_equal(a.counts, b.counts)
+        np.testing.assert_array_equal(a.counts, b.counts, err_msg=name)
+    return run[True].counting
+
+
+@requires_cuda
+@pytest.mark.parametrize("mode", ["index_add", "spread", "histc"])
+def test_cuda_streamed_calibration_equals_the_loop(assets, monkeypatch, mode):
+    """On the GPU: forwards replayed in two slots, counted beside the next one — the loop's histograms, with every
+    way of counting ($TRTLAB_GPU_COUNT)."""
+    counting = _streamed_and_loop(assets, monkeypatch, mode)
+    print(f"\nstreamed ({mode}): {counting}")
+    assert "CUDA graph replays in two slots" in counting and "counts as graph replays" in counting
+    assert "failed" not in counting and "differed" not in counting
+
+
+@requires_cuda
+def test_cuda_a_count_whose_capture_fails_is_counted_once(assets, monkeypatch):
+    """A count capture that raises (planted) leaves the batch counted once, eagerly: the loop's histograms."""
+    from trtlab.quantization.statistics_stream import StoredHistogram
+
+    real = StoredHistogram.count
+
+    def failing_in_capture(self, values):
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("planted: capture refused")
+        return real(self, values)
+
+    monkeypatch.setattr(StoredHistogram, "count", failing_in_capture)
+    counting = _streamed_and_loop(assets, monkeypatch, "index_add")
+    assert "count capture failed (RuntimeError)" in counting and "(0 counts as graph replays" in counting
 
 
 @requires_cuda

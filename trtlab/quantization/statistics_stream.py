@@ -15,29 +15,68 @@ count; what changes is how the work reaches the GPU:
 A batch shorter than the calibration batch (the last one) is padded for the forward and counted eagerly on its real
 rows. It runs where one forward holds the whole first calibration batch (statistics_torch picks it then); the CPU
 runs it without streams or graphs (how the tests compare it with statistics_torch's own loop).
+
+How a batch is added to the store, $TRTLAB_GPU_COUNT (the same counts either way, tests/test_gpu_count.py):
+- 'index_add' (default): every value's bin index, one `index_add_` of ones;
+- 'spread' (being measured, bench/bench_gpu_count.py): as index_add, but a value whose bin is 0 is added to one of
+  `SPREAD_SLOTS` slots after the store's `max_bins` bins, picked by its position, so the exact zeros of ReLU/ReLU6
+  outputs (often half a tensor) do not all hit one atomic counter; the slots are folded into bin 0 (`_fold`)
+  before the counts are merged or read;
+- 'histc' (being measured): the bin of every value as a float32 k + 0.5, counted by `torch.histc` over the
+  histogram's current bins (a per-block shared-memory histogram on CUDA, not one global atomic per value), in
+  calls of fewer than 2**24 values so float32 counts stay exact, then added to the store. The count depends on the
+  current number of bins: a captured count is captured again when a histogram grows (`capture_key`).
 """
 from __future__ import annotations
 
 import contextlib
 import math
+import os
 
 import numpy as np
 
+from trtlab.core.errors import UserValueError
 from trtlab.quantization.histogram import MAX_HISTOGRAM_BINS, TensorHistogram, _non_finite, start_ranges
+
+COUNT_VARIABLE = "TRTLAB_GPU_COUNT"
+COUNT_MODES = ("index_add", "spread", "histc")
+# float32 counts are exact below 2**24: histc is called on parts of fewer values
+HISTC_PART = (1 << 24) - 1
+# Slots bin 0 is spread over: a warp's 32 neighbouring zeros hit 32 counters; 8 KB of int64 per histogram.
+SPREAD_SLOTS = 1024
+
+
+def count_mode(name: str | None = None) -> str:
+    """The store count `name` asks for (None: $TRTLAB_GPU_COUNT, else 'index_add'), checked before any work: an
+    unknown name is one line."""
+    requested = (name or os.environ.get(COUNT_VARIABLE) or COUNT_MODES[0]).strip().lower()
+    if requested not in COUNT_MODES:
+        raise UserValueError(f"GPU histogram count {requested!r} ({COUNT_VARIABLE}) is not one of "
+                             f"{', '.join(COUNT_MODES)}", f"set {COUNT_VARIABLE} to 'index_add' (the default), "
+                             f"'spread' or 'histc', or unset it")
+    return requested
 
 
 class StoredHistogram:
     """A TensorHistogram whose counts live in a device store of `max_bins` int64 (its first `state.bins` are the
-    histogram), counted at the device scalars `scale` (float32) and `cap` (the last bin)."""
+    histogram), counted at the device scalars `scale` (float32) and `cap` (the last bin). `mode` (None:
+    $TRTLAB_GPU_COUNT): how `count` adds a batch (module docstring); 'spread' appends `slots` int64 to the store,
+    extra counts of bin 0 until `_fold`."""
 
-    def __init__(self, device, bins: int, max_bins: int = MAX_HISTOGRAM_BINS):
+    def __init__(self, device, bins: int, max_bins: int = MAX_HISTOGRAM_BINS, mode: str | None = None,
+                 slots: int = SPREAD_SLOTS):
         import torch
 
+        self.mode = count_mode(mode)
+        self.slots = slots if self.mode == "spread" else 0
         self.state = TensorHistogram(bins=bins, max_bins=max_bins)
-        self.store = torch.zeros(max_bins, dtype=torch.int64, device=device)
+        self.store = torch.zeros(max_bins + self.slots, dtype=torch.int64, device=device)
         self.scale = torch.zeros((), dtype=torch.float32, device=device)
         self.cap = torch.full((), bins - 1, dtype=torch.int64, device=device)
         self.one = torch.ones(1, dtype=torch.int64, device=device)
+        self.cap_float = torch.full((), bins - 1, dtype=torch.float32, device=device)  # histc's last bin
+        # each slot's index in the store (the cap keeps every real bin below max_bins, so they never meet)
+        self.slot_index = torch.arange(max_bins, max_bins + self.slots, dtype=torch.int64, device=device)
         self._scale_value, self._cap_value = 0.0, bins - 1
 
     def prepare(self, size: int, top: float) -> None:
@@ -69,18 +108,70 @@ class StoredHistogram:
         if self.state.bins - 1 != self._cap_value:
             self._cap_value = self.state.bins - 1
             self.cap.fill_(self._cap_value)
+            self.cap_float.fill_(self._cap_value)
+
+    def capture_key(self):
+        """What a captured count of this histogram depends on besides its device scalars: histc's bins."""
+        return self.state.bins if self.mode == "histc" else None
 
     def count(self, values) -> None:
         """Add `values` (images × values, float32) at the current multiplier: trunc(float32(|x| · s)), at most the
         last bin — the reference's bins (histogram.reference_bins)."""
         import torch
 
+        if self.slots:
+            self._count_spread(values)
+            return
+        if self.mode == "histc":
+            self._count_histc(values)
+            return
         index = torch.minimum(values.abs().mul_(self.scale).to(torch.int64), self.cap).reshape(-1)
         self.store.index_add_(0, index, self.one.expand(index.numel()))
+
+    def _count_spread(self, values) -> None:
+        """`count` with each bin-0 value moved to slot (position mod slots). The index is made in place: at most a
+        float32 and an int64 per value at once, then an int64 and a bool (index_add: two int64 at its `minimum`);
+        shapes depend on `values`' shape alone and nothing is read back, so the count stays capturable."""
+        import torch
+
+        index = values.abs().mul_(self.scale).to(torch.int64).reshape(-1)
+        torch.minimum(index, self.cap, out=index)
+        size, slots = index.numel(), self.slots
+        whole = size - size % slots
+        if whole:  # rows of `slots` values: column k goes to slot k, the slot indices broadcast (no arange of size)
+            block = index[:whole].view(-1, slots)
+            torch.where(block == 0, self.slot_index, block, out=block)
+        if size > whole:
+            tail = index[whole:]
+            torch.where(tail == 0, self.slot_index[:size - whole], tail, out=tail)
+        self.store.index_add_(0, index, self.one.expand(size))
+
+    def _count_histc(self, values) -> None:
+        """`count` by torch.histc: trunc(float32(|x| · s)) capped at the last bin, all in float32 in place (bins are
+        integers far below 2**24, so exact), plus 0.5 so that histc's own bin rule ((v - min) · n / (max - min),
+        however rounded) lands on the integer's bin; counts in float32 are exact for parts below 2**24 values."""
+        import torch
+
+        bins = self.state.bins
+        index = values.abs().mul_(self.scale).trunc_().reshape(-1)
+        torch.minimum(index, self.cap_float, out=index)
+        index.add_(0.5)
+        counts = self.store[:bins]
+        for start in range(0, index.numel(), HISTC_PART):
+            counts += torch.histc(index[start:start + HISTC_PART], bins=bins, min=0, max=bins).to(torch.int64)
+
+    def _fold(self) -> None:
+        """Move the slots' counts into bin 0 (device ops, no host sync). Needed before the counts are read; before a
+        merge only to keep store[:bins] whole (bin 0 merges into bin 0, so the slots would stay right anyway)."""
+        if self.slots:
+            spread = self.store[-self.slots:]
+            self.store[:1] += spread.sum()
+            spread.zero_()
 
     def _merge(self, times: int) -> None:
         import torch
 
+        self._fold()
         for _ in range(times):
             bins = self.state.bins
             counts = self.store[:bins]
@@ -92,6 +183,7 @@ class StoredHistogram:
             self.state.merge(1)
 
     def to_numpy(self) -> TensorHistogram:
+        self._fold()
         state = self.state.state()
         state["counts"] = self.store[:self.state.bins].cpu().numpy().astype(np.int64)
         return TensorHistogram.from_state(state)
@@ -110,7 +202,8 @@ def collect_streamed(job, device, module, rows: int, capture: bool = True):
 
     cuda = device.type == "cuda"
     feed = CropFeed(device)
-    histograms = [StoredHistogram(device, job.bins) for _ in job.names]
+    mode = count_mode()  # an unknown $TRTLAB_GPU_COUNT stops here, before any forward
+    histograms = [StoredHistogram(device, job.bins, mode=mode) for _ in job.names]
     inputs = len(job.input_tensors)
 
     def forward(pixels):
@@ -172,7 +265,9 @@ def collect_streamed(job, device, module, rows: int, capture: bool = True):
     finally:
         bar.close()
         feed.close()
-    return [h.to_numpy() for h in histograms], slots.describe()
+    how = slots.describe() + {"spread": f"; histograms counted by 'spread' ({SPREAD_SLOTS} slots for bin 0)",
+                              "histc": "; histograms counted by 'histc'"}.get(mode, "")
+    return [h.to_numpy() for h in histograms], how
 
 
 class _Slots:
@@ -187,6 +282,7 @@ class _Slots:
         self.reason = ""
         self.batches = 0
         self.counted_by_graph = 0
+        self.recaptures = 0
 
     @property
     def graphs(self) -> bool:
@@ -217,19 +313,26 @@ class _Slots:
         return slot, outputs
 
     def count(self, slot, histograms, outputs, real: int, rows: int) -> None:
-        """Count the real rows of `outputs` (the slot's captured count when it is whole and captured)."""
+        """Count the real rows of `outputs` (the slot's captured count when it is whole and captured). A captured
+        count is kept with the histograms' capture keys (histc's bins); when they change it is captured again (the
+        old graph dropped) — at most a few times per pass, when a histogram grows."""
         tensors = outputs[:-1]
         whole = real == rows and self.graphs and outputs is self.calls[slot].static_outputs
-        graph = self.counts.get(slot) if whole else None
-        if graph is not None:
-            graph.replay()
+        key = tuple(h.capture_key() for h in histograms)
+        kept = self.counts.get(slot) if whole else None
+        if kept is not None and kept[0] == key and kept[1] is not None:
+            kept[1].replay()
             self.counted_by_graph += 1
             return
-        if whole and slot not in self.counts and not self.reason:
-            self.counts[slot] = self._capture_count(histograms, tensors)
-            if self.counts[slot] is not None:
+        if whole and (kept is None or kept[0] != key) and not self.reason:
+            self.counts.pop(slot, None)
+            graph = self._capture_count(histograms, tensors)
+            self.counts[slot] = (key, graph)
+            if graph is not None:
+                self.recaptures += kept is not None
                 self.counted_by_graph += 1
                 return
+            return  # _capture_count counted the batch eagerly
         for histogram, values in zip(histograms, tensors):
             histogram.count(values[:real] if real < len(values) else values)
 
@@ -280,7 +383,9 @@ class _Slots:
     def describe(self) -> str:
         if self.graphs:
             text = (f"{self.batches} forwards as CUDA graph replays in two slots, counted beside the next forward on "
-                    f"a stream of its own ({self.counted_by_graph} counts as graph replays)")
+                    f"a stream of its own ({self.counted_by_graph} counts as graph replays"
+                    + (f", the count captured again {self.recaptures}× as histograms grew" if self.recaptures else "")
+                    + ")")
         else:
             text = f"{self.batches} forwards by the eager interpreter"
         return text + (f"; {self.reason}" if self.reason else "")
