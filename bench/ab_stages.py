@@ -192,9 +192,11 @@ def throughput(variants: dict, cache, batches: list, sampler: GpuSampler, images
     return rows
 
 
-def calibration(model: str, cache, images: int, batch: int, sampler: GpuSampler, device: str = "cuda") -> dict:
-    """Entropy calibration statistics (streamed, and statistics_torch's loop) against one warm FP32 forward of the
-    same images at the same batch, on the GPU; each timed twice, the faster kept (the first pays conversion)."""
+def calibration(model: str, cache, images: int, batch: int, sampler: GpuSampler, device: str = "cuda",
+                loop: bool = True) -> dict:
+    """Entropy calibration statistics (streamed, and statistics_torch's loop unless `loop` is False) against one warm
+    FP32 forward of the same images at the same batch, on the GPU; each timed twice, the faster kept (the first pays
+    conversion)."""
     import onnx
 
     from trtlab.backends.gpu.runner import TorchRunner
@@ -215,7 +217,7 @@ def calibration(model: str, cache, images: int, batch: int, sampler: GpuSampler,
             infer_cached(runner, cache, indices, batch, progress=False)
             seconds.append(time.perf_counter() - start)
         out["forward"] = min(seconds)
-    for streamed in (True, False):
+    for streamed in (True, False) if loop else (True,):
         statistics_torch.STREAMED = streamed
         seconds = []
         for _ in range(2):

@@ -266,6 +266,39 @@ def forward_ms(module, images, args) -> str:
     return f"eager {eager:.3f} ms, CUDA graph replay {timed(lambda: made.call(images), args.repeats):.3f} ms"
 
 
+def calibration_per_mode(args) -> None:
+    """Part 3: the whole streamed calibration pass (statistics_stream, as compare() runs it on CUDA) with each count
+    against a warm forward of the same images at the same batch (ab_stages.calibration, the full bench's figure)."""
+    import os
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from ab_stages import GpuSampler, calibration, memory_cache
+
+    from trtlab.quantization.statistics_stream import COUNT_MODES, COUNT_VARIABLE
+
+    assets = Path(args.model).parent
+    manifest = json.loads((assets / "manifest.json").read_text())
+    cache = memory_cache(np.load(assets / "crops.npy"), manifest["preprocess"], args.calibration)
+    sampler = GpuSampler()
+    print(f"\npart 3: the streamed calibration pass (entropy statistics of {Path(args.model).name}), N="
+          f"{args.calibration} batch {args.batch}, each count in turn (${COUNT_VARIABLE}); the faster of two runs")
+    saved = os.environ.get(COUNT_VARIABLE)
+    try:
+        for mode in COUNT_MODES:
+            os.environ[COUNT_VARIABLE] = mode
+            result = calibration(str(args.model), cache, args.calibration, args.batch, sampler, "cuda", loop=False)
+            streamed = result["streamed"]
+            print(f"  {mode:<9} {streamed['seconds']:6.2f} s = {streamed['seconds'] / result['forward']:5.2f}× a "
+                  f"warm forward ({result['forward']:.3f} s), GPU busy {streamed['gpu_busy']}% — {streamed['how']}",
+                  flush=True)
+    finally:
+        sampler.stop()
+        if saved is None:
+            os.environ.pop(COUNT_VARIABLE, None)
+        else:
+            os.environ[COUNT_VARIABLE] = saved
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slots", default="1024", help="spread's slot counts, comma-separated (trtlab's: 1024)")
@@ -274,6 +307,8 @@ def main(argv=None) -> int:
     parser.add_argument("--model", default=str(ROOT / ".devcarry" / "bench_backends" / "fp32.onnx"),
                         help="part 2's model (beside its manifest.json and crops.npy); 'none' skips part 2")
     parser.add_argument("--batch", type=int, default=8, help="part 2: images per calibration batch")
+    parser.add_argument("--calibration", type=int, default=0,
+                        help="part 3: N images through the streamed calibration with each count (0: skipped)")
     parser.add_argument("--no-graph", action="store_true", help="eager counts only (no CUDA graph capture)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--smoke", action="store_true", help="on the CPU: checks the script, not the speed")
@@ -309,6 +344,8 @@ def main(argv=None) -> int:
             real_model(args, slot_counts, device)
         else:
             print(f"\npart 2 skipped: {args.model} does not exist (python bench/bench_backends.py prepare makes it)")
+    if args.calibration and not args.smoke and Path(args.model).is_file():
+        calibration_per_mode(args)
     return 0
 
 
