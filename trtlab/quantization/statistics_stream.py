@@ -22,10 +22,11 @@ How a batch is added to the store, $TRTLAB_GPU_COUNT (the same counts either way
   `SPREAD_SLOTS` slots after the store's `max_bins` bins, picked by its position, so the exact zeros of ReLU/ReLU6
   outputs (often half a tensor) do not all hit one atomic counter; the slots are folded into bin 0 (`_fold`)
   before the counts are merged or read;
-- 'histc' (being measured): the bin of every value as a float32 k + 0.5, counted by `torch.histc` over the
-  histogram's current bins (a per-block shared-memory histogram on CUDA, not one global atomic per value), in
-  calls of fewer than 2**24 values so float32 counts stay exact, then added to the store. The count depends on the
-  current number of bins: a captured count is captured again when a histogram grows (`capture_key`).
+- 'histc' (being measured): the bin k of every value as a float32, counted by `torch.histc` (a per-block
+  shared-memory histogram on CUDA, not one global atomic per value) over bins 1 … capacity-1, zeros left out and
+  bin 0 worked out as the rest, in calls of fewer than 2**24 values so float32 counts stay exact. The count depends
+  on the capacity (the power of two ≥ the bins): a captured count is captured again when it doubles
+  (`capture_key`).
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ import os
 import numpy as np
 
 from trtlab.core.errors import UserValueError
-from trtlab.quantization.histogram import MAX_HISTOGRAM_BINS, TensorHistogram, _non_finite, start_ranges
+from trtlab.quantization.histogram import HISTOGRAM_BINS, MAX_HISTOGRAM_BINS, TensorHistogram, _non_finite, start_ranges
 
 COUNT_VARIABLE = "TRTLAB_GPU_COUNT"
 COUNT_MODES = ("index_add", "spread", "histc")
@@ -111,8 +112,11 @@ class StoredHistogram:
             self.cap_float.fill_(self._cap_value)
 
     def capture_key(self):
-        """What a captured count of this histogram depends on besides its device scalars: histc's bins."""
-        return self.state.bins if self.mode == "histc" else None
+        """What a captured count of this histogram depends on besides its device scalars: histc's capacity, the
+        power of two ≥ the bins (a histogram grows many times, its capacity a few)."""
+        if self.mode != "histc":
+            return None
+        return min(max(HISTOGRAM_BINS, 1 << (self.state.bins - 1).bit_length()), self.state.max_bins)
 
     def count(self, values) -> None:
         """Add `values` (images × values, float32) at the current multiplier: trunc(float32(|x| · s)), at most the
@@ -147,18 +151,20 @@ class StoredHistogram:
         self.store.index_add_(0, index, self.one.expand(size))
 
     def _count_histc(self, values) -> None:
-        """`count` by torch.histc: trunc(float32(|x| · s)) capped at the last bin, all in float32 in place (bins are
-        integers far below 2**24, so exact), plus 0.5 so that histc's own bin rule ((v - min) · n / (max - min),
-        however rounded) lands on the integer's bin; counts in float32 are exact for parts below 2**24 values."""
+        """`count` by torch.histc: k = trunc(float32(|x| · s)) capped at the last bin, all in float32 in place (bins
+        are integers far below 2**24, so exact). histc counts bins 1 … capacity-1 over [0.5, capacity - 0.5], so k
+        sits mid-bin whatever histc's rounding; the zeros (k = 0, often half a ReLU6 output) fall below its range and
+        touch no counter: bin 0 is the part's size less the rest. float32 counts are exact below 2**24 values."""
         import torch
 
-        bins = self.state.bins
+        capacity = self.capture_key()
         index = values.abs().mul_(self.scale).trunc_().reshape(-1)
         torch.minimum(index, self.cap_float, out=index)
-        index.add_(0.5)
-        counts = self.store[:bins]
         for start in range(0, index.numel(), HISTC_PART):
-            counts += torch.histc(index[start:start + HISTC_PART], bins=bins, min=0, max=bins).to(torch.int64)
+            part = index[start:start + HISTC_PART]
+            above_zero = torch.histc(part, bins=capacity - 1, min=0.5, max=capacity - 0.5).to(torch.int64)
+            self.store[1:capacity] += above_zero
+            self.store[:1] += part.numel() - above_zero.sum()
 
     def _fold(self) -> None:
         """Move the slots' counts into bin 0 (device ops, no host sync). Needed before the counts are read; before a
