@@ -126,6 +126,7 @@ def test_engines_off_by_option_and_when_tensorrt_does_not_import(monkeypatch, de
 
 
 def test_widget_toggle_follows_tensorrt_and_switches_the_column_off(monkeypatch, demo_model, demo_pair, tmp_path):
+    pytest.importorskip("ipywidgets", reason="ipywidgets not installed (the lent GPU machine has none)")
     from trtlab.workflows import compare as compare_module
 
     dataset, split = demo_pair
@@ -212,3 +213,17 @@ def test_batch_size_is_in_the_identity_where_the_backend_depends_on_it(demo_mode
     assert torch3.record["variant_key"] != torch4.record["variant_key"]
     again = evaluate(demo_model, demo_cache, "fp32", backend="torch", batch_size=4, **common)
     assert again.variant == torch4.variant and again.record["date"] == torch4.record["date"]  # its own is reused
+
+
+def test_a_panel_without_ipywidgets_is_one_line(monkeypatch, demo_model, demo_pair, tmp_path):
+    from trtlab.core.packages import MissingPackages
+    from trtlab.workflows import compare as compare_module
+
+    dataset, split = demo_pair
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)  # import ipywidgets raises ImportError
+    with pytest.raises(MissingPackages) as raised:
+        compare_module.ab_widgets(demo_model, dataset, workspace=tmp_path, split=split)
+    line = raised.value.line()
+    assert line.startswith("error: the interactive panel needs ipywidgets and IPython (ipywidgets does not import)")
+    assert "pip install ipywidgets" in line and "trtlab.compare(...)" in line and "\n" not in line
+    assert not any(tmp_path.iterdir())  # refused before any work

@@ -67,7 +67,10 @@ def _run(demo_model, dataset, split, workspace, overlap: bool, monkeypatch, watc
 
         monkeypatch.setattr(RowStream, "batches", watched)
 
-    monkeypatch.setattr(compare_module, "build_decode_cache", functools.partial(build_decode_cache, chunk_size=8))
+    # two decode workers on any machine: with one per core (16 on the lent GPU host) every chunk was in flight at
+    # once, the background decode ended before the evaluation's second variant began, and no interruption could stop it
+    monkeypatch.setattr(compare_module, "build_decode_cache", functools.partial(build_decode_cache, chunk_size=8,
+                                                                                workers=2))
     if gate is not None:  # the rows decoded in the background: only once the evaluation asks for them, slowly
         real = workers.decode_rows
 

@@ -49,6 +49,19 @@ def missing_demo_packages(modules=None) -> list[DemoPackage]:
     return [p for p in packages if importlib.util.find_spec(p.module) is None]
 
 
+def widget_modules():
+    """(ipywidgets, IPython.display) for the interactive panels; one line naming the fix where they are missing (a
+    Kaggle kernel ships both; the same runs without a panel are trtlab.compare / trtlab.dashboard)."""
+    try:
+        import ipywidgets
+        from IPython import display
+    except ImportError as exc:
+        raise MissingPackages(f"the interactive panel needs ipywidgets and IPython ({exc.name or exc} does not "
+                              f"import)", "pip install ipywidgets (it brings IPython), or call trtlab.compare(...) / "
+                              "trtlab.dashboard(...) without a panel", name=exc.name) from None
+    return ipywidgets, display
+
+
 def torch_problem() -> str | None:
     """None when torch imports; else why not, in a few words ('not installed' or the import error)."""
     if importlib.util.find_spec("torch") is None:

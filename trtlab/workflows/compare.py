@@ -416,8 +416,10 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
     """ipywidgets panel: algorithms, calibration size, batch size, guards, recovery (each algorithm then plain and
     recovered, the verdict between them), 'also as TensorRT engines' (on where TensorRT imports), Run → which GPUs
     ran, the A/B table, the engines' table, plot and the head-to-head verdict."""
-    import ipywidgets as w
-    from IPython.display import Markdown, display
+    from trtlab.core.packages import widget_modules
+
+    w, ipython_display = widget_modules()
+    Markdown, display = ipython_display.Markdown, ipython_display.display
 
     # Labels at their full width ('calibration images', not 'calib ima…'): ipywidgets' default cuts them at ~80 px.
     full = {"style": {"description_width": "initial"}}

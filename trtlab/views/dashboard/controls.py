@@ -15,7 +15,9 @@ class DashboardControls:
     HTML" writes the report. The buttons call update() and export(), plain methods usable without a browser."""
 
     def __init__(self, store=None, decode_cache=None, image_root=None, workspace=None):
-        import ipywidgets as widgets
+        from trtlab.core.packages import widget_modules
+
+        widgets, _ = widget_modules()
 
         self.store = open_store(store, workspace)
         self.decode_cache, self.image_root, self.workspace = decode_cache, image_root, workspace
