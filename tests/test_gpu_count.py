@@ -1,9 +1,8 @@
 """The GPU histogram count's variants (statistics_stream, $TRTLAB_GPU_COUNT) give the same counts: 'histc' (the
 default) and 'spread' (bin-0 values added to extra store slots, folded back into bin 0) equal 'index_add' and
-TensorHistogram's numpy reference
-to the count, on the demo model's real activations (ReLU6 outputs: many exact zeros) through growth and merges, and
-through the whole streamed statistics pass. Run on the CPU here; which variant is faster is for a GPU to say
-(bench/bench_gpu_count.py)."""
+TensorHistogram's numpy reference to the count, on the demo model's real activations (ReLU6 outputs: many exact
+zeros) through growth and merges, and through the whole streamed statistics pass. Run on the CPU here; which variant
+is faster is for a GPU to say (bench/bench_gpu_count.py; the CUDA runs are in tests/test_gpu_speed.py)."""
 from __future__ import annotations
 
 import numpy as np
