@@ -145,10 +145,10 @@ class DecodeCache:
         }
 
 
-def cache_key(dataset: Dataset, preprocess: Preprocess, hashes: list[str] | None = None) -> str:
+def cache_key(dataset: Dataset, preprocess: str | Preprocess, hashes: list[str] | None = None) -> str:
     """The key of the decode cache of (dataset, preprocess): the Identity of the dataset's files and labels, the
-    preprocessing fields that shape the crops and the cache format."""
-    return _cache_identity(dataset.fingerprint(hashes), preprocess).key
+    preprocessing fields that shape the crops (the decoder where not OpenCV's) and the cache format."""
+    return _cache_identity(dataset.fingerprint(hashes), get_preprocess(preprocess)).key
 
 
 def _cache_identity(fingerprint: str, preprocess: Preprocess):
