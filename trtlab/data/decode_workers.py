@@ -29,6 +29,7 @@ class RowResult:
     error: str | None = None  # why the file cannot be decoded (the row stays FAILED)
     checksum: int = 0  # crc32 of the crop row written
     changed: bool = False  # the file's bytes are not the ones the dataset identity names: leave the row pending
+    fallback: str | None = None  # decoder 'nvjpeg': why OpenCV decoded this row instead (data.decode_nvjpeg)
 
 
 def row_checksum(row) -> int:
@@ -52,15 +53,19 @@ def decode_rows(items: list[tuple[int, str, str]], fd: int, row_bytes: int, spec
         except Exception as exc:  # an odd file must never stop a 50,000-image decode; its reason is kept
             results.append(RowResult(index, f"{path}: {type(exc).__name__}: {exc}"))
             continue
-        data = memoryview(np.ascontiguousarray(crop)).cast("B")
-        if len(data) != row_bytes:
-            results.append(RowResult(index, f"{path}: crop has {len(data)} bytes, expected {row_bytes}"))
-            continue
-        offset, written = index * row_bytes, 0
-        while written < row_bytes:
-            written += os.pwrite(fd, data[written:], offset + written)
-        results.append(RowResult(index, checksum=zlib.crc32(data)))
+        results.append(write_row(fd, row_bytes, index, path, crop))
     return results
+
+
+def write_row(fd: int, row_bytes: int, index: int, path: str, crop: np.ndarray) -> RowResult:
+    """Write `crop` at row `index` of the crops file; its RowResult (the row's crc32, or why it is the wrong size)."""
+    data = memoryview(np.ascontiguousarray(crop)).cast("B")
+    if len(data) != row_bytes:
+        return RowResult(index, f"{path}: crop has {len(data)} bytes, expected {row_bytes}")
+    offset, written = index * row_bytes, 0
+    while written < row_bytes:
+        written += os.pwrite(fd, data[written:], offset + written)
+    return RowResult(index, checksum=zlib.crc32(data))
 
 
 class InlineExecutor:

@@ -16,6 +16,11 @@ IMAGENET_STD_255 = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 
 
 _INTERPOLATION = {"area": "INTER_AREA", "linear": "INTER_LINEAR", "bilinear": "INTER_LINEAR", "cubic": "INTER_CUBIC"}
+#: Who decodes the JPEGs into the decode cache: 'opencv' (the CPU, the default) or 'nvjpeg' (torchvision's
+#: decode_jpeg on a CUDA GPU, data.decode_nvjpeg); 'auto' is TRTLAB_DECODER where set, else 'opencv'. The decoder
+#: changes pixels, so it is part of the cache's identity (and of everything made from its crops) when not opencv.
+DECODERS = ("opencv", "nvjpeg")
+DECODER_ENV = "TRTLAB_DECODER"
 
 
 class ImageDecodeError(ValueError):
@@ -33,6 +38,7 @@ class Preprocess:
     std: tuple[float, float, float] = (128.0, 128.0, 128.0)
     channel_order: str = "RGB"
     interpolation: str = "area"
+    decoder: str = "auto"
 
     def __post_init__(self):
         # A mistake here would only show as wrong crops (or a crash) deep inside decoding: refused when made.
@@ -60,9 +66,16 @@ class Preprocess:
         if self.interpolation not in _INTERPOLATION:
             raise UserValueError(f"Preprocess interpolation={self.interpolation!r} is not one trtlab has",
                                  f"use one of {', '.join(_INTERPOLATION)}")
+        if self.decoder not in ("auto",) + DECODERS:
+            raise UserValueError(f"Preprocess decoder={self.decoder!r} is not a decoder trtlab has",
+                                 DECODER_FIX)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """Its fields; `decoder` only where it is not OpenCV's (so every identity made before it existed stays)."""
+        fields = dataclasses.asdict(self)
+        if self.decoder != "nvjpeg":
+            del fields["decoder"]
+        return fields
 
     def channel_constants(self) -> tuple[tuple, tuple]:
         """(mean, std) in the crops' channel order: mean/std are given per RGB channel, a BGR crop holds blue first."""
@@ -71,8 +84,34 @@ class Preprocess:
         return tuple(self.mean), tuple(self.std)
 
     def cache_key_fields(self) -> dict:
-        """Fields that change the uint8 crops (mean/std don't: they are applied per batch)."""
-        return {k: getattr(self, k) for k in ("resize_short", "crop", "channel_order", "interpolation")}
+        """Fields that change the uint8 crops (mean/std don't: they are applied per batch); the decoder where it is
+        not OpenCV's (an nvJPEG cache is another cache; OpenCV's keeps the key it had)."""
+        fields = {k: getattr(self, k) for k in ("resize_short", "crop", "channel_order", "interpolation")}
+        return {**fields, "decoder": self.decoder} if self.decoder == "nvjpeg" else fields
+
+
+DECODER_FIX = (f"use decoder='opencv' (the CPU, the default) or decoder='nvjpeg' (a CUDA GPU through torchvision), "
+               f"or leave it 'auto' ({DECODER_ENV}, else opencv)")
+
+
+def resolve_decoder(spec: Preprocess) -> Preprocess:
+    """`spec` with decoder 'auto' made the one TRTLAB_DECODER names ('nvjpeg'); unset or 'opencv', `spec` as it is
+    (OpenCV is what 'auto' means). An unknown name is one UserValueError line, before any work."""
+    if spec.decoder != "auto":
+        return spec
+    import os
+
+    raw = os.environ.get(DECODER_ENV, "")
+    name = raw.strip().lower()
+    if name in ("", "auto", "opencv"):
+        return spec
+    if name not in DECODERS:
+        from trtlab.core.errors import UserValueError
+
+        raise UserValueError(f"{DECODER_ENV}={raw!r} is not a decoder trtlab has",
+                             f"set {DECODER_ENV}=opencv (the CPU, the default) or {DECODER_ENV}=nvjpeg (a CUDA GPU "
+                             f"through torchvision), or unset it")
+    return dataclasses.replace(spec, decoder=name)
 
 
 PRESETS = {
@@ -84,7 +123,12 @@ PRESETS = {
 
 
 def get_preprocess(spec: str | Preprocess | dict) -> Preprocess:
-    """A preset name ('tf-lite', 'torchvision'), a dict of Preprocess fields, or a Preprocess."""
+    """A preset name ('tf-lite', 'torchvision'), a dict of Preprocess fields, or a Preprocess — its decoder 'auto'
+    resolved (`resolve_decoder`: TRTLAB_DECODER)."""
+    return resolve_decoder(_get_preprocess(spec))
+
+
+def _get_preprocess(spec: str | Preprocess | dict) -> Preprocess:
     if isinstance(spec, Preprocess):
         return spec
     if isinstance(spec, dict):
@@ -248,6 +292,13 @@ def _check_complete(data: bytes, path: str) -> None:
         raise ImageDecodeError(f"{path}: truncated PNG (no IEND chunk)")
 
 
+def check_image_bytes(data: bytes, path: str) -> None:
+    """ImageDecodeError (the reason) for a truncated JPEG/PNG or a header claiming more pixels than OpenCV decodes:
+    what every decoder refuses before decoding (data.decode_nvjpeg too)."""
+    _check_complete(data, path)
+    _check_size(data, path)
+
+
 def read_image_file(path: str | Path) -> bytes:
     """The bytes of an image file; ImageDecodeError (with the reason) when it cannot be read or is empty."""
     try:
@@ -271,8 +322,7 @@ def decode_image_data(data: bytes, path: str, spec: Preprocess) -> np.ndarray:
     """decode_image of bytes already read from `path` (the decode cache hashes the same bytes)."""
     import cv2
 
-    _check_complete(data, path)
-    _check_size(data, path)
+    check_image_bytes(data, path)
     image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
     if image is None:
         from trtlab.data.photo_types import OTHER_PHOTO_EXTENSIONS

@@ -302,9 +302,12 @@ def decode_cache_pending(dataset, preprocess, workspace=None, progress: bool = T
         rows = read_checked(status, load_npy, set_aside_damaged=False)
     except OSError:
         rows = None
-    if rows is None or rows.shape != (len(dataset),):
-        return len(dataset)
-    return int(np.count_nonzero(rows == PENDING))
+    pending = len(dataset) if rows is None or rows.shape != (len(dataset),) else int(np.count_nonzero(rows == PENDING))
+    if pending and spec.decoder == "nvjpeg":
+        from trtlab.data.decode_nvjpeg import require_nvjpeg
+
+        require_nvjpeg()  # decoder 'nvjpeg' where it cannot run: one line before any image is decoded
+    return pending
 
 
 def check_free_space(workspace, images: int, crop: int, model_path=None, variants: int = 0) -> int:
