@@ -28,7 +28,8 @@ from trtlab.data.preprocess import Preprocess, get_preprocess, resize_center_cro
 torch = pytest.importorskip("torch")
 from trtlab.data.decode_nvjpeg import (NvjpegUnavailable, decode_difference, decode_step_stand_in,  # noqa: E402
                                        nvjpeg_refusal, opencv_decode_step, require_nvjpeg,
-                                       resize_center_crop_tensor, torchvision_decode_step)
+                                       resize_center_crop_tensor, resize_same_size_batches,
+                                       torchvision_decode_step)
 
 REPO = Path(__file__).resolve().parents[1]
 NVJPEG = dataclasses.replace(get_preprocess("tf-lite"), decoder="nvjpeg")
@@ -162,6 +163,31 @@ def test_torch_resize_matches_opencv_on_the_demo_photos(demo_data, interpolation
     print(f"\n{interpolation} {order}: max |diff| {worst}, {differing / values:.2%} of the values differ "
           f"({len(demo_data)} demo photos)")
     assert worst <= RESIZE_BOUND[interpolation]
+
+
+@pytest.mark.parametrize("order", ["RGB", "BGR"])
+def test_same_size_images_resized_together_equal_one_at_a_time(demo_data, monkeypatch, order):
+    """The decode step's chunk: images of one size stacked and resized with the same kernels once — bit for bit each
+    image alone, in input order, whatever the mix of sizes, grayscale among them, and batches cut by pixel count."""
+    import cv2
+
+    import trtlab.data.decode_nvjpeg as decode_nvjpeg
+
+    spec = dataclasses.replace(get_preprocess("tf-lite"), channel_order=order)
+    images = []
+    for k, path in enumerate(demo_data.paths[:12]):
+        bgr = cv2.resize(cv2.imread(path, cv2.IMREAD_COLOR), (500, 375) if k % 3 else (320, 410),
+                         interpolation=cv2.INTER_AREA)
+        images.append(torch.from_numpy(np.ascontiguousarray(bgr[:, :, ::-1].transpose(2, 0, 1))))
+    images.append(torch.from_numpy(cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)[None]))  # 1×375×500, a size of its own
+    alone = [resize_center_crop_tensor(image, spec) for image in images]
+    for pixels in (decode_nvjpeg.BATCH_PIXELS, 3 * 500 * 375):  # every size together; at most 3 images at once
+        monkeypatch.setattr(decode_nvjpeg, "BATCH_PIXELS", pixels)
+        together = resize_same_size_batches(images, spec)
+        assert len(together) == len(images)
+        for k, (a, b) in enumerate(zip(alone, together)):
+            assert torch.equal(a, b), (pixels, k)
+    assert not torch.equal(alone[0], alone[1])  # the crops differ from one another: order is checked
 
 
 @pytest.mark.parametrize("size", [(100, 80), (1000, 60), (60, 1000), (256, 256), (224, 224), (513, 769),

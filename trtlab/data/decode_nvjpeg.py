@@ -236,12 +236,13 @@ def _fixed_point(coefficients: np.ndarray) -> np.ndarray:
 def resize_center_crop_tensor(image, spec: Preprocess):
     """`preprocess.resize_center_crop` of a 3×H×W (or 1×H×W) uint8 RGB torch tensor, on its device: the crop's
     rows and columns of cv2.resize (spec.interpolation), rounded to uint8, as crop × crop × 3 in
-    spec.channel_order."""
+    spec.channel_order. A 4-D N×3×H×W batch of same-size images gives N crops with the same kernels once (each
+    image's values are computed by the same elementwise operations: identical to one at a time)."""
     import torch
 
-    if image.shape[0] == 1:
-        image = image.expand(3, -1, -1)
-    _, height, width = image.shape
+    if image.shape[-3] == 1:
+        image = image.expand(*image.shape[:-3], 3, -1, -1)
+    height, width = image.shape[-2:]
     new_h, new_w, top, left = crop_geometry(height, width, spec)
     reduces = new_h <= height and new_w <= width  # OpenCV: scale_x >= 1 and scale_y >= 1
     interpolation = {"bilinear": "linear"}.get(spec.interpolation, spec.interpolation)
@@ -250,11 +251,11 @@ def resize_center_crop_tensor(image, spec: Preprocess):
     pixels = image.to(torch.float32)
     across = None
     for k in range(cols[0].shape[1]):  # columns first, as OpenCV's horizontal pass
-        term = pixels[:, :, cols[0][:, k]] * cols[1][:, k]
+        term = pixels[..., cols[0][:, k]] * cols[1][:, k]
         across = term if across is None else across.add_(term)
     out = None
     for k in range(rows[0].shape[1]):
-        term = across[:, rows[0][:, k], :] * rows[1][:, k, None]
+        term = across[..., rows[0][:, k], :] * rows[1][:, k, None]
         out = term if out is None else out.add_(term)
     if interpolation == "area" and (height, width) == (2 * new_h, 2 * new_w):
         out = out.add_(0.5).floor_()  # OpenCV's 2×2 area average of uint8 rounds halves up: (sum + 2) >> 2
@@ -262,8 +263,31 @@ def resize_center_crop_tensor(image, spec: Preprocess):
         out = out.round_()  # cvRound: halves to even
     crop = out.clamp_(0, 255).to(torch.uint8)
     if spec.channel_order == "BGR":
-        crop = crop.flip(0)
-    return crop.permute(1, 2, 0).contiguous()
+        crop = crop.flip(-3)
+    return crop.movedim(-3, -1).contiguous()
+
+
+# Pixels of one same-size batch resized at once (float32 working copies: ~4 bytes × 3 channels each, twice)
+BATCH_PIXELS = 32 * 1024 * 1024
+
+
+def resize_same_size_batches(images: list, spec: Preprocess) -> list:
+    """resize_center_crop_tensor of each image, images of one size stacked and resized together, at most
+    BATCH_PIXELS pixels at once (a chunk of large photos must not take the GPU's memory); crops in input order."""
+    import torch
+
+    by_size: dict = {}
+    for k, image in enumerate(images):
+        by_size.setdefault(tuple(image.shape), []).append(k)
+    crops: list = [None] * len(images)
+    for shape, members in by_size.items():
+        per_batch = max(1, BATCH_PIXELS // max(1, shape[-1] * shape[-2]))
+        for start in range(0, len(members), per_batch):
+            part = members[start:start + per_batch]
+            batch = images[part[0]][None] if len(part) == 1 else torch.stack([images[k] for k in part])
+            for k, crop in zip(part, resize_center_crop_tensor(batch, spec)):
+                crops[k] = crop
+    return crops
 
 
 _DEVICE_TAPS: dict = {}
@@ -320,16 +344,16 @@ class NvjpegDecoder:
         if not jpegs:
             return results
         images = self._decode_batch([data for _, _, data in jpegs])
-        crops, kept, refused = [], [], []
+        decoded, kept, refused = [], [], []
         for (index, path, data), image in zip(jpegs, images):
             if isinstance(image, BaseException) or image.ndim != 3 or image.shape[0] not in (1, 3):
                 refused.append(self.readers.submit(_opencv_row, index, path, data, fd, row_bytes, spec,
                                                    "refused by nvJPEG"))
                 continue
-            crops.append(resize_center_crop_tensor(image, spec))
+            decoded.append(image)
             kept.append((index, path))
-        if crops:
-            host = torch.stack(crops).cpu().numpy()  # one copy back; the rows are written from here
+        if decoded:
+            host = torch.stack(resize_same_size_batches(decoded, spec)).cpu().numpy()  # one copy back
             results += [write_row(fd, row_bytes, index, path, host[k]) for k, (index, path) in enumerate(kept)]
         return results + [future.result() for future in refused]
 
@@ -443,4 +467,4 @@ def decode_difference(paths, spec="tf-lite", batch: int = 64, progress: bool = T
 
 __all__ = ["NvjpegDecoder", "NvjpegUnavailable", "axis_taps", "decode_difference", "decode_rows_nvjpeg",
            "decode_step_stand_in", "executor_and_task", "exif_orientation", "nvjpeg_refusal", "opencv_decode_step",
-           "require_nvjpeg", "resize_center_crop_tensor", "rows_decoder", "torchvision_decode_step"]
+           "require_nvjpeg", "resize_center_crop_tensor", "resize_same_size_batches", "rows_decoder", "torchvision_decode_step"]
