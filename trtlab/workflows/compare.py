@@ -242,6 +242,7 @@ def compare(model_path, dataset: Dataset, recipes, preprocess="tf-lite", *, spli
     if import_cache is not None:
         check_calibration_cache(import_cache, model_path, recipes, spec, workspace, "import_cache",
                                 Path(view.source.path).name)
+    dataset = dataset.holding_hashes(progress)  # the files' content hashes once for the whole run, not per step
     if split is None:
         wanted = calibration.calibration_images or max(
             (r.calibration_images or 0 for r in recipes if r.precision == "int8"), default=0) or \
