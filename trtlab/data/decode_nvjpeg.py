@@ -30,9 +30,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from trtlab.core.errors import UserError
-from trtlab.data.decode_workers import RowResult, decode_rows, make_executor, task_for, write_row
-from trtlab.data.file_hashes import content_hash
-from trtlab.data.preprocess import (_JPEG_SOF, _PNG_SIGNATURE, DECODER_ENV, ImageDecodeError, Preprocess,
+from trtlab.data.decode_workers import (RowResult, decode_row, decode_rows, make_executor, read_row_bytes, row_failure,
+                                        task_for, write_row)
+from trtlab.data.preprocess import (_JPEG_SOF, _PNG_SIGNATURE, DECODER_ENV, Preprocess,
                                     check_image_bytes, decode_image_data, read_image_file)
 
 COEF_SCALE = 2048  # OpenCV's INTER_RESIZE_COEF_SCALE: linear and cubic weights of uint8 images, in 1/2048
@@ -378,15 +378,13 @@ class NvjpegDecoder:
     def _read(item, fd: int, row_bytes: int, spec: Preprocess):
         """A final RowResult (changed, failed, or decoded by OpenCV), or (index, path, bytes) for nvJPEG."""
         index, path, expected = item
+        data = read_row_bytes(index, path, expected)
+        if isinstance(data, RowResult):
+            return data
         try:
-            data = read_image_file(path)
-            if expected and content_hash(data) != expected:
-                return RowResult(index, changed=True)
             check_image_bytes(data, path)
-        except ImageDecodeError as exc:
-            return RowResult(index, str(exc))
         except Exception as exc:  # noqa: BLE001 — as decode_workers.decode_rows: an odd file never stops a decode
-            return RowResult(index, f"{path}: {type(exc).__name__}: {exc}")
+            return row_failure(index, path, exc)
         reason = nvjpeg_refusal(data)
         if reason is not None:
             return _opencv_row(index, path, data, fd, row_bytes, spec, reason)
@@ -396,14 +394,9 @@ class NvjpegDecoder:
 def _opencv_row(index: int, path: str, data: bytes, fd: int, row_bytes: int, spec: Preprocess,
                 reason: str) -> RowResult:
     """Row `index` decoded by the CPU path (its failure recorded exactly as there); `fallback` says why."""
-    try:
-        crop = decode_image_data(data, path, spec)
-    except ImageDecodeError as exc:
-        return RowResult(index, str(exc))
-    except Exception as exc:  # noqa: BLE001
-        return RowResult(index, f"{path}: {type(exc).__name__}: {exc}")
-    result = write_row(fd, row_bytes, index, path, crop)
-    result.fallback = reason
+    result = decode_row(index, path, data, fd, row_bytes, spec)
+    if result.error is None:
+        result.fallback = reason
     return result
 
 

@@ -41,20 +41,35 @@ def decode_rows(items: list[tuple[int, str, str]], fd: int, row_bytes: int, spec
     """Decode each (index, path, expected content hash) and write its crop at row `index` of the crops file."""
     results = []
     for index, path, expected in items:
-        try:
-            data = read_image_file(path)
-            if expected and content_hash(data) != expected:
-                results.append(RowResult(index, changed=True))
-                continue
-            crop = decode_image_data(data, path, spec)
-        except ImageDecodeError as exc:
-            results.append(RowResult(index, str(exc)))
-            continue
-        except Exception as exc:  # an odd file must never stop a 50,000-image decode; its reason is kept
-            results.append(RowResult(index, f"{path}: {type(exc).__name__}: {exc}"))
-            continue
-        results.append(write_row(fd, row_bytes, index, path, crop))
+        data = read_row_bytes(index, path, expected)
+        results.append(data if isinstance(data, RowResult) else decode_row(index, path, data, fd, row_bytes, spec))
     return results
+
+
+def read_row_bytes(index: int, path: str, expected: str | None) -> bytes | RowResult:
+    """The file's bytes, or the row's final RowResult: unreadable (failed) or not the bytes the dataset identity
+    names (`expected` content hash: changed)."""
+    try:
+        data = read_image_file(path)
+    except Exception as exc:  # an odd file must never stop a 50,000-image decode; its reason is kept
+        return row_failure(index, path, exc)
+    return RowResult(index, changed=True) if expected and content_hash(data) != expected else data
+
+
+def decode_row(index: int, path: str, data: bytes, fd: int, row_bytes: int, spec: Preprocess) -> RowResult:
+    """OpenCV's crop of `data` written at row `index`, or why it cannot be decoded."""
+    try:
+        crop = decode_image_data(data, path, spec)
+    except Exception as exc:
+        return row_failure(index, path, exc)
+    return write_row(fd, row_bytes, index, path, crop)
+
+
+def row_failure(index: int, path: str, exc: Exception) -> RowResult:
+    """A failed row's RowResult: an ImageDecodeError's own reason, any other error named with its file."""
+    if isinstance(exc, ImageDecodeError):
+        return RowResult(index, str(exc))
+    return RowResult(index, f"{path}: {type(exc).__name__}: {exc}")
 
 
 def write_row(fd: int, row_bytes: int, index: int, path: str, crop: np.ndarray) -> RowResult:

@@ -8,9 +8,8 @@ count; what changes is how the work reaches the GPU:
 - the counting is free of host synchronisation (a histogram's counts live in a fixed-capacity device store; its
   multiplier and last bin are device scalars the host updates only when a batch grows or merges the histogram;
   values are counted by `torch.histc` with its range fixed, where `bincount` would read the max back to the host
-  twice per tensor), runs
-  on a stream of its own beside the next forward, and is itself one replay per batch once captured (checked
-  against the eager count of the same batch before it is kept);
+  twice per tensor), runs on a stream of its own beside the next forward, and is itself one replay per batch once
+  captured (checked against the eager count of the same batch before it is kept);
 - the host reads back only the per-image maxima (one small copy per batch), decides growth and merges on them as
   TensorHistogram decides, and queues the count.
 A batch shorter than the calibration batch (the last one) is padded for the forward and counted eagerly on its real
@@ -129,7 +128,7 @@ class StoredHistogram:
         last bin — the reference's bins (histogram.reference_bins)."""
         import torch
 
-        if self.slots:
+        if self.mode == "spread":
             self._count_spread(values)
             return
         if self.mode == "histc":
@@ -326,8 +325,8 @@ class _Slots:
 
     def count(self, slot, histograms, outputs, real: int, rows: int) -> None:
         """Count the real rows of `outputs` (the slot's captured count when it is whole and captured). A captured
-        count is kept with the histograms' capture keys (histc's bins); when they change it is captured again (the
-        old graph dropped) — at most a few times per pass, when a histogram grows."""
+        count is kept with the histograms' capture keys (histc's capacity); when they change it is captured again
+        (the old graph dropped) — at most a few times per pass, when a histogram's capacity doubles."""
         tensors = outputs[:-1]
         whole = real == rows and self.graphs and outputs is self.calls[slot].static_outputs
         key = tuple(h.capture_key() for h in histograms)
@@ -338,13 +337,12 @@ class _Slots:
             return
         if whole and (kept is None or kept[0] != key) and not self.reason:
             self.counts.pop(slot, None)
-            graph = self._capture_count(histograms, tensors)
+            graph = self._capture_count(histograms, tensors)  # counts this batch, by the graph or eagerly
             self.counts[slot] = (key, graph)
             if graph is not None:
                 self.recaptures += kept is not None
                 self.counted_by_graph += 1
-                return
-            return  # _capture_count counted the batch eagerly
+            return
         for histogram, values in zip(histograms, tensors):
             histogram.count(values[:real] if real < len(values) else values)
 
