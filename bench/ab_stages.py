@@ -195,8 +195,9 @@ def throughput(variants: dict, cache, batches: list, sampler: GpuSampler, images
 def calibration(model: str, cache, images: int, batch: int, sampler: GpuSampler, device: str = "cuda",
                 loop: bool = True) -> dict:
     """Entropy calibration statistics (streamed, and statistics_torch's loop unless `loop` is False) against one warm
-    FP32 forward of the same images at the same batch, on the GPU; each timed twice, the faster kept (the first pays
-    conversion)."""
+    FP32 forward of the same images at the calibration batch (`batch`, the bar's anchor) and at the images the
+    calibration runs per forward (statistics_torch.FORWARD_IMAGES in whole batches, where that differs), on the GPU;
+    each timed twice, the faster kept (the first pays conversion)."""
     import onnx
 
     from trtlab.backends.gpu.runner import TorchRunner
@@ -207,16 +208,18 @@ def calibration(model: str, cache, images: int, batch: int, sampler: GpuSampler,
 
     indices = np.arange(min(images, len(cache.crops)))
     tensors = stats_tensors(onnx.load(model))
-    out = {"images": len(indices), "batch": batch}
+    rows = batch * max(1, min(statistics_torch.FORWARD_IMAGES // batch, -(-len(indices) // batch)))
+    out = {"images": len(indices), "batch": batch, "forward_rows": rows}
     with TorchRunner(model, device="cpu" if device == "torch-cpu" else device) as runner:
         runner.pads_batches = lambda: False  # the forward as calibration runs it: batches of `batch`, none padded
-        infer_cached(runner, cache, indices[:2 * batch], batch, progress=False)
-        seconds = []
-        for _ in range(2):
-            start = time.perf_counter()
-            infer_cached(runner, cache, indices, batch, progress=False)
-            seconds.append(time.perf_counter() - start)
-        out["forward"] = min(seconds)
+        for size, key in ((batch, "forward"), (rows, "forward_at_rows")) if rows != batch else ((batch, "forward"),):
+            infer_cached(runner, cache, indices[:2 * size], size, progress=False)
+            seconds = []
+            for _ in range(2):
+                start = time.perf_counter()
+                infer_cached(runner, cache, indices, size, progress=False)
+                seconds.append(time.perf_counter() - start)
+            out[key] = min(seconds)
     for streamed in (True, False) if loop else (True,):
         statistics_torch.STREAMED = streamed
         seconds = []

@@ -142,6 +142,13 @@ def calibration_vs_forward(model, base, preprocess, images: int, batch: int, dev
             "ratios": ratios}
 
 
+def _at_rows(c: dict, seconds: float) -> str:
+    """The ratio against the warm forward at the calibration's own images per forward, where those differ."""
+    if "forward_at_rows" not in c:
+        return ""
+    return f", {seconds / c['forward_at_rows']:.2f}× one at batch {c['forward_rows']} ({c['forward_at_rows']:.2f} s)"
+
+
 def print_calibration(result: dict) -> None:
     where = f"ONNX Runtime CPU, {result['cores']} pinned cores" if result["device"] == "cpu" else \
         f"torch {result['device']}"
@@ -394,7 +401,8 @@ def print_section(name: str, r: dict) -> None:
         c = r["calibration"]
         for how in ("streamed", "loop"):
             print(f"calibration ({how}) N={c['images']} batch {c['batch']}: {c[how]['seconds']:.2f} s = "
-                  f"{c[how]['seconds'] / c['forward']:.2f}× a warm forward ({c['forward']:.2f} s), GPU busy "
+                  f"{c[how]['seconds'] / c['forward']:.2f}× a warm forward at batch {c['batch']} "
+                  f"({c['forward']:.2f} s)" + _at_rows(c, c[how]['seconds']) + f", GPU busy "
                   f"{_busy(c[how]['gpu_busy'])} ({c[how]['how']})")
     elif name in ("cold", "warm", "cold_decode_first"):
         if name == "cold":

@@ -288,9 +288,13 @@ def calibration_per_mode(args) -> None:
             os.environ[COUNT_VARIABLE] = mode
             result = calibration(str(args.model), cache, args.calibration, args.batch, sampler, "cuda", loop=False)
             streamed = result["streamed"]
+            at_rows = ""
+            if "forward_at_rows" in result:
+                at_rows = (f", {streamed['seconds'] / result['forward_at_rows']:5.2f}× one at batch "
+                           f"{result['forward_rows']} ({result['forward_at_rows']:.3f} s)")
             print(f"  {mode:<9} {streamed['seconds']:6.2f} s = {streamed['seconds'] / result['forward']:5.2f}× a "
-                  f"warm forward ({result['forward']:.3f} s), GPU busy {streamed['gpu_busy']}% — {streamed['how']}",
-                  flush=True)
+                  f"warm forward at batch {args.batch} ({result['forward']:.3f} s){at_rows}, GPU busy "
+                  f"{streamed['gpu_busy']}% — {streamed['how']}", flush=True)
     finally:
         sampler.stop()
         if saved is None:

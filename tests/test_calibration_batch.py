@@ -279,6 +279,55 @@ def test_torch_path_thresholds_do_not_depend_on_the_memory_budget(demo_cache, tm
     _assert_identical(stats[4096], on_ort, tensors)
 
 
+@pytest.mark.parametrize("mode", ["histc", "index_add"])
+def test_several_calibration_batches_per_forward_give_the_histograms_of_one(demo_cache, tmp_path, monkeypatch, mode):
+    """The streamed pass over forwards of 1, 2 and 5 calibration batches (4 images each; statistics_torch's GPU rule,
+    here on the CPU): on an element-wise graph the histograms are bit for bit those of one batch per forward and of
+    ONNX Runtime — growth and merges do not depend on the grouping, only the first batch sets the range."""
+    torch = pytest.importorskip("torch")
+    from trtlab.quantization import statistics_torch
+
+    monkeypatch.setenv("TRTLAB_GPU_COUNT", mode)
+    path, tensors = _elementwise_graph(tmp_path / "elementwise.onnx", demo_cache, 4)
+    indices = demo_cache.valid_indices[:20]
+    stats = {}
+    for rows in (4, 8, 20):
+        monkeypatch.setattr(statistics_torch, "_forward_rows", lambda device, job, rows=rows: rows)
+        stats[rows] = collect_statistics(path, tensors, demo_cache, indices, batch_size=4, progress=False,
+                                         device="torch-cpu")
+        assert f"{rows} images per forward" in stats[rows].counting and "first pass" not in stats[rows].counting
+        assert f"counted by '{mode}'" in stats[rows].counting and stats[rows].range_images == 4
+    on_ort = collect_statistics(path, tensors, demo_cache, indices, batch_size=4, progress=False, device="cpu")
+    for rows in (4, 8, 20):
+        _assert_identical(stats[rows], on_ort, tensors)
+    assert torch is not None
+
+
+def test_gpu_forwards_hold_whole_calibration_batches_up_to_forward_images(monkeypatch):
+    """statistics_torch's rule on a GPU (free memory planted): whole calibration batches up to FORWARD_IMAGES, no
+    more than the images, as many as fit the share of free memory; fewer than one batch only where one does not fit."""
+    torch = pytest.importorskip("torch")
+    from trtlab.quantization import statistics_torch
+    from trtlab.quantization.statistics import CalibrationPass
+
+    def rows(batch, images, per_image, free):
+        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free, 2 * free))
+        job = CalibrationPass(None, "input", [], [], [per_image] if per_image else None, None,
+                              np.arange(images), 1, min(batch, images))
+        return statistics_torch._forward_rows(torch.device("cuda"), job)
+
+    mb, gb = 2**20, 2**30
+    assert statistics_torch.FORWARD_IMAGES == 64
+    assert rows(8, 1000, 28 * mb, 40 * gb) == 64  # the demo model on a large GPU (the share is capped at 4 GiB)
+    assert rows(12, 1000, 28 * mb, 40 * gb) == 60  # whole batches: five of 12
+    assert rows(8, 20, 28 * mb, 40 * gb) == 24  # no more batches than the images make
+    assert rows(8, 5, 28 * mb, 40 * gb) == 5  # fewer images than one batch: the batch is those images
+    assert rows(8, 1000, 28 * mb, 2 * gb) == 16  # a quarter of 2 GiB holds 18 images: two batches
+    assert rows(8, 1000, 28 * mb, 0.5 * gb) == 4  # not even one batch fits: smaller forwards (first-batch pass)
+    assert rows(100, 1000, 28 * mb, 40 * gb) == 100  # a batch of more than FORWARD_IMAGES: one batch per forward
+    assert rows(8, 1000, None, 40 * gb) == 64  # exposed sizes unknown to shape inference
+
+
 def _cuda_visible() -> bool:
     try:
         import torch
@@ -292,14 +341,14 @@ requires_cuda = pytest.mark.skipif(not _cuda_visible(), reason="needs a CUDA GPU
 
 @requires_cuda
 def test_cuda_thresholds_do_not_depend_on_the_memory_budget(demo_model, demo_cache):
-    """On a GPU a forward holds one calibration batch whatever the host budget or the free GPU memory: the demo
+    """On a GPU a forward holds whole calibration batches whatever the host budget: the demo
     model's thresholds are identical bit for bit across budgets, and the first batch sets the range."""
     model = onnx.load(str(demo_model))
     tensors = stats_tensors(model)
     indices = demo_cache.valid_indices[:20]
     stats = {b: collect_statistics(demo_model, tensors, demo_cache, indices, batch_size=8, progress=False,
                                    device="cuda", memory_budget_mb=b) for b in BUDGETS_MB}
-    assert all("8 images per forward" in s.counting for s in stats.values())
+    assert all("24 images per forward" in s.counting for s in stats.values())  # the 20 images in whole batches
     for budget in BUDGETS_MB:
         _assert_identical(stats[budget], stats[4096], tensors)
     assert stats[8].range_images == 8
@@ -318,7 +367,7 @@ def test_cuda_first_batch_pass_when_a_batch_does_not_fit_the_gpu_share(demo_cach
     exposed_per_image = 4 * 3 * 224 * 224 * 4  # the four exposed float32 tensors (the input comes from the batch)
     monkeypatch.setattr(statistics_torch, "GPU_MEMORY_CAP", int(3.5 * exposed_per_image))  # 3 images per forward
     small = collect_statistics(path, tensors, demo_cache, indices, batch_size=8, progress=False, device="cuda")
-    assert "8 images per forward" in whole.counting and "3 images per forward" in small.counting
+    assert "24 images per forward" in whole.counting and "3 images per forward" in small.counting
     assert "first pass over the first 8 images" in small.counting
     _assert_identical(small, whole, tensors)
     _assert_identical(whole, collect_statistics(path, tensors, demo_cache, indices, batch_size=8, progress=False,

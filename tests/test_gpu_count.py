@@ -198,3 +198,23 @@ def test_the_bench_needs_a_gpu_and_its_smoke_run_checks_the_counts():
     assert "SMOKE RUN ON THE CPU" in done.stdout and "1x1280x7x7" in done.stdout
     rows = [line for line in done.stdout.splitlines() if line.startswith(("all-zero", "relu6-half-zero-7px"))]
     assert len(rows) == 6 and all(line.endswith("ok") for line in rows), done.stdout
+
+
+@pytest.mark.parametrize("magnitudes", [False, True])
+def test_histc_counts_magnitudes_and_refuses_values_past_its_bins(activations, magnitudes):
+    """The streamed forward hands over |x| (`magnitudes`): the same counts as the values; the input is never
+    modified. 'histc' does not clamp to the last bin (prepare grows the bins up to the batch's max): values counted
+    past the bins — a batch counted without its `prepare` — are refused when read, not folded into bin 0 unseen."""
+    rows = next(iter(activations.values()))
+    reference = TensorHistogram(bins=2048)
+    reference.update(rows, None)
+    histc = StoredHistogram("cpu", 2048, mode="histc")
+    histc.prepare(rows.size, float(np.abs(rows).max()))
+    given = torch.from_numpy(np.abs(rows) if magnitudes else rows.copy())
+    kept = given.clone()
+    histc.count(given, magnitudes=magnitudes)
+    assert torch.equal(given, kept)
+    np.testing.assert_array_equal(histc.to_numpy().counts, reference.counts)
+    histc.count(given * 3, magnitudes=magnitudes)  # three times the range, no prepare: past the 2,048 bins
+    with pytest.raises(RuntimeError, match="counted past the histogram's 2048 bins"):
+        histc.to_numpy()

@@ -445,7 +445,8 @@ def _streamed_and_loop(assets, monkeypatch, mode: str):
 
     demo_model, demo_cache = assets["model"], assets["cache"]
     tensors = stats_tensors(onnx.load(str(demo_model)))
-    indices = np.concatenate([demo_cache.valid_indices] * 4)[:48]
+    # 200 images: three whole forwards of 64 (statistics_torch.FORWARD_IMAGES) and a padded one of 8
+    indices = np.concatenate([demo_cache.valid_indices] * 8)[:200]
     monkeypatch.setenv(COUNT_VARIABLE, mode)
     run = {}
     for streamed in (True, False):
@@ -477,10 +478,10 @@ def test_cuda_a_count_whose_capture_fails_is_counted_once(assets, monkeypatch):
 
     real = StoredHistogram.count
 
-    def failing_in_capture(self, values):
+    def failing_in_capture(self, values, *args, **kwargs):
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError("planted: capture refused")
-        return real(self, values)
+        return real(self, values, *args, **kwargs)
 
     monkeypatch.setattr(StoredHistogram, "count", failing_in_capture)
     counting = _streamed_and_loop(assets, monkeypatch, "index_add")

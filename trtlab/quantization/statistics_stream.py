@@ -2,8 +2,8 @@
 
 The histograms, their range rule and their counts are statistics_torch's and histogram.TensorHistogram's, count for
 count; what changes is how the work reaches the GPU:
-- the exposing forward (normalisation, the FP32 graph, every exposed tensor's per-image max |x|) is one CUDA graph
-  replay per calibration batch (backends.gpu.capture; checked bit for bit against the eager run), in two slots of
+- the exposing forward (normalisation, the FP32 graph, every exposed tensor's |x| and per-image max |x|) is one
+  CUDA graph replay per forward of several calibration batches (statistics_torch.FORWARD_IMAGES) (backends.gpu.capture; checked bit for bit against the eager run), in two slots of
   their own outputs, so batch k+1 runs while batch k is counted;
 - the counting is free of host synchronisation (a histogram's counts live in a fixed-capacity device store; its
   multiplier and last bin are device scalars the host updates only when a batch grows or merges the histogram;
@@ -12,15 +12,18 @@ count; what changes is how the work reaches the GPU:
   captured (checked against the eager count of the same batch before it is kept);
 - the host reads back only the per-image maxima (one small copy per batch), decides growth and merges on them as
   TensorHistogram decides, and queues the count.
-A batch shorter than the calibration batch (the last one) is padded for the forward and counted eagerly on its real
+A forward shorter than the others (the last one) is padded for the forward and counted eagerly on its real
 rows. It runs where one forward holds the whole first calibration batch (statistics_torch picks it then); the CPU
 runs it without streams or graphs (how the tests compare it with statistics_torch's own loop).
 
 How a batch is added to the store, $TRTLAB_GPU_COUNT (the same counts every way, tests/test_gpu_count.py; the
 times are bench/bench_gpu_count.py's on the H200, README):
 - 'histc' (default): the bin k of every value as a float32, counted by `torch.histc` (a per-block shared-memory
-  histogram on CUDA, not one global atomic per value) over bins 1 … capacity-1, zeros left out and bin 0 worked
-  out as the rest, in calls of fewer than 2**24 values so float32 counts stay exact. The count depends on the
+  histogram on CUDA, not one global atomic per value) over bins 1 … capacity-1 into a float64 store (exact below
+  2**53), zeros left out: bin 0 is worked out as the values counted (a device scalar) less the rest, only when the
+  counts are merged or read; histc is called on fewer than 2**24 values so its float32 counts stay exact. No clamp
+  to the last bin: the batch's max |x| is the largest value and `prepare` grows the bins up to its bin (a value
+  past them would be a bug: `to_numpy` refuses it). Five kernels per tensor (|x| is the forward's, kept for its max). The count depends on the
   capacity (a power of two ≥ the bins, at least HISTC_MIN_CAPACITY): a captured count is captured again when it
   doubles (`capture_key`);
 - 'spread': every value's bin index, one `index_add_` of ones, a value whose bin is 0 added to one of
@@ -76,7 +79,9 @@ class StoredHistogram:
         self.mode = count_mode(mode)
         self.slots = slots if self.mode == "spread" else 0
         self.state = TensorHistogram(bins=bins, max_bins=max_bins)
-        self.store = torch.zeros(max_bins + self.slots, dtype=torch.int64, device=device)
+        histc = self.mode == "histc"
+        self.store = torch.zeros(max_bins + self.slots, dtype=torch.float64 if histc else torch.int64, device=device)
+        self.seen = torch.zeros((), dtype=torch.float64, device=device)  # histc: values counted (bin 0 = the rest)
         self.scale = torch.zeros((), dtype=torch.float32, device=device)
         self.cap = torch.full((), bins - 1, dtype=torch.int64, device=device)
         self.one = torch.ones(1, dtype=torch.int64, device=device)
@@ -123,27 +128,29 @@ class StoredHistogram:
             return None
         return min(max(HISTC_MIN_CAPACITY, 1 << (self.state.bins - 1).bit_length()), self.state.max_bins)
 
-    def count(self, values) -> None:
-        """Add `values` (images × values, float32) at the current multiplier: trunc(float32(|x| · s)), at most the
-        last bin — the reference's bins (histogram.reference_bins)."""
+    def count(self, values, magnitudes: bool = False) -> None:
+        """Add `values` (images × values, float32; `magnitudes`: already |x|, as the streamed forward hands them
+        over) at the current multiplier: trunc(float32(|x| · s)), at most the last bin — the reference's bins
+        (histogram.reference_bins). `values` are not modified."""
         import torch
 
+        scaled = values.mul(self.scale) if magnitudes else values.abs().mul_(self.scale)
         if self.mode == "spread":
-            self._count_spread(values)
+            self._count_spread(scaled)
             return
         if self.mode == "histc":
-            self._count_histc(values)
+            self._count_histc(scaled)
             return
-        index = torch.minimum(values.abs().mul_(self.scale).to(torch.int64), self.cap).reshape(-1)
+        index = torch.minimum(scaled.to(torch.int64), self.cap).reshape(-1)
         self.store.index_add_(0, index, self.one.expand(index.numel()))
 
-    def _count_spread(self, values) -> None:
+    def _count_spread(self, scaled) -> None:
         """`count` with each bin-0 value moved to slot (position mod slots). The index is made in place: at most a
         float32 and an int64 per value at once, then an int64 and a bool (index_add: two int64 at its `minimum`);
         shapes depend on `values`' shape alone and nothing is read back, so the count stays capturable."""
         import torch
 
-        index = values.abs().mul_(self.scale).to(torch.int64).reshape(-1)
+        index = scaled.to(torch.int64).reshape(-1)
         torch.minimum(index, self.cap, out=index)
         size, slots = index.numel(), self.slots
         whole = size - size % slots
@@ -155,25 +162,35 @@ class StoredHistogram:
             torch.where(tail == 0, self.slot_index[:size - whole], tail, out=tail)
         self.store.index_add_(0, index, self.one.expand(size))
 
-    def _count_histc(self, values) -> None:
-        """`count` by torch.histc: k = trunc(float32(|x| · s)) capped at the last bin, all in float32 in place (bins
-        are integers far below 2**24, so exact). histc counts bins 1 … capacity-1 over [0.5, capacity - 0.5], so k
-        sits mid-bin whatever histc's rounding; the zeros (k = 0, often half a ReLU6 output) fall below its range and
-        touch no counter: bin 0 is the part's size less the rest. float32 counts are exact below 2**24 values."""
+    def _count_histc(self, scaled) -> None:
+        """`count` by torch.histc: k = trunc(float32(|x| · s)) in place on `scaled` (bins are integers far below 2**24,
+        so exact). histc counts bins 1 … capacity-1 over [0.5, capacity - 0.5], so k sits mid-bin whatever histc's
+        rounding; the zeros (k = 0, often half a ReLU6 output) fall below its range and touch no counter (bin 0 is
+        `_fold`'s). float32 counts are exact below 2**24 values per call."""
         import torch
 
         capacity = self.capture_key()
-        index = values.abs().mul_(self.scale).trunc_().reshape(-1)
-        torch.minimum(index, self.cap_float, out=index)
+        index = scaled.trunc_().reshape(-1)
         for start in range(0, index.numel(), HISTC_PART):
             part = index[start:start + HISTC_PART]
-            above_zero = torch.histc(part, bins=capacity - 1, min=0.5, max=capacity - 0.5).to(torch.int64)
-            self.store[1:capacity] += above_zero
-            self.store[:1] += part.numel() - above_zero.sum()
+            self.store[1:capacity] += torch.histc(part, bins=capacity - 1, min=0.5, max=capacity - 0.5)
+        self.seen += index.numel()
+
+    def counters(self) -> tuple:
+        """Copies of what `count` changes on the device (the store, the values counted): a count captured as a graph
+        is checked against the eager count from the same counters."""
+        return self.store.clone(), self.seen.clone()
+
+    def set_counters(self, saved: tuple) -> None:
+        self.store.copy_(saved[0])
+        self.seen.copy_(saved[1])
 
     def _fold(self) -> None:
-        """Move the slots' counts into bin 0 (device ops, no host sync). Needed before the counts are read; before a
-        merge only to keep store[:bins] whole (bin 0 merges into bin 0, so the slots would stay right anyway)."""
+        """Make store[:bins] whole (device ops, no host sync), before the counts are merged or read: 'histc' sets
+        bin 0 to the values counted less every other bin; 'spread' moves the slots' counts into bin 0 (before a merge
+        only to keep store[:bins] whole: bin 0 merges into bin 0, so the slots would stay right anyway)."""
+        if self.mode == "histc":
+            self.store[0] = self.seen - self.store[1:self.state.bins].sum()
         if self.slots:
             spread = self.store[-self.slots:]
             self.store[:1] += spread.sum()
@@ -196,7 +213,11 @@ class StoredHistogram:
     def to_numpy(self) -> TensorHistogram:
         self._fold()
         state = self.state.state()
-        state["counts"] = self.store[:self.state.bins].cpu().numpy().astype(np.int64)
+        store = self.store[:self.store.numel() - self.slots].cpu().numpy()
+        if store[state["bins"]:].any():  # prepare grows the bins up to the largest value's: never past them
+            raise RuntimeError(f"internal error: {int(store[state['bins']:].sum())} value(s) counted past the "
+                               f"histogram's {state['bins']} bins — please report it with the model")
+        state["counts"] = store[:state["bins"]].astype(np.int64)
         return TensorHistogram.from_state(state)
 
 
@@ -218,12 +239,20 @@ def collect_streamed(job, device, module, rows: int, capture: bool = True):
     inputs = len(job.input_tensors)
 
     def forward(pixels):
+        """|x| of every exposed tensor (images × values; the count's input, made once for the max as well) and
+        their per-image max |x| (tensors × images, float64). Each output is dropped once its |x| exists, so the
+        forward holds about one copy of the exposed tensors, not two."""
         images = feed.normalise_on_device(pixels, job.cache.preprocess)
-        outputs = module(images)
+        outputs = list(module(images))
         count = len(images)
-        tensors = [outputs[p].reshape(count, -1) for p in module.exposed_positions]
-        tensors += [images.reshape(count, -1)] * inputs
-        return tuple(tensors) + (torch.stack([t.abs().amax(dim=1) for t in tensors]).to(torch.float64),)
+        magnitudes = {}
+        for p in module.exposed_positions:
+            if p not in magnitudes:
+                magnitudes[p] = outputs[p].reshape(count, -1).abs()
+                outputs[p] = None
+        tensors = [magnitudes[p] for p in module.exposed_positions]
+        tensors += [images.reshape(count, -1).abs()] * inputs
+        return tuple(tensors) + (torch.stack([t.amax(dim=1) for t in tensors]).to(torch.float64),)
 
     slots = _Slots(forward, capture and cuda, capture_call)
     counting = torch.cuda.Stream(device) if cuda else None
@@ -344,7 +373,7 @@ class _Slots:
                 self.counted_by_graph += 1
             return
         for histogram, values in zip(histograms, tensors):
-            histogram.count(values[:real] if real < len(values) else values)
+            histogram.count(values[:real] if real < len(values) else values, magnitudes=True)
 
     def made_elsewhere(self, slot, outputs) -> tuple:
         """The tensors of `outputs` that are not a slot's captured outputs (the eager outputs of a capture's batch)."""
@@ -358,24 +387,25 @@ class _Slots:
         import torch
 
         stream = torch.cuda.current_stream()
-        before = [h.store.clone() for h in histograms]
+        before = [h.counters() for h in histograms]
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
                 for histogram, values in zip(histograms, tensors):
-                    histogram.count(values)
+                    histogram.count(values, magnitudes=True)
             graph.replay()
-            replayed = [h.store.clone() for h in histograms]
+            replayed = [h.counters() for h in histograms]
             for histogram, saved in zip(histograms, before):
-                histogram.store.copy_(saved)
+                histogram.set_counters(saved)
             for histogram, values in zip(histograms, tensors):
-                histogram.count(values)
-            same = all(torch.equal(a, h.store) for a, h in zip(replayed, histograms))
+                histogram.count(values, magnitudes=True)
+            same = all(all(torch.equal(a, b) for a, b in zip(kept, h.counters()))
+                       for kept, h in zip(replayed, histograms))
         except Exception as exc:  # noqa: BLE001 - counted eagerly, said in the description
             for histogram, saved in zip(histograms, before):
-                histogram.store.copy_(saved)
+                histogram.set_counters(saved)
             for histogram, values in zip(histograms, tensors):
-                histogram.count(values)
+                histogram.count(values, magnitudes=True)
             self.reason = f"count capture failed ({type(exc).__name__})"
             return None
         if not same:

@@ -8,13 +8,19 @@ clamp to the batch's last bin → bincount). Given the same tensors, the counts 
 (tests/test_calibration_speed.py); the tensors themselves differ from ONNX Runtime's by float summation order, as any
 two implementations of the same graph do.
 
-Images per forward: on a GPU one calibration batch (what TensorRT's calibrator runs per step), so the activations —
-whose float summation order a convolution library may choose by batch size — depend on the recipe, not on the free
-GPU memory or the host's budget; only where one calibration batch's exposed tensors do not fit a share of the free
-GPU memory are smaller forwards run (then the first batch's maxima take a first pass, as on the CPU). On the CPU
-(device 'torch-cpu', the check of this path) the host budget's sub-batch — and there torch's convolutions do sum
-differently by batch size (demo model, 24 images, 1 vs 8 images per forward: 16 of 61 entropy thresholds differ),
-so 'torch-cpu' statistics follow the budget through the activations, never through the histogram.
+Images per forward: on a GPU whole calibration batches, as many as make up FORWARD_IMAGES (64; fewer where
+the calibration set is smaller or their exposed tensors do not fit a share of the free GPU memory), because one
+calibration batch (8 by default) leaves the GPU waiting on kernel launches (issue 38: at 8 images the demo model's
+forward is 1 ms of launches for 61 tensors of counts). The histograms do not depend on that grouping: the range
+is the first calibration batch's max |x| (per-image maxima), growth reaches the same last bin whatever the order,
+and a count made before a merge equals one made after it (trunc(y/2) = trunc(trunc(y)/2), the multiplier halves
+exactly). The activations do, by float summation order only (a convolution library may choose its algorithm by
+batch size), as they do between devices — the statistics' key holds neither; `CalibrationStats.counting` says the
+images per forward. Where not even one calibration batch fits, smaller forwards run (then the first batch's maxima
+take a first pass, as on the CPU). On the CPU (device 'torch-cpu', the check of this path) the host budget's
+sub-batch — there torch's convolutions do sum differently by batch size (demo model, 24 images, 1 vs 8 images per
+forward: 16 of 61 entropy thresholds differ), so 'torch-cpu' statistics follow the budget through the
+activations, never through the histogram.
 """
 from __future__ import annotations
 
@@ -30,6 +36,8 @@ STREAMED = True
 # Exposed activations held on the GPU per forward (several sub-batches at once), at most this share of free memory.
 GPU_MEMORY_SHARE = 0.25
 GPU_MEMORY_CAP = 4 * 2**30
+# Images per GPU forward the pass aims at, in whole calibration batches (module docstring).
+FORWARD_IMAGES = 64
 
 
 class TorchHistogram:
@@ -118,19 +126,24 @@ class TorchHistogram:
 
 
 def _forward_rows(device, job) -> int:
-    """Images per forward (module docstring): the fixed batch; on the CPU one sub-batch; on a GPU one calibration
-    batch, fewer only where its exposed tensors do not fit a share of the free GPU memory."""
+    """Images per forward (module docstring): the fixed batch; on the CPU one sub-batch; on a GPU whole calibration
+    batches up to FORWARD_IMAGES (no more than the images), as many as fit a share of the free GPU memory — fewer
+    images than one calibration batch only where not even that fits."""
     import torch
 
     if job.fixed_batch:
         return job.fixed_batch
     if device.type != "cuda":
         return job.sub_batch
+    batch = job.first_images
+    wanted = batch * max(1, min(FORWARD_IMAGES // batch, -(-len(job.indices) // batch)))
     if not job.per_image:
-        return job.first_images
+        return wanted
     free, _ = torch.cuda.mem_get_info(device)
-    budget = min(GPU_MEMORY_SHARE * free, GPU_MEMORY_CAP)
-    return max(1, min(job.first_images, int(budget // job.per_image)))
+    fit = int(min(GPU_MEMORY_SHARE * free, GPU_MEMORY_CAP) // job.per_image)
+    if fit >= batch:
+        return min(wanted, fit - fit % batch)
+    return max(1, fit)
 
 
 def collect_on_torch(job, device: str):
