@@ -60,7 +60,9 @@ def new_histogram(device, mode: str, slots: int, values):
     """A StoredHistogram started at `values`' own max |x| (an all-zero tensor leaves it unstarted: multiplier 0)."""
     from trtlab.quantization.statistics_stream import StoredHistogram
 
-    histogram = StoredHistogram(device, BINS, mode=mode, slots=slots)
+    histogram = StoredHistogram(device, BINS, mode="histc" if mode == "histc-float" else mode, slots=slots)
+    if mode == "histc-float":
+        histogram.integer = False
     rows = values.reshape(len(values), -1)
     histogram.prepare(rows.numel(), float(rows.abs().max()))  # one read-back, before any timing
     return histogram
@@ -151,7 +153,9 @@ def shares(values, scale: float) -> tuple[float, float]:
 
 
 def modes(slot_counts):
-    return [("index_add", 0)] + [("spread", s) for s in slot_counts] + [("histc", 0)]
+    """(count, slots) rows: 'histc-float' is histc with float32 bins in parts below 2**24 values (the CPU's way; on
+    CUDA 'histc' counts int32 bins, one call per tensor)."""
+    return [("index_add", 0)] + [("spread", s) for s in slot_counts] + [("histc-float", 0), ("histc", 0)]
 
 
 def row_label(mode: str, slots: int) -> str:
@@ -213,18 +217,19 @@ def real_model(args, slot_counts, device) -> list[dict]:
     path = Path(args.model)
     manifest = json.loads((path.parent / "manifest.json").read_text())
     crops = np.load(path.parent / "crops.npy")
-    crops = np.concatenate([crops] * -(-args.batch // len(crops)))[:args.batch]
+    batch = args.count_batch
+    crops = np.concatenate([crops] * -(-batch // len(crops)))[:batch]
     images = torch.from_numpy(normalize_batch(crops, get_preprocess(manifest["preprocess"]))).to(device)
     model = onnx.load(str(path))
     module = convert_onnx(model).to(device).eval()
     with torch.inference_mode():
         env = module.trace(images)
         names = [n for n in stats_tensors(model) if n in env]
-        tensors = [env[n].reshape(args.batch, -1).float().contiguous() for n in names]
+        tensors = [env[n].reshape(batch, -1).float().contiguous() for n in names]
         del env
         forward = forward_ms(module, images, args)
     values = sum(t.numel() for t in tensors)
-    print(f"\npart 2: {path.name}, {len(names)} exposed tensors (stats_tensors), batch {args.batch} of "
+    print(f"\npart 2: {path.name}, {len(names)} exposed tensors (stats_tensors), batch {batch} of "
           f"{len(crops)} demo crops ({crops.shape[1]}×{crops.shape[2]}, {manifest['preprocess']['name']}); "
           f"{values:,} values per batch, {sum(int((t == 0).sum()) for t in tensors) / values:.1%} exact zeros")
     rows, per_tensor = [], {}
@@ -235,7 +240,7 @@ def real_model(args, slot_counts, device) -> list[dict]:
             label = row_label(mode, slots)
             per_tensor[label] = [measure([new_histogram(device, mode, slots or 1024, t)], [t],
                                          max(3, args.repeats // 4), False)["eager"] for t in tensors]
-        rows.append({"case": f"all {len(names)} tensors", "shape": f"batch {args.batch}", "mode": mode,
+        rows.append({"case": f"all {len(names)} tensors", "shape": f"batch {batch}", "mode": mode,
                      "label": label, "zeros": None, "top": None, **result})
     print_table("one batch's whole count, every tensor in turn (ms per batch)", rows)
     print(f"the FP32 forward of the same batch (the module alone: no normalisation, no max |x|, nothing exposed): "
@@ -274,6 +279,7 @@ def calibration_per_mode(args) -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     from ab_stages import GpuSampler, calibration, memory_cache
 
+    from trtlab.quantization import statistics_stream
     from trtlab.quantization.statistics_stream import COUNT_MODES, COUNT_VARIABLE
 
     assets = Path(args.model).parent
@@ -284,8 +290,9 @@ def calibration_per_mode(args) -> None:
           f"{args.calibration} batch {args.batch}, each count in turn (${COUNT_VARIABLE}); the faster of two runs")
     saved = os.environ.get(COUNT_VARIABLE)
     try:
-        for mode in COUNT_MODES:
-            os.environ[COUNT_VARIABLE] = mode
+        for mode in COUNT_MODES[:1] + ("histc-float",) + COUNT_MODES[1:]:
+            os.environ[COUNT_VARIABLE] = "histc" if mode == "histc-float" else mode
+            statistics_stream.HISTC_INTEGER = False if mode == "histc-float" else "auto"
             result = calibration(str(args.model), cache, args.calibration, args.batch, sampler, "cuda", loop=False)
             streamed = result["streamed"]
             at_rows = ""
@@ -296,6 +303,7 @@ def calibration_per_mode(args) -> None:
                   f"warm forward at batch {args.batch} ({result['forward']:.3f} s){at_rows}, GPU busy "
                   f"{streamed['gpu_busy']}% — {streamed['how']}", flush=True)
     finally:
+        statistics_stream.HISTC_INTEGER = "auto"
         sampler.stop()
         if saved is None:
             os.environ.pop(COUNT_VARIABLE, None)
@@ -310,7 +318,9 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", default="all", help=f"comma-separated among: {', '.join(CASES)}")
     parser.add_argument("--model", default=str(ROOT / ".devcarry" / "bench_backends" / "fp32.onnx"),
                         help="part 2's model (beside its manifest.json and crops.npy); 'none' skips part 2")
-    parser.add_argument("--batch", type=int, default=8, help="part 2: images per calibration batch")
+    parser.add_argument("--batch", type=int, default=8, help="part 3: images per calibration batch")
+    parser.add_argument("--count-batch", type=int, default=64, help="part 2: images per forward (the calibration "
+                        "pass's on a GPU: statistics_torch.FORWARD_IMAGES)")
     parser.add_argument("--calibration", type=int, default=0,
                         help="part 3: N images through the streamed calibration with each count (0: skipped)")
     parser.add_argument("--no-graph", action="store_true", help="eager counts only (no CUDA graph capture)")
@@ -326,7 +336,7 @@ def main(argv=None) -> int:
         print(f"bench_gpu_count: needs a CUDA GPU (torch {torch.__version__} sees none); nothing was run")
         return 2
     if args.smoke:
-        device, args.no_graph, args.batch, args.repeats = torch.device("cpu"), True, 1, 2
+        device, args.no_graph, args.batch, args.count_batch, args.repeats = torch.device("cpu"), True, 1, 1, 2
         if torch.cuda.is_available():
             print("bench_gpu_count: --smoke is for machines without a CUDA GPU; run it without --smoke here")
             return 2

@@ -218,3 +218,36 @@ def test_histc_counts_magnitudes_and_refuses_values_past_its_bins(activations, m
     histc.count(given * 3, magnitudes=magnitudes)  # three times the range, no prepare: past the 2,048 bins
     with pytest.raises(RuntimeError, match="counted past the histogram's 2048 bins"):
         histc.to_numpy()
+
+
+def test_histc_integer_bins_count_as_cudas_integer_histc_would(activations, monkeypatch):
+    """On CUDA 'histc' counts int32 bins (torch.histc on the CPU refuses integers): with CUDA's integer formula
+    emulated here — ATen's getBin, bin = (k − min)·bins / (max − min) in int64 arithmetic, the top edge into the last
+    bin, values outside [min, max] left out — the arguments 'histc' passes give the numpy reference's counts
+    through growth and merges. tests/test_gpu_speed.py runs the real kernel on CUDA."""
+    from trtlab.quantization import statistics_stream
+
+    real, calls = torch.histc, []
+
+    def cuda_like(values, bins, min, max):
+        if values.dtype.is_floating_point:
+            return real(values, bins=bins, min=min, max=max)
+        k = values.numpy().astype(np.int64)
+        k = k[(k >= min) & (k <= max)]
+        found = (k - min) * bins // (max - min)
+        found[found == bins] = bins - 1
+        calls.append(len(values))
+        return torch.from_numpy(np.bincount(found, minlength=bins).astype(np.int32))
+
+    monkeypatch.setattr(torch, "histc", cuda_like)
+    monkeypatch.setattr(statistics_stream, "HISTC_INTEGER", True)
+    for name, rows in activations.items():
+        batches = [rows[[k, (k + 1) % 8]] * np.float32(f) for k, f in enumerate(FACTORS)]
+        reference = TensorHistogram(bins=2048, max_bins=4096)
+        for batch in batches:
+            reference.update(batch, None)
+        histc = StoredHistogram("cpu", 2048, 4096, mode="histc")
+        assert histc.integer
+        _count(histc, batches)
+        np.testing.assert_array_equal(histc.to_numpy().counts, reference.counts, err_msg=name)
+    assert calls and len(calls) == len(activations) * len(FACTORS)  # one call per count: no parts below 2**31

@@ -18,14 +18,15 @@ runs it without streams or graphs (how the tests compare it with statistics_torc
 
 How a batch is added to the store, $TRTLAB_GPU_COUNT (the same counts every way, tests/test_gpu_count.py; the
 times are bench/bench_gpu_count.py's on the H200, README):
-- 'histc' (default): the bin k of every value as a float32, counted by `torch.histc` (a per-block shared-memory
-  histogram on CUDA, not one global atomic per value) over bins 1 … capacity-1 into a float64 store (exact below
-  2**53), zeros left out: bin 0 is worked out as the values counted (a device scalar) less the rest, only when the
-  counts are merged or read; histc is called on fewer than 2**24 values so its float32 counts stay exact. No clamp
-  to the last bin: the batch's max |x| is the largest value and `prepare` grows the bins up to its bin (a value
-  past them would be a bug: `to_numpy` refuses it). Five kernels per tensor (|x| is the forward's, kept for its max). The count depends on the
-  capacity (a power of two ≥ the bins, at least HISTC_MIN_CAPACITY): a captured count is captured again when it
-  doubles (`capture_key`);
+- 'histc' (default): `torch.histc` (a per-block shared-memory histogram on CUDA, not one global atomic per value)
+  over bins 1 … capacity-1 into a float64 store (exact below 2**53), zeros left out: bin 0 is worked out as the
+  values counted (a device scalar) less the rest, only when the counts are merged or read. On CUDA the bins are
+  int32 (histc's bin is then integer arithmetic, its counts exact below 2**31: one call per tensor, so histc sizes
+  its grid for the whole tensor); elsewhere float32 in calls of fewer than 2**24 values. No clamp to the last bin:
+  the batch's max |x| is the largest value and `prepare` grows the bins up to its bin (a value past them would be a
+  bug: `to_numpy` refuses it). The count depends on the capacity (a power of two ≥ the bins, at least
+  HISTC_MIN_CAPACITY): a captured count is captured again when it doubles (`capture_key`). Five kernels per tensor
+  (|x| is the forward's, kept for its max);
 - 'spread': every value's bin index, one `index_add_` of ones, a value whose bin is 0 added to one of
   `SPREAD_SLOTS` slots after the store's `max_bins` bins, picked by its position, so the exact zeros of ReLU/ReLU6
   outputs (often half a tensor) do not all hit one atomic counter; the slots are folded into bin 0 (`_fold`)
@@ -51,6 +52,14 @@ COUNT_MODES = ("histc", "spread", "index_add")  # the first is the default
 HISTC_MIN_CAPACITY = 8192
 # float32 counts are exact below 2**24: histc is called on parts of fewer values
 HISTC_PART = (1 << 24) - 1
+# int32 bins (CUDA): exact counts below 2**31 per call, so a whole tensor per call — and histc sizes its grid by the
+# values per call (ATen's CUDA_tensor_histogram: about √(8·N/bins) blocks below one per SM), so 16.7 M-value parts
+# ran on ~130 blocks of an H200's 132 SMs, 40 G values/s (issue 38)
+HISTC_INT_PART = (1 << 31) - 1
+# 'auto': int32 bins where torch.histc takes them (CUDA: ATen computes an integer input's bin in integer arithmetic,
+# (k − 1)·(c − 1) / (c − 1) = k − 1 exactly); False: float32 bins everywhere (the CPU's only way; the bench's
+# comparison)
+HISTC_INTEGER = "auto"
 # Slots bin 0 is spread over: a warp's 32 neighbouring zeros hit 32 counters; 8 KB of int64 per histogram.
 SPREAD_SLOTS = 1024
 
@@ -89,6 +98,7 @@ class StoredHistogram:
         # each slot's index in the store (the cap keeps every real bin below max_bins, so they never meet)
         self.slot_index = torch.arange(max_bins, max_bins + self.slots, dtype=torch.int64, device=device)
         self._scale_value, self._cap_value = 0.0, bins - 1
+        self.integer = histc and _histc_takes_integers(self.store.device)  # CUDA: int32 bins
 
     def prepare(self, size: int, top: float) -> None:
         """TensorHistogram's decisions for one batch of `size` values whose max |x| is `top` (start, merges, growth,
@@ -163,17 +173,25 @@ class StoredHistogram:
         self.store.index_add_(0, index, self.one.expand(size))
 
     def _count_histc(self, scaled) -> None:
-        """`count` by torch.histc: k = trunc(float32(|x| · s)) in place on `scaled` (bins are integers far below 2**24,
-        so exact). histc counts bins 1 … capacity-1 over [0.5, capacity - 0.5], so k sits mid-bin whatever histc's
-        rounding; the zeros (k = 0, often half a ReLU6 output) fall below its range and touch no counter (bin 0 is
-        `_fold`'s). float32 counts are exact below 2**24 values per call."""
+        """`count` by torch.histc; the zeros (k = 0, often half a ReLU6 output) fall below its range and touch no
+        counter (bin 0 is `_fold`'s). On CUDA (`integer`): k = int32(|x| · s) (truncation), histc over [1, capacity]
+        in capacity-1 bins: bin k-1 of the store's slice 1 … capacity-1, in integer arithmetic, one call per tensor.
+        Elsewhere: k = trunc(float32(|x| · s)) in place (integers far below 2**24, so exact), histc over
+        [0.5, capacity - 0.5] so k sits mid-bin whatever histc's float rounding, in calls of fewer than 2**24 values
+        so its float32 counts stay exact."""
         import torch
 
         capacity = self.capture_key()
-        index = scaled.trunc_().reshape(-1)
-        for start in range(0, index.numel(), HISTC_PART):
-            part = index[start:start + HISTC_PART]
-            self.store[1:capacity] += torch.histc(part, bins=capacity - 1, min=0.5, max=capacity - 0.5)
+        if self.integer:
+            index = scaled.to(torch.int32).reshape(-1)
+            edges = {"min": 1, "max": capacity}
+            part_size = HISTC_INT_PART
+        else:
+            index = scaled.trunc_().reshape(-1)
+            edges = {"min": 0.5, "max": capacity - 0.5}
+            part_size = HISTC_PART
+        for start in range(0, index.numel(), part_size):
+            self.store[1:capacity] += torch.histc(index[start:start + part_size], bins=capacity - 1, **edges)
         self.seen += index.numel()
 
     def counters(self) -> tuple:
@@ -219,6 +237,25 @@ class StoredHistogram:
                                f"histogram's {state['bins']} bins — please report it with the model")
         state["counts"] = store[:state["bins"]].astype(np.int64)
         return TensorHistogram.from_state(state)
+
+
+_HISTC_INTEGERS: dict = {}
+
+
+def _histc_takes_integers(device) -> bool:
+    """Whether torch.histc counts int32 values on `device` (HISTC_INTEGER; tried once per device type: CUDA does,
+    the CPU does not)."""
+    import torch
+
+    if HISTC_INTEGER != "auto":
+        return bool(HISTC_INTEGER)
+    if device.type not in _HISTC_INTEGERS:
+        try:
+            probe = torch.histc(torch.tensor([1, 2, 2], dtype=torch.int32, device=device), bins=2, min=1, max=3)
+            _HISTC_INTEGERS[device.type] = probe.tolist() == [1, 2]
+        except (RuntimeError, NotImplementedError):
+            _HISTC_INTEGERS[device.type] = False
+    return _HISTC_INTEGERS[device.type]
 
 
 def collect_streamed(job, device, module, rows: int, capture: bool = True):
@@ -305,8 +342,9 @@ def collect_streamed(job, device, module, rows: int, capture: bool = True):
     finally:
         bar.close()
         feed.close()
-    how = slots.describe() + f"; histograms counted by '{mode}'" + (f" ({SPREAD_SLOTS} slots for bin 0)"
-                                                                   if mode == "spread" else "")
+    detail = {"spread": f" ({SPREAD_SLOTS} slots for bin 0)",
+              "histc": " (int32 bins)" if histograms and histograms[0].integer else " (float32 bins)"}
+    how = slots.describe() + f"; histograms counted by '{mode}'" + detail.get(mode, "")
     return [h.to_numpy() for h in histograms], how
 
 
