@@ -348,8 +348,10 @@ def main(argv=None) -> int:
 
     slot_counts = [int(s) for s in args.slots.split(",") if s.strip()]
     print(f"GPU histogram count: {where}, torch {torch.__version__}; StoredHistogram.count = |x|·s (float32) → "
-          f"int64 → min(last bin) [spread: bin 0 → slot (position mod S)] → index_add_ of ones into {BINS} of "
-          f"{MAX_HISTOGRAM_BINS:,} int64 bins [+ S slots]; {args.repeats} counts per timing, "
+          f"index_add / spread: int64 → min(last bin) [spread: bin 0 → slot (position mod S)] → index_add_ of ones "
+          f"into {BINS} of {MAX_HISTOGRAM_BINS:,} int64 bins [+ S slots]; histc: int32 (histc-float: trunc, float32 "
+          f"parts < 2**24) → torch.histc over bins 1 … capacity-1 (≥ 8,192) into a float64 store, bin 0 the rest; "
+          f"{args.repeats} counts per timing, "
           f"eager{'' if args.no_graph else ' and one CUDA graph replayed'}; seed {args.seed}")
     print_table("part 1: synthetic float32 tensors (ms per count; speed-up = index_add ms / this row's ms)",
                 synthetic(args, slot_counts, device))
