@@ -273,35 +273,80 @@ def forward_ms(module, images, args) -> str:
 
 def calibration_per_mode(args) -> None:
     """Part 3: the whole streamed calibration pass (statistics_stream, as compare() runs it on CUDA) with each count
-    against a warm forward of the same images at the same batch (ab_stages.calibration, the full bench's figure)."""
+    against a warm forward of the same images at the same batch (ab_stages.calibration, the full bench's figure).
+    With two image counts N1 < N2 also the cost per 1,000 more images (t(N2) − t(N1)) / (N2 − N1): the pass without
+    what it pays once (the exposing module's conversion, its captures, shape inference), against the forward's.
+    `--profile FILE`: one more pass of the first count at the largest N under cProfile, its top functions printed."""
+    import cProfile
     import os
+    import pstats
 
     sys.path.insert(0, str(ROOT / "bench"))
     from ab_stages import GpuSampler, calibration, memory_cache
 
     from trtlab.quantization import statistics_stream
+    from trtlab.quantization.statistics import collect_statistics
     from trtlab.quantization.statistics_stream import COUNT_MODES, COUNT_VARIABLE
 
     assets = Path(args.model).parent
     manifest = json.loads((assets / "manifest.json").read_text())
-    cache = memory_cache(np.load(assets / "crops.npy"), manifest["preprocess"], args.calibration)
+    sizes = sorted(int(n) for n in str(args.calibration).split(","))
+    cache = memory_cache(np.load(assets / "crops.npy"), manifest["preprocess"], sizes[-1])
     sampler = GpuSampler()
+    every = COUNT_MODES[:1] + ("histc-float",) + COUNT_MODES[1:]
+    chosen = [m for m in every if m in args.modes.split(",")] if args.modes else list(every)
     print(f"\npart 3: the streamed calibration pass (entropy statistics of {Path(args.model).name}), N="
-          f"{args.calibration} batch {args.batch}, each count in turn (${COUNT_VARIABLE}); the faster of two runs")
+          f"{', '.join(map(str, sizes))} batch {args.batch}, each count in turn (${COUNT_VARIABLE}); the faster of two "
+          f"runs")
     saved = os.environ.get(COUNT_VARIABLE)
+
+    def use(mode):
+        os.environ[COUNT_VARIABLE] = "histc" if mode == "histc-float" else mode
+        statistics_stream.HISTC_INTEGER = False if mode == "histc-float" else "auto"
+
     try:
-        for mode in COUNT_MODES[:1] + ("histc-float",) + COUNT_MODES[1:]:
-            os.environ[COUNT_VARIABLE] = "histc" if mode == "histc-float" else mode
-            statistics_stream.HISTC_INTEGER = False if mode == "histc-float" else "auto"
-            result = calibration(str(args.model), cache, args.calibration, args.batch, sampler, "cuda", loop=False)
-            streamed = result["streamed"]
-            at_rows = ""
-            if "forward_at_rows" in result:
-                at_rows = (f", {streamed['seconds'] / result['forward_at_rows']:5.2f}× one at batch "
-                           f"{result['forward_rows']} ({result['forward_at_rows']:.3f} s)")
-            print(f"  {mode:<9} {streamed['seconds']:6.2f} s = {streamed['seconds'] / result['forward']:5.2f}× a "
-                  f"warm forward at batch {args.batch} ({result['forward']:.3f} s){at_rows}, GPU busy "
-                  f"{streamed['gpu_busy']}% — {streamed['how']}", flush=True)
+        for mode in chosen:
+            use(mode)
+            results = {}
+            for n in sizes:
+                result = results[n] = calibration(str(args.model), cache, n, args.batch, sampler, "cuda", loop=False)
+                streamed = result["streamed"]
+                at_rows = ""
+                if "forward_at_rows" in result:
+                    at_rows = (f", {streamed['seconds'] / result['forward_at_rows']:5.2f}× one at batch "
+                               f"{result['forward_rows']} ({result['forward_at_rows']:.3f} s)")
+                print(f"  {mode:<11} N={n:<5} {streamed['seconds']:6.2f} s = "
+                      f"{streamed['seconds'] / result['forward']:5.2f}× a warm forward at batch {args.batch} "
+                      f"({result['forward']:.3f} s){at_rows}, GPU busy {streamed['gpu_busy']}% — {streamed['how']}",
+                      flush=True)
+            if len(sizes) > 1:
+                low, high = results[sizes[0]], results[sizes[-1]]
+                more = (sizes[-1] - sizes[0]) / 1000
+                extra = (high["streamed"]["seconds"] - low["streamed"]["seconds"]) / more
+                forward = (high["forward"] - low["forward"]) / more
+                line = (f"  {mode:<11} per 1,000 more images: {extra:.3f} s = {extra / forward:.2f}× the forward's "
+                        f"at batch {args.batch} ({forward:.3f} s)")
+                if "forward_at_rows" in high:
+                    rows = (high["forward_at_rows"] - low["forward_at_rows"]) / more
+                    line += f", {extra / rows:.2f}× at batch {high['forward_rows']} ({rows:.3f} s)"
+                once = low["streamed"]["seconds"] - extra * sizes[0] / 1000
+                print(line + f"; paid once per pass: {once:.3f} s", flush=True)
+        if args.profile:
+            use(chosen[0])
+            import onnx
+
+            from trtlab.quantization.variants import stats_tensors
+
+            tensors = stats_tensors(onnx.load(str(args.model)))
+            profile = cProfile.Profile()
+            profile.enable()
+            collect_statistics(str(args.model), tensors, cache, np.arange(sizes[-1]), batch_size=args.batch,
+                               progress=False, device="cuda")
+            profile.disable()
+            profile.dump_stats(args.profile)
+            print(f"\n  cProfile of one pass ({chosen[0]}, N={sizes[-1]}), top 28 by cumulative time:")
+            stats = pstats.Stats(profile)
+            stats.sort_stats("cumulative").print_stats(28)
     finally:
         statistics_stream.HISTC_INTEGER = "auto"
         sampler.stop()
@@ -321,8 +366,13 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=8, help="part 3: images per calibration batch")
     parser.add_argument("--count-batch", type=int, default=64, help="part 2: images per forward (the calibration "
                         "pass's on a GPU: statistics_torch.FORWARD_IMAGES)")
-    parser.add_argument("--calibration", type=int, default=0,
-                        help="part 3: N images through the streamed calibration with each count (0: skipped)")
+    parser.add_argument("--calibration", default="0",
+                        help="part 3: N images (or N1,N2: also the cost per 1,000 more) through the streamed "
+                             "calibration with each count (0: skipped)")
+    parser.add_argument("--modes", default="", help="part 3: the counts to run, comma-separated (index_add, "
+                        "histc-float, spread, histc; default all)")
+    parser.add_argument("--parts", default="1,2,3", help="which parts to run, comma-separated")
+    parser.add_argument("--profile", default="", help="part 3: FILE for a cProfile of one more pass")
     parser.add_argument("--no-graph", action="store_true", help="eager counts only (no CUDA graph capture)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--smoke", action="store_true", help="on the CPU: checks the script, not the speed")
@@ -353,14 +403,16 @@ def main(argv=None) -> int:
           f"parts < 2**24) → torch.histc over bins 1 … capacity-1 (≥ 8,192) into a float64 store, bin 0 the rest; "
           f"{args.repeats} counts per timing, "
           f"eager{'' if args.no_graph else ' and one CUDA graph replayed'}; seed {args.seed}")
-    print_table("part 1: synthetic float32 tensors (ms per count; speed-up = index_add ms / this row's ms)",
-                synthetic(args, slot_counts, device))
-    if args.model != "none":
+    parts = {p.strip() for p in args.parts.split(",")}
+    if "1" in parts:
+        print_table("part 1: synthetic float32 tensors (ms per count; speed-up = index_add ms / this row's ms)",
+                    synthetic(args, slot_counts, device))
+    if args.model != "none" and "2" in parts:
         if Path(args.model).is_file():
             real_model(args, slot_counts, device)
         else:
             print(f"\npart 2 skipped: {args.model} does not exist (python bench/bench_backends.py prepare makes it)")
-    if args.calibration and not args.smoke and Path(args.model).is_file():
+    if args.calibration != "0" and "3" in parts and not args.smoke and Path(args.model).is_file():
         calibration_per_mode(args)
     return 0
 
