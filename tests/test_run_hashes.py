@@ -41,3 +41,32 @@ def test_a_held_copy_answers_its_hashes_and_the_original_still_looks(demo_data):
     assert "_held_hashes" not in demo_data.__dict__
     subset = held.subset([0, 1])  # a subset is a dataset of its own: it looks at its files
     assert "_held_hashes" not in subset.__dict__ and subset.content_hashes() == held.content_hashes()[:2]
+
+
+def test_image_ids_are_the_paths_relative_to_the_root_made_once(tmp_path, monkeypatch):
+    """Dataset.image_ids: os.path.relpath's ids for normalised paths under the root (cut), paths that are not
+    (dot segments, doubled slashes, outside the root, relative) and a root given with a trailing slash; made once
+    per paths list and made again when the list is replaced."""
+    import os
+
+    from trtlab.data.dataset import Dataset
+
+    root = str(tmp_path / "val")
+    paths = [f"{root}/n01440764/a.JPEG", f"{root}/n01/../n01440764/b.JPEG", f"{root}//c.JPEG",
+             str(tmp_path / "elsewhere.JPEG"), "relative/d.JPEG", f"{root}/./e.JPEG"]
+    for given_root in (root, root + "/"):
+        dataset = Dataset("ids", paths, root=given_root)
+        assert dataset.image_ids() == [os.path.relpath(p, given_root) for p in paths]
+    dataset = Dataset("ids", paths, root=root)
+    first = dataset.image_ids()
+    first.append("changed by a caller")
+    assert dataset.image_ids() == [os.path.relpath(p, root) for p in paths]  # a copy each time
+    import trtlab.data.dataset as dataset_module
+
+    made, real = [], dataset_module._relative_ids
+    monkeypatch.setattr(dataset_module, "_relative_ids", lambda *a: made.append(1) or real(*a))
+    dataset.image_ids()
+    assert made == []  # made once: not again for the same paths list
+    dataset.paths = paths[:2]
+    assert dataset.image_ids() == ["n01440764/a.JPEG", "n01440764/b.JPEG"] and made == [1]
+    assert Dataset("no root", paths).image_ids() == paths
