@@ -293,7 +293,7 @@ def calibration_per_mode(args) -> None:
     sizes = sorted(int(n) for n in str(args.calibration).split(","))
     cache = memory_cache(np.load(assets / "crops.npy"), manifest["preprocess"], sizes[-1])
     sampler = GpuSampler()
-    every = COUNT_MODES[:1] + ("histc-float",) + COUNT_MODES[1:]
+    every = COUNT_MODES[:1] + ("histc-float", "histc-eager") + COUNT_MODES[1:]
     chosen = [m for m in every if m in args.modes.split(",")] if args.modes else list(every)
     print(f"\npart 3: the streamed calibration pass (entropy statistics of {Path(args.model).name}), N="
           f"{', '.join(map(str, sizes))} batch {args.batch}, each count in turn (${COUNT_VARIABLE}); the faster of two "
@@ -301,8 +301,10 @@ def calibration_per_mode(args) -> None:
     saved = os.environ.get(COUNT_VARIABLE)
 
     def use(mode):
-        os.environ[COUNT_VARIABLE] = "histc" if mode == "histc-float" else mode
+        """histc-float: float32 bins; histc-eager: the count launched eagerly, not captured (CAPTURE_COUNT)."""
+        os.environ[COUNT_VARIABLE] = "histc" if mode.startswith("histc") else mode
         statistics_stream.HISTC_INTEGER = False if mode == "histc-float" else "auto"
+        statistics_stream.CAPTURE_COUNT = mode != "histc-eager"
 
     try:
         for mode in chosen:
@@ -348,7 +350,7 @@ def calibration_per_mode(args) -> None:
             stats = pstats.Stats(profile)
             stats.sort_stats("cumulative").print_stats(28)
     finally:
-        statistics_stream.HISTC_INTEGER = "auto"
+        statistics_stream.HISTC_INTEGER, statistics_stream.CAPTURE_COUNT = "auto", True
         sampler.stop()
         if saved is None:
             os.environ.pop(COUNT_VARIABLE, None)
@@ -370,7 +372,7 @@ def main(argv=None) -> int:
                         help="part 3: N images (or N1,N2: also the cost per 1,000 more) through the streamed "
                              "calibration with each count (0: skipped)")
     parser.add_argument("--modes", default="", help="part 3: the counts to run, comma-separated (index_add, "
-                        "histc-float, spread, histc; default all)")
+                        "histc-float, histc-eager, spread, histc; default all)")
     parser.add_argument("--parts", default="1,2,3", help="which parts to run, comma-separated")
     parser.add_argument("--profile", default="", help="part 3: FILE for a cProfile of one more pass")
     parser.add_argument("--no-graph", action="store_true", help="eager counts only (no CUDA graph capture)")

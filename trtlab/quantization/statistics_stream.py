@@ -60,6 +60,8 @@ HISTC_INT_PART = (1 << 31) - 1
 # (k − 1)·(c − 1) / (c − 1) = k − 1 exactly); False: float32 bins everywhere (the CPU's only way; the bench's
 # comparison)
 HISTC_INTEGER = "auto"
+# Whether a slot's whole count is captured as a CUDA graph (False: counted by eager launches; the bench compares)
+CAPTURE_COUNT = True
 # Slots bin 0 is spread over: a warp's 32 neighbouring zeros hit 32 counters; 8 KB of int64 per histogram.
 SPREAD_SLOTS = 1024
 
@@ -402,7 +404,7 @@ class _Slots:
             kept[1].replay()
             self.counted_by_graph += 1
             return
-        if whole and (kept is None or kept[0] != key) and not self.reason:
+        if whole and CAPTURE_COUNT and (kept is None or kept[0] != key) and not self.reason:
             self.counts.pop(slot, None)
             graph = self._capture_count(histograms, tensors)  # counts this batch, by the graph or eagerly
             self.counts[slot] = (key, graph)
