@@ -78,10 +78,11 @@ def count_mode(name: str | None = None) -> str:
 
 
 class StoredHistogram:
-    """A TensorHistogram whose counts live in a device store of `max_bins` int64 (its first `state.bins` are the
-    histogram), counted at the device scalars `scale` (float32) and `cap` (the last bin). `mode` (None:
-    $TRTLAB_GPU_COUNT): how `count` adds a batch (module docstring); 'spread' appends `slots` int64 to the store,
-    extra counts of bin 0 until `_fold`."""
+    """A TensorHistogram whose counts live in a device store of `max_bins` counters (its first `state.bins` are the
+    histogram; int64, float64 for 'histc'), counted at the device scalars `scale` (float32) and `cap` (the last bin;
+    'histc' needs none). `mode` (None: $TRTLAB_GPU_COUNT): how `count` adds a batch (module docstring); 'spread'
+    appends `slots` int64 to the store, extra counts of bin 0 until `_fold`; 'histc' keeps `seen`, the values
+    counted, for bin 0."""
 
     def __init__(self, device, bins: int, max_bins: int = MAX_HISTOGRAM_BINS, mode: str | None = None,
                  slots: int = SPREAD_SLOTS):
@@ -96,7 +97,6 @@ class StoredHistogram:
         self.scale = torch.zeros((), dtype=torch.float32, device=device)
         self.cap = torch.full((), bins - 1, dtype=torch.int64, device=device)
         self.one = torch.ones(1, dtype=torch.int64, device=device)
-        self.cap_float = torch.full((), bins - 1, dtype=torch.float32, device=device)  # histc's last bin
         # each slot's index in the store (the cap keeps every real bin below max_bins, so they never meet)
         self.slot_index = torch.arange(max_bins, max_bins + self.slots, dtype=torch.int64, device=device)
         self._scale_value, self._cap_value = 0.0, bins - 1
@@ -131,7 +131,6 @@ class StoredHistogram:
         if self.state.bins - 1 != self._cap_value:
             self._cap_value = self.state.bins - 1
             self.cap.fill_(self._cap_value)
-            self.cap_float.fill_(self._cap_value)
 
     def capture_key(self):
         """What a captured count of this histogram depends on besides its device scalars: histc's capacity, the
