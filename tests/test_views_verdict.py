@@ -244,6 +244,29 @@ def test_paired_interval_and_connor_sample_size_match_their_formulas():
     assert mcnemar_sample_size(0.3, 0.0) < mcnemar_sample_size(0.2, 0.1) < mcnemar_sample_size(0.2, 0.1, power=0.9)
 
 
+def test_the_verdict_says_when_kl_does_not_back_the_cosine(monkeypatch):
+    """Cosine decides; KL is quoted with what its own interval says: 'lower too' where it excludes 0 on the
+    winner's side, 'not distinguishable' where it straddles 0 (notebook 03's recovered pair read as if KL agreed)."""
+    import trtlab.views.decision as decision
+
+    labels = [k % 10 for k in range(40)]
+    reference = _result("fp32", labels, labels, {"precision": "fp32"})
+    close = _noisy("int8-minmax@64", labels, 0.02, _int8("minmax"), seed=1)
+    far = _noisy("int8-entropy@64", labels, 0.3, _int8("entropy"), seed=2)
+    results = {"fp32": reference, close.variant: close, far.variant: far}
+    real = decision.paired_fidelity
+
+    def straddling(a, b, ref, level):
+        fidelity = real(a, b, ref, level)
+        fidelity["kl"] = {**fidelity["kl"], "low": -abs(fidelity["kl"]["low"]), "high": abs(fidelity["kl"]["high"])}
+        return fidelity
+
+    assert " nats, lower too). " in decision.decide(results, close.variant, far.variant, "fp32").sentence
+    monkeypatch.setattr(decision, "paired_fidelity", straddling)
+    verdict = decision.decide(results, close.variant, far.variant, "fp32")
+    assert verdict.ship == close.variant and " nats, not distinguishable). " in verdict.sentence
+
+
 def test_fidelity_decides_where_top1_cannot(tmp_path):
     """Same top-1 everywhere, one variant's logits noisier: ship the closer one, with the paired interval; identical
     noise: equivalent within the margin."""
@@ -262,6 +285,7 @@ def test_fidelity_decides_where_top1_cannot(tmp_path):
                                        f"logits are closer to fp32 (cosine "
                                        f"{cos['second']:.4f} vs {cos['first']:.4f}, paired 95 % CI of the difference "
                                        f"+{-cos['high']:.4f}…+{-cos['low']:.4f}; KL ")
+    assert " nats, lower too). " in verdict.sentence  # KL's own interval agrees: said so
     assert verdict.sentence.endswith("40 labelled images cannot measure a top-1 cost (100.0 % vs 100.0 % on 40 "
                                      "labelled images, McNemar p = 1.00): a difference of up to 9 points would go "
                                      "unseen; none was seen (0 vs 0 images where only one is right), so no number "

@@ -156,10 +156,13 @@ def decide(results: dict[str, VariantResult], first: str, second: str, reference
             mine, theirs = (cos["first"], cos["second"]) if first_closer else (cos["second"], cos["first"])
             if not first_closer:
                 interval = _interval({"low": -cos["high"], "high": -cos["low"]})
+            # KL is quoted as what it is: closer too where its own interval says so, else within noise
+            kl_agrees = (kl["high"] < 0) if first_closer else (kl["low"] > 0)
             sentence = (f"Ship {winner} — {basis}: its logits are closer to {reference} (cosine {cosine(mine)} vs "
                         f"{cosine(theirs)}, paired 95 % CI of the difference {interval}; KL "
                         f"{nats(kl['first' if first_closer else 'second'])} vs "
-                        f"{nats(kl['second' if first_closer else 'first'])} nats). {_capital(undecided_top1)}.")
+                        f"{nats(kl['second' if first_closer else 'first'])} nats, "
+                        f"{'lower too' if kl_agrees else 'not distinguishable'}). {_capital(undecided_top1)}.")
             return Verdict(sentence, winner, "fidelity", images_needed=needed, **kwargs)
         sentence = (f"Neither {first} nor {second} can be recommended yet: logit cosine favours "
                     f"{first if first_closer else second} (paired 95 % CI of the difference {interval}) but KL of "
