@@ -264,8 +264,9 @@ class HeadToHead:
             sections += [("Classes each loses", self.losses())] + ([(None, self.drift_table()), (None, "figure")]
                                                                    if changed else [])
         table = self.scale_table()
-        sections.append(("Calibration thresholds that differ most", table if table is not None
-                         else " ".join(self.scale_notes)))
+        # no table (identical thresholds, or none to compare): the notes stand under a heading that says so
+        sections.append(("Calibration thresholds that differ most", table) if table is not None else
+                        ("Calibration thresholds", " ".join(self.scale_notes)))
         return sections
 
     def _ipython_display_(self):

@@ -216,8 +216,10 @@ def recover_layers(model, plan, scales: dict, recipe, images: np.ndarray, fixed_
             rounding.record_reference(layer, live, outputs)
 
     correction = BiasCorrection(means) if "bias_correction" in methods else None
-    bar = progress_bar(total=2 * len(layers), desc=f"recovery ({', '.join(recipe.recovery)})", unit="layer",
-                       enabled=progress)
+    # two passes (FP32 reference, then the quantized graph), each layer by layer: the bar says so, so its 2·L
+    # steps are not read as 2·L layers beside the log's "L of L layers corrected"
+    bar = progress_bar(total=2 * len(layers), desc=f"recovery ({', '.join(recipe.recovery)}): 2 passes × "
+                       f"{len(layers)} layers", unit="layer", enabled=progress)
     began = time.perf_counter()
     reference_graph.run(images, after=reference, rows=PASS_ROWS, fixed_batch=fixed_batch, progress=bar)
     report.seconds["reference_pass"] = time.perf_counter() - began
