@@ -432,7 +432,7 @@ def ab_widgets(model_path, dataset: Dataset, preprocess="tf-lite", workspace=Non
     size = w.IntSlider(value=min(64, limit), min=1, max=limit, description="calibration images",
                        tooltip=f"at most {limit}: the calibration images that exist", **full)
     batch = w.Dropdown(options=[1, 4, 8, 16, 32], value=8, description="calibration batch", **full)
-    percentile = w.FloatText(value=99.99, description="percentile (for percentile)", **full)
+    percentile = w.FloatText(value=99.99, description="percentile algorithm keeps (%)", **full)
     guard_boxes = [w.Checkbox(value=False, description=g, indent=False, **full) for g in GUARD_CHOICES]
     nodes = w.Text(value="", description="node guards", placeholder="node names, comma separated", **full)
     # One vocabulary (issue 35): guarded layers run in the float path's precision, FP16, unless FP32 is asked for.
