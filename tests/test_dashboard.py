@@ -365,7 +365,7 @@ def test_html_report_is_self_contained_and_atomic(hand_store, tmp_path):
     assert [h for level, h in audit.headings if level == "h3"] == [
         "Runs", "Which is closer to fp32? Paired per-image fidelity"] + [
         "Accuracy and agreement", "Is the top-1 difference real? McNemar's test between fp16 and int8-a",
-        "Which is closer to fp32? Paired per-image fidelity", "Classes each loses",
+        "Which is closer to fp32? Paired per-image fidelity", "Classes each loses or gains",
         "Calibration thresholds"] + [  # fp16 has none: the note, under a heading that promises no table
         "Per-class accuracy drift", "Flips (1 image changed top-1)", "Confusions introduced",
         "Per-class accuracy drift", "Flips (4 images changed top-1)", "Confusions introduced"]

@@ -48,7 +48,8 @@ def test_head_to_head_on_the_hand_store(hand_store):
     assert tests.loc["top-1 right (7 labelled images)"].tolist() == [2, 0, "0.50 (exact)", "no"]
     # Agreement with fp32 on all 8: fp16 differs on image 3, int8-a on 1, 3, 4, 7 → only fp16 agrees on 1, 4, 7.
     assert tests.loc["top-1 agrees with fp32 (8 images)"].tolist() == [3, 0, "0.25 (exact)", "no"]
-    assert h2h.losses() == "fp16 loses 0 classes; int8-a loses 2 classes (tench, great white shark) against fp32."
+    assert h2h.losses() == ("fp16 loses 0 classes, gains 1 (goldfish); int8-a loses 2 classes (tench, great white "
+                            "shark), gains 1 (goldfish) against fp32.")
     drift = h2h.drift_table().shown
     assert drift.loc["goldfish"].tolist() == [2, "50.0 %", "100.0 % (+50 pts)", "100.0 % (+50 pts)"]
     assert drift.loc["tench"].tolist() == [2, "100.0 %", "100.0 %", "50.0 % (-50 pts)"]

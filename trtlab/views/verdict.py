@@ -3,7 +3,7 @@ to keep, and whether the difference between them is real.
 
 `head_to_head(results, a, b)` reads stored results (and the variants' calibration caches) only: both variants'
 accuracy and agreement with the reference with 95 % intervals, McNemar's test between the two (not each against
-the reference), the classes each loses against the reference side by side, the tensors whose calibration
+the reference), the classes each loses or gains against the reference side by side, the tensors whose calibration
 thresholds differ most (named by the model's blocks), the paired per-image fidelity of both to the reference, and
 one sentence (views.decision.decide) saying which to ship. Notebook 03's `result.verdict()`, the A/B widget, the
 quickstart and the dashboard's `dash.compare()` all show a `HeadToHead`; `python -m trtlab calibrate` prints its
@@ -237,13 +237,14 @@ class HeadToHead:
                                                                               else [])))
 
     def losses(self) -> str:
-        """Which classes each variant loses against the reference, in one line."""
+        """Which classes each variant loses against the reference — and gains, where it does, so a variant whose
+        top-1 equals the reference's does not read as only losing — in one line."""
         parts = []
         for name, column in ((self.first, "delta_first"), (self.second, "delta_second")):
             lost = self.drift[self.drift[column] < 0].sort_values(column, kind="stable")
-            listed = ", ".join(lost["name"].head(5)) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
-            parts.append(f"{name} loses {len(lost)} class{'es' if len(lost) != 1 else ''}"
-                         + (f" ({listed})" if len(lost) else ""))
+            gained = self.drift[self.drift[column] > 0].sort_values(column, ascending=False, kind="stable")
+            parts.append(f"{name} loses {_classes(len(lost))}{_named(lost)}"
+                         + (f", gains {len(gained)}{_named(gained)}" if len(gained) else ""))
         return "; ".join(parts) + f" against {self.reference}."
 
     def figure(self):
@@ -261,7 +262,7 @@ class HeadToHead:
         if self.accuracy_test["labelled"]:
             changed = bool(((self.drift["delta_first"] != 0) | (self.drift["delta_second"] != 0)).any())
             # Nothing changed: the losses line says so; a table and figure would be empty.
-            sections += [("Classes each loses", self.losses())] + ([(None, self.drift_table()), (None, "figure")]
+            sections += [("Classes each loses or gains", self.losses())] + ([(None, self.drift_table()), (None, "figure")]
                                                                    if changed else [])
         table = self.scale_table()
         # no table (identical thresholds, or none to compare): the notes stand under a heading that says so
@@ -450,9 +451,21 @@ def plot_drift_side_by_side(h: HeadToHead, top: int = DRIFT_ROWS):
         axes[0].set_yticks(y, [f"{_short(n, 24)} (n={int(i)})" for n, i in zip(changed["name"], changed["images"])],
                            fontsize=8)
     for ax, name, column in zip(axes, (h.short[h.first], h.short[h.second]), ("delta_first", "delta_second")):
-        lost = int((h.drift[column] < 0).sum())
-        ax.set_title(fit(f"{name}: loses {lost} class{'es' if lost != 1 else ''}", _panel_inches(ax), 10),
-                     fontsize=10)
+        lost, gained = int((h.drift[column] < 0).sum()), int((h.drift[column] > 0).sum())
+        ax.set_title(fit(f"{name}: loses {_classes(lost)}" + (f", gains {gained}" if gained else ""),
+                         _panel_inches(ax), 10), fontsize=10)
         ax.set_xlabel(f"Δ top-1 vs {h.reference} (percentage points)")
     axes[1].tick_params(labelleft=False)
     return fig
+
+
+def _classes(count: int) -> str:
+    return f"{count} class{'es' if count != 1 else ''}"
+
+
+def _named(classes) -> str:
+    """' (a, b, c)' — the first five class names of a drift frame, with how many more; '' for none."""
+    if not len(classes):
+        return ""
+    return " (" + ", ".join(classes["name"].head(5)) + (f" and {len(classes) - 5} more" if len(classes) > 5
+                                                          else "") + ")"
