@@ -118,12 +118,14 @@ def _from_estimate(report, batch: int, gpu: str | None, threshold: float) -> Spe
     low, high = min(v["low"] for v in per_gpu.values()), max(v["high"] for v in per_gpu.values())
     spread = f"{min(central):.2f}×" if round(min(central), 2) == round(max(central), 2) else \
         f"{min(central):.2f}–{max(central):.2f}×"
-    lean = ("INT8 is not expected to be faster" if high < threshold else
-            "INT8 is expected to be faster" if low >= threshold else "whether INT8 is faster is open")
+    pays = f"the {threshold:.2f}× speed-up that pays for quantizing"
+    lean = (f"INT8 is not expected to reach {pays}" if high < threshold else
+            f"INT8 is expected to be faster, past {pays}" if low >= threshold else
+            f"the band straddles {pays}, so whether INT8 pays off in speed is open")
     without = [v["without_graph"] for v in per_gpu.values()]
     host = (f"; without a CUDA graph, as trtlab's benchmark runs, the host's kernel launches hold it to "
             f"{min(without):.2f}–{max(without):.2f}×" if min(without) < min(central) - 0.05 else "")
     text = (f"INT8 vs FP16, estimate (no TensorRT engine timed): {spread} at batch {batch} on {', '.join(names)} "
-            f"(band {low:.2f}–{high:.2f}×{host}) — {lean} against the {threshold:.2f}× that pays for quantizing; "
-            f"only a TensorRT build timed on the target GPU can confirm.")
+            f"(band {low:.2f}–{high:.2f}×{host}) — {lean}; only a TensorRT build timed on the target GPU can "
+            f"confirm.")
     return SpeedClause("estimate", min(central), low, high, batch, ", ".join(names), threshold, None, text, per_gpu)
