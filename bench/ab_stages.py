@@ -208,7 +208,7 @@ def calibration(model: str, cache, images: int, batch: int, sampler: GpuSampler,
 
     indices = np.arange(min(images, len(cache.crops)))
     tensors = stats_tensors(onnx.load(model))
-    rows = batch * max(1, min(statistics_torch.FORWARD_IMAGES // batch, -(-len(indices) // batch)))
+    rows = statistics_torch.whole_batch_rows(batch, len(indices))
     out = {"images": len(indices), "batch": batch, "forward_rows": rows}
     with TorchRunner(model, device="cpu" if device == "torch-cpu" else device) as runner:
         runner.pads_batches = lambda: False  # the forward as calibration runs it: batches of `batch`, none padded

@@ -125,6 +125,12 @@ class TorchHistogram:
         return TensorHistogram.from_state(state)
 
 
+def whole_batch_rows(batch: int, images: int) -> int:
+    """Images per GPU forward before the memory check: whole calibration batches of `batch` up to FORWARD_IMAGES,
+    no more batches than `images` make, at least one."""
+    return batch * max(1, min(FORWARD_IMAGES // batch, -(-images // batch)))
+
+
 def _forward_rows(device, job) -> int:
     """Images per forward (module docstring): the fixed batch; on the CPU one sub-batch; on a GPU whole calibration
     batches up to FORWARD_IMAGES (no more than the images), as many as fit a share of the free GPU memory — fewer
@@ -136,7 +142,7 @@ def _forward_rows(device, job) -> int:
     if device.type != "cuda":
         return job.sub_batch
     batch = job.first_images
-    wanted = batch * max(1, min(FORWARD_IMAGES // batch, -(-len(job.indices) // batch)))
+    wanted = whole_batch_rows(batch, len(job.indices))
     if not job.per_image:
         return wanted
     free, _ = torch.cuda.mem_get_info(device)
